@@ -1,0 +1,24 @@
+import { defineEntity, p } from '@mikro-orm/core';
+
+// Field names follow the API (document 3, Audit log entry), so records map 1:1.
+export const AuditEntrySchema = defineEntity({
+  name: 'AuditEntry',
+  tableName: 'audit_log',
+  properties: {
+    id: p.uuid().primary().defaultRaw('gen_random_uuid()').onCreate(() => crypto.randomUUID()),
+    action: p.string().length(200),
+    actor_id: p.uuid().nullable(),
+    actor_type: p.string().length(20),
+    actor_role: p.string().length(50).nullable(),
+    resource_type: p.string().length(100),
+    resource_id: p.string().length(100).nullable(),
+    ip_address: p.string().length(64).nullable(),
+    user_agent: p.string().length(512).nullable(),
+    request_id: p.string().length(128).nullable(),
+    metadata: p.json<Record<string, unknown>>().default('{}'),
+    created_at: p.datetime().onCreate(() => new Date()),
+  },
+});
+
+export class AuditEntry extends AuditEntrySchema.class {}
+AuditEntrySchema.setClass(AuditEntry);

@@ -1,0 +1,68 @@
+// Control-plane configuration: environment variables (each also a --flag),
+// validated once at start. A wrong value stops the process with one line
+// naming the variable (see main.ts).
+import path from 'node:path';
+import { z } from 'zod';
+
+const port = z.coerce.number().int().min(0).max(65535);
+const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
+
+const schema = z.object({
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  PORT: port.default(8080),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  GRPC_PORT: port.default(8081),
+  DATA_DIR: z.string().min(1).default('./.data'),
+  DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/ }).optional(),
+  REDIS_URL: z.url({ protocol: /^rediss?$/ }).optional(),
+  SMTP_URL: z.url({ protocol: /^smtps?$/ }).optional(),
+  PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
+  SECRETS_KEY: z.string().min(32).optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  // Upper bound for JSON and form bodies; multipart uploads have their own limit (avatar: 5 MB).
+  BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).max(50 * 1024 * 1024).default(1024 * 1024),
+  // Default per-client-address budget of every API route (requests per minute); 0 disables it.
+  RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).default(600),
+  // Trust X-Forwarded-For from a load balancer in front of the control plane.
+  TRUST_PROXY: bool.default(false),
+  CDN_PUBLISH_MODE: z.enum(['auto', 'manual']).default('auto'),
+  SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).max(120_000).default(10_000),
+});
+
+export type Config = z.infer<typeof schema> & { publicUrl: string; dataDir: string };
+
+export class ConfigError extends Error {}
+
+/** Reads `--flag value` / `--flag=value` pairs into ENV_NAME keys (`--grpc-port` → GRPC_PORT). */
+export function flagsToEnv(argv: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (!arg.startsWith('--')) continue;
+    const eq = arg.indexOf('=');
+    const name = (eq === -1 ? arg.slice(2) : arg.slice(2, eq)).replace(/-/g, '_').toUpperCase();
+    const value = eq === -1 ? argv[++i] : arg.slice(eq + 1);
+    if (value === undefined) throw new ConfigError(`${name}: missing value for --${arg.slice(2)}`);
+    out[name] = value;
+  }
+  return out;
+}
+
+export function loadConfig(env: Record<string, string | undefined> = process.env, argv: string[] = []): Config {
+  const source: Record<string, string | undefined> = { ...env, ...flagsToEnv(argv) };
+  // Empty variables count as unset, as in most twelve-factor tooling.
+  for (const key of Object.keys(source)) if (source[key] === '') delete source[key];
+  const parsed = schema.safeParse(source);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const name = String(issue.path[0] ?? 'config');
+    const shown = name.endsWith('_URL') || name.endsWith('_KEY') ? '' : ` (got ${JSON.stringify(source[name])})`;
+    throw new ConfigError(`${name}: ${issue.message}${shown}`);
+  }
+  const c = parsed.data;
+  return {
+    ...c,
+    dataDir: path.resolve(c.DATA_DIR),
+    publicUrl: (c.PUBLIC_URL ?? `http://localhost:${c.PORT}`).replace(/\/$/, ''),
+  };
+}

@@ -1,0 +1,8 @@
+// Ordered list of schema migrations. Hand-written SQL, so the same statements
+// run on PGlite and PostgreSQL; a test checks the entities match the result.
+import type { MigrationObject } from '@mikro-orm/core';
+import { Migration0001Foundation } from './0001-foundation.ts';
+
+export const migrationsList: MigrationObject[] = [
+  { name: '0001-foundation', class: Migration0001Foundation },
+];

@@ -1,0 +1,66 @@
+import path from 'node:path';
+import type { EntityClass } from '@mikro-orm/core';
+import { Migrator } from '@mikro-orm/migrations';
+import { MikroORM, PostgreSqlDriver } from '@mikro-orm/postgresql';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.ts';
+import { entities as allEntities } from './entities.ts';
+import { migrationsList } from './migrations/index.ts';
+
+export interface Database {
+  orm: MikroORM;
+  /** True when running on the embedded PGlite rather than a PostgreSQL server. */
+  embedded: boolean;
+  /** Round-trip time of `select 1` in milliseconds; throws when the database does not answer. */
+  ping(): Promise<number>;
+  close(): Promise<void>;
+}
+
+export interface OpenDatabaseOptions {
+  databaseUrl?: string;
+  dataDir: string;
+  /** Extra entities (tests register fixture entities this way). */
+  extraEntities?: EntityClass<object>[];
+  migrate?: boolean;
+  poolMax?: number;
+}
+
+export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
+  let embedded: EmbeddedPostgres | undefined;
+  let url = options.databaseUrl;
+  if (!url) {
+    embedded = await startEmbeddedPostgres(path.join(options.dataDir, 'pg'));
+    url = embedded.url;
+  }
+  let orm: MikroORM;
+  try {
+    orm = await MikroORM.init({
+      driver: PostgreSqlDriver,
+      clientUrl: url,
+      entities: [...allEntities, ...(options.extraEntities ?? [])],
+      extensions: [Migrator],
+      migrations: { migrationsList, transactional: true, allOrNothing: true },
+      pool: embedded ? { min: 0, max: 1 } : { min: 0, max: options.poolMax ?? 10 },
+      forceUtcTimezone: true,
+      // Each request forks its own context (http/request-context.ts); the global one is a bug.
+      allowGlobalContext: false,
+      debug: false,
+    });
+  } catch (error) {
+    await embedded?.close();
+    throw error;
+  }
+  if (options.migrate !== false) await orm.migrator.up();
+  return {
+    orm,
+    embedded: Boolean(embedded),
+    async ping() {
+      const started = performance.now();
+      await orm.em.fork().getConnection().execute('select 1');
+      return performance.now() - started;
+    },
+    async close() {
+      await orm.close(true);
+      await embedded?.close();
+    },
+  };
+}

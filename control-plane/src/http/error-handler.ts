@@ -1,0 +1,56 @@
+// Maps every failure to the error body of document 1 part 7 and never leaks
+// internals: unknown errors become 500 INTERNAL_ERROR, logged with the request id.
+import type { Context, Next } from 'koa';
+import { NotFoundError, OptimisticLockError, UniqueConstraintViolationException, ConnectionException } from '@mikro-orm/core';
+import { ApiError } from './errors.ts';
+
+function fromKnownError(error: unknown): ApiError | undefined {
+  if (error instanceof ApiError) return error;
+  if (error instanceof OptimisticLockError) return new ApiError('PRECONDITION_FAILED');
+  if (error instanceof NotFoundError) return new ApiError('NOT_FOUND');
+  if (error instanceof UniqueConstraintViolationException) return new ApiError('CONFLICT', 'A resource with these values already exists');
+  if (error instanceof ConnectionException) return new ApiError('SERVICE_UNAVAILABLE', 'The database is unavailable; retry later');
+  const e = error as { status?: number; statusCode?: number; httpCode?: number; code?: string | number; name?: string; message?: string };
+  // ioredis when Redis is down
+  if (e?.name === 'MaxRetriesPerRequestError' || e?.code === 'ECONNREFUSED' || e?.message === 'Connection is closed.') {
+    return new ApiError('SERVICE_UNAVAILABLE');
+  }
+  // koa-body / co-body / formidable errors carry an HTTP status
+  const status = e?.status ?? e?.statusCode ?? e?.httpCode;
+  if (status === 413) return new ApiError('PAYLOAD_TOO_LARGE', 'Request body is too large');
+  if (status === 415) return new ApiError('UNSUPPORTED_MEDIA_TYPE', 'Unsupported request body type');
+  if (status === 400 && (e?.name === 'SyntaxError' || /JSON|invalid/i.test(String(e?.message)))) {
+    return new ApiError('VALIDATION_ERROR', 'Malformed JSON body', { errors: [{ field: '(body)', message: 'Malformed JSON' }] });
+  }
+  if (status === 400 && e?.name === 'BadRequestError') return new ApiError('VALIDATION_ERROR', 'Malformed request body', { errors: [{ field: '(body)', message: String(e.message) }] });
+  return undefined;
+}
+
+export function errorBody(error: ApiError, requestId: string): Record<string, unknown> {
+  return {
+    code: error.code,
+    message: error.message,
+    request_id: requestId,
+    ...(error.errors ? { errors: error.errors } : {}),
+    ...error.details,
+  };
+}
+
+export async function errorHandler(ctx: Context, next: Next): Promise<void> {
+  try {
+    await next();
+    if (ctx.status === 404 && ctx.body === undefined) throw new ApiError('NOT_FOUND', 'No such route');
+    if (ctx.status === 405 && ctx.body === undefined) throw new ApiError('METHOD_NOT_ALLOWED', `${ctx.method} is not allowed on this path`);
+  } catch (error) {
+    let apiError = fromKnownError(error);
+    if (!apiError) {
+      ctx.state.log?.error({ err: error }, 'unhandled error');
+      apiError = new ApiError('INTERNAL_ERROR');
+    } else if (apiError.status >= 500) {
+      ctx.state.log?.warn({ err: error }, 'dependency failure');
+    }
+    ctx.status = apiError.status;
+    if (apiError.headers) ctx.set(apiError.headers);
+    ctx.body = errorBody(apiError, ctx.state.requestId as string);
+  }
+}

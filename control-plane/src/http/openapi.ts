@@ -1,0 +1,95 @@
+// OpenAPI 3.1 generated from the route declarations: the same zod schemas
+// that validate requests describe them here, so the document cannot drift.
+import { z } from 'zod';
+import { errorStatus, type ErrorCode } from './errors.ts';
+import type { RouteDefinition } from './route.ts';
+
+type JsonSchema = Record<string, unknown>;
+
+function toSchema(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
+  const json = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as JsonSchema;
+  delete json.$schema;
+  return json;
+}
+
+function parameters(schema: z.ZodType | undefined, location: 'path' | 'query'): unknown[] {
+  if (!schema) return [];
+  const json = toSchema(schema, 'input');
+  const properties = (json.properties ?? {}) as Record<string, JsonSchema>;
+  const required = new Set((json.required ?? []) as string[]);
+  return Object.entries(properties).map(([name, property]) => ({
+    name,
+    in: location,
+    required: location === 'path' || required.has(name),
+    ...(property.description ? { description: property.description } : {}),
+    schema: property,
+  }));
+}
+
+const errorBody: JsonSchema = {
+  type: 'object',
+  required: ['code', 'message', 'request_id'],
+  properties: {
+    code: { type: 'string' },
+    message: { type: 'string' },
+    request_id: { type: 'string' },
+    errors: { type: 'array', items: { type: 'object', required: ['field', 'message'], properties: { field: { type: 'string' }, message: { type: 'string' } } } },
+  },
+};
+
+export function buildOpenApi(routes: RouteDefinition[], info: { title: string; version: string; serverUrl?: string }): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const route of routes) {
+    const path = route.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+    const responses: Record<string, unknown> = {};
+    for (const [status, schema] of Object.entries(route.responses)) {
+      responses[status] = schema
+        ? { description: 'Success', content: { 'application/json': { schema: toSchema(schema, 'output') } } }
+        : { description: 'Success (no body)' };
+    }
+    const codes = new Set<ErrorCode>(route.errors ?? []);
+    if (route.query || route.params || route.body) codes.add('VALIDATION_ERROR');
+    if (route.access !== 'public') codes.add('UNAUTHORIZED');
+    if (typeof route.access === 'object') codes.add('FORBIDDEN');
+    if (route.ifMatch) codes.add('PRECONDITION_FAILED');
+    if (route.idempotent) codes.add('IDEMPOTENCY_KEY_REUSED');
+    if (route.rateLimits?.length) codes.add('RATE_LIMITED');
+    const byStatus = new Map<number, ErrorCode[]>();
+    for (const code of codes) byStatus.set(errorStatus[code], [...(byStatus.get(errorStatus[code]) ?? []), code]);
+    for (const [status, list] of byStatus) {
+      responses[String(status)] = { description: list.join(', '), content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+    }
+
+    const headerParams: unknown[] = [];
+    if (route.idempotent) headerParams.push({ name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', maxLength: 255 }, description: 'Replaying the same key within 24 hours returns the original result' });
+    if (route.ifMatch) headerParams.push({ name: 'If-Match', in: 'header', required: false, schema: { type: 'string' }, description: 'ETag of the version last read; 412 when it no longer matches' });
+
+    const operation: Record<string, unknown> = {
+      operationId: route.operationId ?? `${route.method}${path.replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)/g, (_, c: string) => c.toUpperCase())}`,
+      summary: route.summary,
+      ...(route.description ? { description: route.description } : {}),
+      tags: route.tags,
+      parameters: [...parameters(route.params, 'path'), ...parameters(route.query, 'query'), ...headerParams],
+      responses,
+      security: route.access === 'public' ? [] : [{ bearerAuth: [] }],
+    };
+    if (route.body) {
+      const contentType = route.multipart ? 'multipart/form-data' : 'application/json';
+      operation.requestBody = { required: true, content: { [contentType]: { schema: toSchema(route.body, 'input') } } };
+    }
+    paths[path] ??= {};
+    paths[path][route.method] = operation;
+  }
+  return {
+    openapi: '3.1.0',
+    info: { title: info.title, version: info.version },
+    ...(info.serverUrl ? { servers: [{ url: info.serverUrl }] } : {}),
+    paths,
+    components: {
+      schemas: { Error: errorBody },
+      securitySchemes: {
+        bearerAuth: { type: 'http', scheme: 'bearer', description: 'JWT access token, or a CDN API token (cdn_...)' },
+      },
+    },
+  };
+}

@@ -1,0 +1,53 @@
+// What every handler can reach through `input.app`. Capability modules add
+// their services here as they land.
+import type { Context } from 'koa';
+import type { Logger } from 'pino';
+import type { Config } from '../config/config.ts';
+import type { Database } from '../db/orm.ts';
+import type { KeyValueStore } from '../store/index.ts';
+import type { AccessRule } from './route.ts';
+
+/** The caller of a request once authenticated (set on ctx.state.auth). */
+export interface Caller {
+  /** `user` for a person's access token, `api_token` for a machine token. */
+  type: 'user' | 'api_token';
+  id: string;
+  /** Roles as evaluated for this request (informational; permissions are checked against stored data). */
+  roles: string[];
+  /** Session id for user tokens. */
+  sessionId?: string;
+  /** Token id (jti) for revocation. */
+  tokenId?: string;
+  tokenExpiresAt?: number;
+  /** Whether the account's e-mail is verified. */
+  verified?: boolean;
+}
+
+export interface AccessControl {
+  /** Establishes ctx.state.auth from the request's credentials; throws 401 when the rule needs a caller and none is valid. */
+  authenticate(ctx: Context, rule: AccessRule): Promise<void>;
+  /** Checks the permission of the rule against stored roles; throws 403. Runs after validation. */
+  authorize(ctx: Context, rule: AccessRule, input: { params: unknown; query: unknown; body: unknown }): Promise<void>;
+}
+
+export interface AppServices {
+  config: Config;
+  db: Database;
+  store: KeyValueStore;
+  log: Logger;
+  access: AccessControl;
+  version: string;
+  /** Health of the configuration pushed to edge nodes (the edge channel provides it). */
+  edgeConfigHealth?: () => Promise<{ status: 'ok' | 'error' | 'not_configured'; latency_ms: number | null }>;
+}
+
+/** Until an authentication module is plugged in, only public routes answer. */
+export const publicOnlyAccess: AccessControl = {
+  async authenticate(ctx, rule) {
+    if (rule !== 'public') {
+      const { unauthorized } = await import('./errors.ts');
+      throw unauthorized();
+    }
+  },
+  async authorize() {},
+};

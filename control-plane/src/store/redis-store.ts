@@ -1,0 +1,106 @@
+import { Redis } from 'ioredis';
+import type { KeyValueStore, SetOptions, WindowCount } from './store.ts';
+
+// INCR and PEXPIRE in one step, so a crash between them cannot leave a counter without expiry.
+const INCR_WINDOW = `
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
+return {count, ttl}`;
+
+export interface RedisStoreOptions {
+  /** Prefix for every key and channel: lets tests and tenants share one Redis. */
+  keyPrefix?: string;
+}
+
+export class RedisStore implements KeyValueStore {
+  readonly kind = 'redis' as const;
+  readonly #client: Redis;
+  readonly #url: string;
+  readonly #prefix: string;
+  #subscriber: Redis | undefined;
+  readonly #handlers = new Map<string, Set<(message: string) => void>>();
+
+  constructor(url: string, options: RedisStoreOptions = {}) {
+    this.#url = url;
+    this.#prefix = options.keyPrefix ?? '';
+    this.#client = new Redis(url, {
+      keyPrefix: this.#prefix,
+      // Fail fast instead of queueing commands forever while Redis is down:
+      // readiness must report it and requests must get a clear 503.
+      maxRetriesPerRequest: 1,
+      enableOfflineQueue: true,
+      connectTimeout: 2000,
+      lazyConnect: false,
+    });
+    this.#client.on('error', () => { /* reported through ping() and failing commands */ });
+    this.#client.defineCommand('incrWindow', { numberOfKeys: 1, lua: INCR_WINDOW });
+  }
+
+  async get(key: string): Promise<string | null> {
+    return this.#client.get(key);
+  }
+
+  async set(key: string, value: string, options: SetOptions = {}): Promise<boolean> {
+    const args: (string | number)[] = [];
+    if (options.ttlMs) args.push('PX', Math.max(1, Math.round(options.ttlMs)));
+    if (options.onlyIfAbsent) args.push('NX');
+    const result = await (this.#client.set as (...a: unknown[]) => Promise<string | null>)(key, value, ...args);
+    return result === 'OK';
+  }
+
+  async del(...keys: string[]): Promise<number> {
+    return keys.length ? this.#client.del(...keys) : 0;
+  }
+
+  async exists(key: string): Promise<boolean> {
+    return (await this.#client.exists(key)) === 1;
+  }
+
+  async incrWindow(key: string, windowMs: number): Promise<WindowCount> {
+    const [count, ttl] = await (this.#client as unknown as { incrWindow(k: string, w: number): Promise<[number, number]> })
+      .incrWindow(key, windowMs);
+    return { count, resetMs: ttl };
+  }
+
+  async publish(channel: string, message: string): Promise<void> {
+    await this.#client.publish(this.#prefix + channel, message);
+  }
+
+  async subscribe(channel: string, onMessage: (message: string) => void): Promise<() => Promise<void>> {
+    const full = this.#prefix + channel;
+    if (!this.#subscriber) {
+      // A subscribed connection can run no other command: it gets its own.
+      this.#subscriber = new Redis(this.#url, { maxRetriesPerRequest: null });
+      this.#subscriber.on('error', () => {});
+      this.#subscriber.on('message', (ch: string, message: string) => {
+        for (const handler of this.#handlers.get(ch) ?? []) handler(message);
+      });
+    }
+    let set = this.#handlers.get(full);
+    if (!set) {
+      set = new Set();
+      this.#handlers.set(full, set);
+      await this.#subscriber.subscribe(full);
+    }
+    set.add(onMessage);
+    return async () => {
+      set.delete(onMessage);
+      if (set.size === 0) {
+        this.#handlers.delete(full);
+        await this.#subscriber?.unsubscribe(full);
+      }
+    };
+  }
+
+  async ping(): Promise<number> {
+    const started = performance.now();
+    await this.#client.ping();
+    return performance.now() - started;
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled([this.#client.quit(), this.#subscriber?.quit()]);
+  }
+}

@@ -1,0 +1,30 @@
+// The small key-value interface behind rate limits, idempotency records,
+// token revocation and pub/sub fan-out. Redis in production (REDIS_URL), an
+// in-process implementation otherwise; both pass the same tests.
+export interface SetOptions {
+  ttlMs?: number;
+  /** Only set when the key does not exist (SET NX); the result says whether it was set. */
+  onlyIfAbsent?: boolean;
+}
+
+export interface WindowCount {
+  count: number;
+  /** Milliseconds until the window (and so the count) resets. */
+  resetMs: number;
+}
+
+export interface KeyValueStore {
+  readonly kind: 'redis' | 'memory';
+  get(key: string): Promise<string | null>;
+  set(key: string, value: string, options?: SetOptions): Promise<boolean>;
+  del(...keys: string[]): Promise<number>;
+  exists(key: string): Promise<boolean>;
+  /** Increments a counter that lives for windowMs from its first increment (fixed window). */
+  incrWindow(key: string, windowMs: number): Promise<WindowCount>;
+  publish(channel: string, message: string): Promise<void>;
+  /** Returns a function that ends the subscription. */
+  subscribe(channel: string, onMessage: (message: string) => void): Promise<() => Promise<void>>;
+  /** Round-trip time in milliseconds; throws when the store does not answer. */
+  ping(): Promise<number>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,52 @@
+// The test command: finds PostgreSQL and Redis (or falls back to the embedded
+// defaults, and says so), prepares a migrated template database once, runs
+// the tap suite, and ends on a plain `N passed, N failed` line.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs/promises';
+import { createTemplateDatabase, createTemplateDataDir, dropDatabase } from '../test/support/database.ts';
+import { detectServices } from '../test/support/services.ts';
+
+const services = await detectServices();
+const env: Record<string, string> = { ...process.env as Record<string, string>, TEST_SERVICES_DETECTED: '1', NODE_ENV: 'test' };
+env.TEST_POSTGRES_URL = services.postgresUrl ?? '';
+env.TEST_REDIS_URL = services.redisUrl ?? '';
+
+let templateDb: string | undefined;
+let templateDir: string | undefined;
+if (services.postgresUrl) {
+  templateDb = await createTemplateDatabase(services.postgresUrl);
+  env.TEST_PG_TEMPLATE = templateDb;
+} else {
+  templateDir = await createTemplateDataDir();
+  env.TEST_PGLITE_TEMPLATE = templateDir;
+}
+console.log(
+  `Test services: ${services.postgresUrl ? `PostgreSQL at ${new URL(services.postgresUrl).host}` : 'PostgreSQL not reachable, using embedded PGlite'}; ` +
+  `${services.redisUrl ? `Redis at ${new URL(services.redisUrl).host}` : 'Redis not reachable, using the in-process store'}.`,
+);
+
+const tapArgs = process.argv.slice(2);
+const child = spawn(process.execPath, ['node_modules/tap/dist/esm/run.mjs', ...tapArgs], { env, stdio: ['inherit', 'pipe', 'inherit'] });
+let tail = '';
+child.stdout.on('data', (chunk: Buffer) => {
+  process.stdout.write(chunk);
+  tail = (tail + chunk.toString('utf8')).slice(-4096);
+});
+const exitCode: number = await new Promise((resolve) => child.on('close', (code) => resolve(code ?? 1)));
+
+if (templateDb) await dropDatabase(services.postgresUrl!, templateDb).catch(() => {});
+if (templateDir) await fs.rm(templateDir, { recursive: true, force: true });
+
+// tap's closing summary: `# { total: 5, pass: 3, fail: 1, skip: 1 }`
+const summaries = [...tail.matchAll(/# \{ total: (\d+)(?:, pass: (\d+))?(?:, fail: (\d+))?(?:, todo: (\d+))?(?:, skip: (\d+))?/g)];
+const last = summaries.at(-1);
+if (!last) {
+  console.log('0 passed, 1 failed');
+  console.error('tap printed no summary: the run did not complete');
+  process.exit(exitCode || 1);
+}
+const passed = Number(last[2] ?? 0);
+const failed = Number(last[3] ?? 0);
+const skipped = Number(last[5] ?? 0);
+console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`);
+process.exit(failed > 0 ? 1 : exitCode);

@@ -1,0 +1,98 @@
+// Starts a real control plane for a test file: its own database, its own
+// Redis key prefix, an HTTP server on a free port. Torn down by t.teardown.
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { EntityClass } from '@mikro-orm/core';
+import { Redis } from 'ioredis';
+import { loadConfig, type Config } from '../../control-plane/src/config/config.ts';
+import type { RouteDefinition } from '../../control-plane/src/http/route.ts';
+import { startControlPlane, type ControlPlane } from '../../control-plane/src/server.ts';
+import { createStore } from '../../control-plane/src/store/index.ts';
+import { createTestDatabase, type TestDatabase } from './database.ts';
+import { detectServices } from './services.ts';
+
+interface Teardown { teardown(fn: () => unknown): void }
+
+export interface TestControlPlane extends ControlPlane {
+  config: Config;
+  database: TestDatabase;
+  /** fetch against the server; JSON bodies are encoded when `json` is given. */
+  request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
+}
+
+export interface RequestOptions {
+  json?: unknown;
+  body?: string | Buffer | FormData;
+  headers?: Record<string, string>;
+}
+
+export interface TestResponse {
+  status: number;
+  headers: Headers;
+  body: any;
+  text: string;
+}
+
+export async function startTestControlPlane(
+  t: Teardown,
+  options: { env?: Record<string, string>; extraEntities?: EntityClass<object>[]; extraRoutes?: RouteDefinition[]; throughProxy?: boolean } = {},
+): Promise<TestControlPlane> {
+  const services = await detectServices();
+  const database = await createTestDatabase({ postgresUrl: services.postgresUrl, extraEntities: options.extraEntities, throughProxy: options.throughProxy });
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'sp-cp-'));
+  const config = loadConfig({
+    NODE_ENV: 'test',
+    PORT: '0',
+    HOST: '127.0.0.1',
+    DATA_DIR: dataDir,
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    ...(services.redisUrl ? { REDIS_URL: services.redisUrl } : {}),
+    ...options.env,
+  });
+  const keyPrefix = `t:${randomBytes(6).toString('hex')}:`;
+  const store = createStore(config.REDIS_URL, keyPrefix);
+  const cp = await startControlPlane(config, { db: database.db, store, extraRoutes: options.extraRoutes });
+
+  t.teardown(async () => {
+    await cp.close();
+    await store.close();
+    if (config.REDIS_URL) await deleteKeys(config.REDIS_URL, keyPrefix);
+    await database.dispose();
+    await fs.rm(dataDir, { recursive: true, force: true });
+  });
+
+  return {
+    ...cp,
+    config,
+    database,
+    async request(method, urlPath, requestOptions = {}) {
+      const headers: Record<string, string> = { ...requestOptions.headers };
+      let body = requestOptions.body;
+      if (requestOptions.json !== undefined) {
+        body = JSON.stringify(requestOptions.json);
+        headers['content-type'] ??= 'application/json';
+      }
+      const response = await fetch(cp.url + urlPath, { method, headers, body: body as never });
+      const text = await response.text();
+      let parsed: unknown = undefined;
+      if (text && response.headers.get('content-type')?.includes('json')) parsed = JSON.parse(text);
+      return { status: response.status, headers: response.headers, body: parsed, text };
+    },
+  };
+}
+
+async function deleteKeys(redisUrl: string, prefix: string): Promise<void> {
+  const redis = new Redis(redisUrl);
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500);
+      if (keys.length) await redis.del(...keys);
+      cursor = next;
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
+  }
+}

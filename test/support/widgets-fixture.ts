@@ -1,0 +1,92 @@
+// A fixture resource for testing the shared HTTP conventions through the real
+// server: paging, idempotency, ETag/If-Match, validation and rate limits.
+import { defineEntity, p } from '@mikro-orm/core';
+import { z } from 'zod';
+import type { Database } from '../../control-plane/src/db/orm.ts';
+import { assertIfMatch, etagFor } from '../../control-plane/src/http/etag.ts';
+import { found } from '../../control-plane/src/http/errors.ts';
+import { paginate } from '../../control-plane/src/http/paging.ts';
+import { defineRoute, reply } from '../../control-plane/src/http/route.ts';
+import { pageQuery, sortParam, uuid } from '../../control-plane/src/http/schemas.ts';
+
+export const WidgetSchema = defineEntity({
+  name: 'Widget',
+  tableName: 'test_widget',
+  properties: {
+    id: p.uuid().primary().onCreate(() => crypto.randomUUID()),
+    name: p.string().length(20),
+    size: p.integer(),
+    created_at: p.datetime().onCreate(() => new Date()),
+    version: p.integer().version(),
+  },
+});
+export class Widget extends WidgetSchema.class {}
+WidgetSchema.setClass(Widget);
+
+export async function createWidgetTable(db: Database): Promise<void> {
+  await db.orm.em.fork().getConnection().execute(`
+    create table if not exists test_widget (
+      id uuid primary key, name varchar(20) not null, size int not null,
+      created_at timestamptz not null, version int not null default 1)`);
+  await db.orm.em.fork().getConnection().execute(`create table if not exists test_widget_runs (n serial primary key)`);
+}
+
+const present = (w: Widget) => ({ id: w.id, name: w.name, size: w.size, created_at: w.created_at.toISOString(), version: w.version });
+const widgetOut = z.object({ id: z.uuid(), name: z.string(), size: z.number(), created_at: z.string(), version: z.number() });
+const widgetBody = z.strictObject({
+  name: z.string().min(1).max(20).regex(/^[a-z0-9-]+$/, 'Must be lowercase letters, digits or dashes'),
+  size: z.number().int().min(1).max(10).default(1),
+});
+
+export const widgetRoutes = [
+  defineRoute({
+    method: 'post', path: '/v1/test/widgets', summary: 'Create a widget', tags: ['test'], access: 'public',
+    body: widgetBody, idempotent: true, responses: { 201: z.object({ data: widgetOut }) },
+    async handler({ body, em }) {
+      // Record every execution, so tests can prove an action ran exactly once.
+      await em.getConnection().execute('insert into test_widget_runs default values');
+      // Slow enough that concurrent duplicates overlap.
+      await new Promise((r) => setTimeout(r, 50));
+      const widget = em.create(Widget, { name: body.name, size: body.size } as never);
+      await em.flush();
+      return reply.created(present(widget), `/v1/test/widgets/${widget.id}`);
+    },
+  }),
+  defineRoute({
+    method: 'get', path: '/v1/test/widgets', summary: 'List widgets', tags: ['test'], access: 'public',
+    query: pageQuery({ sort: sortParam(['name', 'created_at', 'size'], 'created_at'), name: z.string().max(20).optional() }),
+    responses: { 200: z.object({ data: z.array(widgetOut), meta: z.any() }) },
+    async handler({ query, em }) {
+      const page = await paginate(em, Widget, { where: query.name ? { name: query.name } : {}, limit: query.limit, cursor: query.cursor, sort: query.sort });
+      return reply.list(page.items.map(present), page.meta);
+    },
+  }),
+  defineRoute({
+    method: 'get', path: '/v1/test/widgets/:id', summary: 'Read a widget', tags: ['test'], access: 'public',
+    params: z.strictObject({ id: uuid() }), responses: { 200: z.object({ data: widgetOut }) }, errors: ['NOT_FOUND'],
+    async handler({ params, em }) {
+      const widget = found(await em.findOne(Widget, params.id), 'Widget');
+      return reply.data(present(widget), { etag: etagFor(widget.id, widget.version) });
+    },
+  }),
+  defineRoute({
+    method: 'patch', path: '/v1/test/widgets/:id', summary: 'Update a widget', tags: ['test'], access: 'public',
+    params: z.strictObject({ id: uuid() }), body: widgetBody.partial(), ifMatch: true,
+    responses: { 200: z.object({ data: widgetOut }) }, errors: ['NOT_FOUND'],
+    async handler({ params, body, em, ctx }) {
+      const widget = found(await em.findOne(Widget, params.id), 'Widget');
+      assertIfMatch(ctx, etagFor(widget.id, widget.version));
+      em.assign(widget, body);
+      await em.flush();
+      return reply.data(present(widget), { etag: etagFor(widget.id, widget.version) });
+    },
+  }),
+  defineRoute({
+    method: 'post', path: '/v1/test/limited', summary: 'Rate-limited action', tags: ['test'], access: 'public',
+    rateLimits: [{ name: 'test-limited', limit: 3, windowSeconds: 60, by: 'ip' }],
+    responses: { 200: z.object({ data: z.object({ ok: z.boolean() }) }) },
+    async handler() {
+      return reply.data({ ok: true });
+    },
+  }),
+];
