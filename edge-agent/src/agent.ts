@@ -1,0 +1,329 @@
+// EdgeAgent: the agent process's state and the seam the control-stream client
+// drives. applyConfig / applyPurge / prefetch / healthReport / takeTrafficRollups
+// are all it needs; the HTTP data plane and /metrics hang off the same object.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import pino, { type Logger } from 'pino';
+import { Agent as UndiciAgent } from 'undici';
+import { parseConfigSnapshot, type ConfigSnapshot } from '../../shared/src/config/snapshot.ts';
+import { ConfigStore } from './control/config-store.ts';
+import { createMetrics, type AgentMetrics } from './metrics/prometheus.ts';
+import { TrafficCounters, type TrafficRollup } from './metrics/traffic.ts';
+import { CacheStore } from './proxy/cache-store.ts';
+import { HealthProber, type OriginHealthState } from './proxy/health.ts';
+import { OriginPools } from './proxy/origin-client.ts';
+import { Proxy } from './proxy/proxy.ts';
+import { compileRoutingTable, type RoutingTable } from './proxy/routing.ts';
+
+export interface EdgeAgentOptions {
+  dataDir: string;
+  memoryBytes: number;
+  diskBytes?: number;
+  maxObjectBytes: number;
+  region?: string;
+  defaultEndpointId?: string | null;
+  logger?: Logger;
+  /** Write applied snapshots and purge sequences to dataDir (default true). */
+  persist?: boolean;
+  /** Start origin health probes (default true). */
+  healthProbes?: boolean;
+}
+
+export type PurgeType = 'path' | 'wildcard' | 'tag' | 'all';
+
+export interface PurgeCommand {
+  sequence: number;
+  purge_id: string;
+  /** Empty string: every endpoint. */
+  endpoint_id: string;
+  type: PurgeType;
+  paths?: readonly string[];
+  tags?: readonly string[];
+}
+
+export interface PrefetchResult {
+  fetched: number;
+  failed: number;
+  failed_urls: { url: string; reason: string }[];
+}
+
+export interface HealthReport {
+  status: 'ok' | 'degraded';
+  configVersion: number;
+  purgeSequence: number;
+  cacheObjects: number;
+  cacheBytes: number;
+  origins: OriginHealthState[];
+}
+
+export class ConfigRefusedError extends Error {
+  override name = 'ConfigRefusedError';
+}
+
+const EMPTY_TABLE: RoutingTable = { version: 0, byHost: new Map(), byId: new Map(), origins: new Map() };
+const PREFETCH_CONCURRENCY = 4;
+
+export class EdgeAgent {
+  readonly logger: Logger;
+  readonly store: CacheStore;
+  readonly traffic = new TrafficCounters();
+  readonly metrics: AgentMetrics;
+  readonly proxy: Proxy;
+  private readonly pools = new OriginPools();
+  private readonly prober: HealthProber;
+  private readonly configStore: ConfigStore | null;
+  private readonly healthProbes: boolean;
+  private table: RoutingTable = EMPTY_TABLE;
+  private snapshot: ConfigSnapshot | null = null;
+  private purgeSequence = 0;
+  private httpServer: Server | null = null;
+  private metricsServer: Server | null = null;
+  private selfClient: UndiciAgent | null = null;
+
+  constructor(options: EdgeAgentOptions) {
+    this.logger = options.logger ?? pino({ level: 'silent' });
+    const persist = options.persist ?? true;
+    this.configStore = persist ? new ConfigStore(options.dataDir) : null;
+    this.healthProbes = options.healthProbes ?? true;
+    this.store = new CacheStore({ memoryBytes: options.memoryBytes, diskBytes: options.diskBytes ?? 0, diskDir: join(options.dataDir, 'cache') });
+    this.prober = new HealthProber(this.pools);
+    this.metrics = createMetrics({
+      traffic: this.traffic,
+      cache: () => ({ objects: this.store.objectCount, memoryBytes: this.store.memoryBytes, diskBytes: this.store.diskBytes }),
+      configVersion: () => this.table.version,
+      purgeSequence: () => this.purgeSequence,
+      originHealth: () => this.prober.report().map((o) => ({ originId: o.originId, consecutiveFailures: o.consecutiveFailures, healthy: o.status === 'healthy' })),
+    });
+    this.proxy = new Proxy({
+      table: () => this.table,
+      store: this.store,
+      pools: this.pools,
+      traffic: this.traffic,
+      originLatency: this.metrics.originLatency,
+      logger: this.logger,
+      options: { defaultEndpointId: options.defaultEndpointId ?? null, maxObjectBytes: options.maxObjectBytes, cacheName: `edge-${options.region ?? 'local'}` },
+    });
+  }
+
+  get configVersion(): number {
+    return this.table.version;
+  }
+
+  get appliedPurgeSequence(): number {
+    return this.purgeSequence;
+  }
+
+  get currentSnapshot(): ConfigSnapshot | null {
+    return this.snapshot;
+  }
+
+  /** Restores the last applied snapshot and purge sequence from the data directory. Returns the version restored (0: none). */
+  restore(): number {
+    const state = this.configStore?.load();
+    if (!state) return 0;
+    this.purgeSequence = state.purgeSequence;
+    if (state.snapshot === null) return 0;
+    try {
+      this.applyConfig(state.snapshot, state.version, { persist: false });
+      return state.version;
+    } catch (err) {
+      this.logger.error({ err: (err as Error).message }, 'persisted configuration is invalid; starting without one');
+      return 0;
+    }
+  }
+
+  /**
+   * Validates and compiles the snapshot, then swaps the routing tables in one
+   * assignment: requests already running finish on the old table, new ones see
+   * the new one. A bad snapshot throws ConfigRefusedError and changes nothing.
+   */
+  applyConfig(input: unknown, version?: number, opts: { persist?: boolean } = {}): void {
+    let snapshot: ConfigSnapshot;
+    let table: RoutingTable;
+    try {
+      snapshot = parseConfigSnapshot(input);
+      if (version !== undefined && version !== snapshot.version) snapshot = { ...snapshot, version };
+      table = compileRoutingTable(snapshot);
+    } catch (err) {
+      const detail = (err as { issues?: { path: PropertyKey[]; message: string }[] }).issues?.[0];
+      const message = detail ? `${detail.path.join('.')}: ${detail.message}` : (err as Error).message;
+      throw new ConfigRefusedError(`configuration refused: ${message}`, { cause: err });
+    }
+    this.table = table;
+    this.snapshot = snapshot;
+    this.pools.retain(table.origins.values());
+    if (this.healthProbes) this.prober.sync(table);
+    if (opts.persist !== false) this.configStore?.saveSnapshot(snapshot.version, snapshot);
+    this.logger.info({ version: snapshot.version, endpoints: snapshot.endpoints.length }, 'configuration applied');
+  }
+
+  /** Applies one purge. Purges at or below the applied sequence are acknowledged without effect (replays after reconnect). */
+  applyPurge(cmd: PurgeCommand): { applied: boolean; purged: number } {
+    if (cmd.sequence > 0 && cmd.sequence <= this.purgeSequence) return { applied: false, purged: 0 };
+    const endpoints = cmd.endpoint_id ? [cmd.endpoint_id] : [...new Set([...this.table.byId.keys(), ...this.store.endpointIds()])];
+    let purged = 0;
+    for (const endpointId of endpoints) {
+      switch (cmd.type) {
+        case 'path':
+          for (const p of cmd.paths ?? []) purged += this.store.purgePath(endpointId, pathOf(p));
+          break;
+        case 'tag':
+          for (const t of cmd.tags ?? []) purged += this.store.purgeTag(endpointId, t);
+          break;
+        case 'wildcard':
+          for (const p of cmd.paths ?? []) this.store.purgeWildcard(endpointId, pathOf(p));
+          break;
+        case 'all':
+          this.store.purgeAll(endpointId);
+          break;
+        default:
+          throw new Error(`unknown purge type ${String((cmd as { type: unknown }).type)}`);
+      }
+    }
+    if (cmd.sequence > this.purgeSequence) {
+      this.purgeSequence = cmd.sequence;
+      this.configStore?.savePurgeSequence(cmd.sequence);
+    }
+    this.logger.info({ purge_id: cmd.purge_id, sequence: cmd.sequence, type: cmd.type, endpoint: cmd.endpoint_id || '*' }, 'purge applied');
+    return { applied: true, purged };
+  }
+
+  /**
+   * Warms the cache by requesting each URL through the agent's own listener, so
+   * prefetches follow exactly the viewer path (routing, rules, collapsing).
+   * URLs may be absolute (their host is ignored) or paths.
+   */
+  async prefetch(endpointId: string, urls: readonly string[]): Promise<PrefetchResult> {
+    const endpoint = this.table.byId.get(endpointId);
+    const result: PrefetchResult = { fetched: 0, failed: 0, failed_urls: [] };
+    const address = this.httpServer?.address() as AddressInfo | null;
+    if (!endpoint || !address) {
+      const reason = !endpoint ? 'unknown endpoint' : 'agent is not listening';
+      return { fetched: 0, failed: urls.length, failed_urls: urls.map((url) => ({ url, reason })) };
+    }
+    this.selfClient ??= new UndiciAgent({ connections: PREFETCH_CONCURRENCY });
+    const client = this.selfClient;
+    const host = endpoint.snapshot.hostname;
+    const origin = `http://${address.family === 'IPv6' ? '[::1]' : '127.0.0.1'}:${address.port}`;
+    let next = 0;
+    const worker = async () => {
+      while (next < urls.length) {
+        const url = urls[next++];
+        let path: string;
+        try {
+          const u = new URL(url, `http://${host}`);
+          path = u.pathname + u.search;
+        } catch {
+          result.failed++;
+          result.failed_urls.push({ url, reason: 'invalid URL' });
+          continue;
+        }
+        try {
+          const res = await client.request({ origin, path, method: 'GET', headers: { host, 'user-agent': 'edge-agent-prefetch/1' } });
+          await res.body.dump();
+          if (res.statusCode < 400) result.fetched++;
+          else {
+            result.failed++;
+            result.failed_urls.push({ url, reason: `status ${res.statusCode}` });
+          }
+        } catch (err) {
+          result.failed++;
+          result.failed_urls.push({ url, reason: (err as Error).message });
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(PREFETCH_CONCURRENCY, urls.length) }, worker));
+    return result;
+  }
+
+  healthReport(): HealthReport {
+    const origins = this.prober.report();
+    return {
+      status: origins.some((o) => o.status === 'unhealthy') ? 'degraded' : 'ok',
+      configVersion: this.table.version,
+      purgeSequence: this.purgeSequence,
+      cacheObjects: this.store.objectCount,
+      cacheBytes: this.store.memoryBytes + this.store.diskBytes,
+      origins,
+    };
+  }
+
+  /** Per-endpoint counts since the previous call (the control client calls this once a minute). */
+  takeTrafficRollups(topN = 50): TrafficRollup[] {
+    return this.traffic.takeRollups(topN);
+  }
+
+  async listen(port: number, host = '0.0.0.0'): Promise<AddressInfo> {
+    const server = createServer({ keepAliveTimeout: 65_000, headersTimeout: 20_000, requestTimeout: 0, noDelay: true }, this.proxy.handle);
+    server.on('clientError', (_err, socket) => {
+      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+      else socket.destroy();
+    });
+    this.httpServer = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => resolve());
+    });
+    return server.address() as AddressInfo;
+  }
+
+  async listenMetrics(port: number, host = '0.0.0.0'): Promise<AddressInfo> {
+    const registry = this.metrics.registry;
+    const server = createServer((req, res) => {
+      const path = (req.url ?? '/').split('?')[0];
+      if (path === '/metrics') {
+        registry.metrics().then(
+          (text) => {
+            res.writeHead(200, { 'content-type': registry.contentType });
+            res.end(text);
+          },
+          (err: Error) => {
+            res.writeHead(500, { 'content-type': 'text/plain' });
+            res.end(err.message);
+          },
+        );
+      } else if (path === '/healthz') {
+        const report = this.healthReport();
+        res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+        res.end(JSON.stringify({ status: report.status, config_version: report.configVersion, purge_sequence: report.purgeSequence, cache_objects: report.cacheObjects, cache_bytes: report.cacheBytes }));
+      } else {
+        res.writeHead(404, { 'content-type': 'text/plain' });
+        res.end('not found\n');
+      }
+    });
+    this.metricsServer = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => resolve());
+    });
+    return server.address() as AddressInfo;
+  }
+
+  /** Stops accepting, lets in-flight requests finish (up to timeoutMs), then closes origin pools. */
+  async close(timeoutMs = 10_000): Promise<void> {
+    this.prober.stop();
+    const servers = [this.httpServer, this.metricsServer].filter((s): s is Server => s !== null);
+    await Promise.all(servers.map((s) => new Promise<void>((resolve) => {
+      const timer = setTimeout(() => s.closeAllConnections(), timeoutMs);
+      timer.unref();
+      s.close(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+      s.closeIdleConnections();
+    })));
+    await this.selfClient?.close().catch(() => {});
+    await this.pools.closeAll();
+  }
+}
+
+/** Purge paths may be given as full URLs; only the path counts (query variants are purged with it). */
+function pathOf(p: string): string {
+  if (/^https?:\/\//i.test(p)) {
+    const u = URL.parse(p);
+    if (u) return u.pathname;
+  }
+  const q = p.indexOf('?');
+  return q === -1 ? p : p.slice(0, q);
+}

@@ -1,0 +1,69 @@
+// Agent process configuration: every setting is an environment variable and
+// also a CLI flag (--http-port 8090 or --http-port=8090 for HTTP_PORT). A bad
+// value stops the process with one line naming the variable (exit code 1).
+import { z } from 'zod';
+
+const MiB = 1024 * 1024;
+
+const port = z.coerce.number().int().min(0).max(65535);
+const bytes = z.string().trim().regex(/^\d+\s*([kKmMgG]i?[bB]?)?$/, 'a byte count such as 268435456, 256MiB or 1GiB').transform(parseBytes);
+
+const schema = z.object({
+  HTTP_PORT: port.default(8090),
+  METRICS_PORT: port.default(9091),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  METRICS_HOST: z.string().min(1).default('0.0.0.0'),
+  DATA_DIR: z.string().min(1).default('./.data/agent'),
+  CACHE_MEMORY_BYTES: bytes.default(256 * MiB),
+  CACHE_DISK_BYTES: bytes.default(0),
+  CACHE_MAX_OBJECT_BYTES: bytes.default(32 * MiB),
+  REGION: z.string().min(1).max(64).default('local'),
+  CONTROL_PLANE_URL: z.url({ protocol: /^(https?|grpcs?)$/ }).optional(),
+  AGENT_TOKEN: z.string().min(16).optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  CONFIG_FILE: z.string().min(1).optional(),
+  DEFAULT_ENDPOINT: z.string().min(1).optional(),
+  SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
+});
+
+export type AgentConfig = z.infer<typeof schema>;
+
+function parseBytes(text: string): number {
+  const m = /^(\d+)\s*([kKmMgG])?/.exec(text)!;
+  const n = Number(m[1]);
+  const unit = (m[2] ?? '').toLowerCase();
+  return unit === 'k' ? n * 1024 : unit === 'm' ? n * MiB : unit === 'g' ? n * 1024 * MiB : n;
+}
+
+/** "--http-port" → "HTTP_PORT"; "--config-file" → "CONFIG_FILE"; "--default-endpoint" → "DEFAULT_ENDPOINT". */
+function flagToVar(flag: string): string {
+  return flag.replace(/^--/, '').replace(/-/g, '_').toUpperCase();
+}
+
+export class ConfigError extends Error {}
+
+export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): AgentConfig {
+  const known = new Set(Object.keys(schema.shape));
+  const input: Record<string, string> = {};
+  for (const name of known) if (env[name] !== undefined && env[name] !== '') input[name] = env[name]!;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (!arg.startsWith('--')) throw new ConfigError(`unexpected argument ${arg}`);
+    const eq = arg.indexOf('=');
+    const name = flagToVar(eq === -1 ? arg : arg.slice(0, eq));
+    if (!known.has(name)) throw new ConfigError(`unknown flag ${eq === -1 ? arg : arg.slice(0, eq)}`);
+    let value: string | undefined = eq === -1 ? argv[++i] : arg.slice(eq + 1);
+    if (value === undefined) throw new ConfigError(`${arg} needs a value`);
+    input[name] = value;
+  }
+  const parsed = schema.safeParse(input);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const name = String(issue.path[0] ?? 'config');
+    // Never echo a secret back.
+    const shown = name === 'AGENT_TOKEN' ? '' : ` (got ${JSON.stringify(input[name])})`;
+    throw new ConfigError(`${name}: ${issue.message}${shown}`);
+  }
+  if (parsed.data.CONTROL_PLANE_URL && !parsed.data.AGENT_TOKEN) throw new ConfigError('AGENT_TOKEN: required when CONTROL_PLANE_URL is set');
+  return parsed.data;
+}

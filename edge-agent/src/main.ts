@@ -1,0 +1,91 @@
+// The edge agent process: config from env/flags, the data plane on HTTP_PORT,
+// /metrics and /healthz on METRICS_PORT, the snapshot from --config-file (re-read
+// on SIGHUP) or the last one persisted in DATA_DIR, graceful shutdown.
+import { readFileSync } from 'node:fs';
+import pino from 'pino';
+import { EdgeAgent } from './agent.ts';
+import { ConfigError, loadConfig, type AgentConfig } from './config.ts';
+
+let config: AgentConfig;
+try {
+  config = loadConfig(process.argv.slice(2), process.env);
+} catch (err) {
+  if (err instanceof ConfigError) {
+    process.stderr.write(`edge-agent: ${err.message}\n`);
+    process.exit(1);
+  }
+  throw err;
+}
+
+const logger = pino({
+  level: config.LOG_LEVEL,
+  base: { service: 'edge-agent', region: config.REGION },
+  // Secrets never reach the logs, whatever a caller passes.
+  redact: ['token', 'agent_token', 'authorization', '*.authorization', 'headers.authorization', 'headers.cookie'],
+});
+
+const agent = new EdgeAgent({
+  dataDir: config.DATA_DIR,
+  memoryBytes: config.CACHE_MEMORY_BYTES,
+  diskBytes: config.CACHE_DISK_BYTES,
+  maxObjectBytes: config.CACHE_MAX_OBJECT_BYTES,
+  region: config.REGION,
+  defaultEndpointId: config.DEFAULT_ENDPOINT ?? null,
+  logger,
+});
+
+function loadConfigFile(path: string): void {
+  const raw = JSON.parse(readFileSync(path, 'utf8'));
+  agent.applyConfig(raw);
+}
+
+const restored = agent.restore();
+if (config.CONFIG_FILE) {
+  try {
+    loadConfigFile(config.CONFIG_FILE);
+  } catch (err) {
+    process.stderr.write(`edge-agent: CONFIG_FILE: ${(err as Error).message.split('\n')[0]}\n`);
+    process.exit(1);
+  }
+} else if (restored) {
+  logger.info({ version: restored }, 'serving the configuration persisted in DATA_DIR');
+}
+
+try {
+  const http = await agent.listen(config.HTTP_PORT, config.HOST);
+  const metrics = await agent.listenMetrics(config.METRICS_PORT, config.METRICS_HOST);
+  logger.info({ http_port: http.port, metrics_port: metrics.port, config_version: agent.configVersion, control_plane: config.CONTROL_PLANE_URL ?? null }, 'edge agent listening');
+} catch (err) {
+  process.stderr.write(`edge-agent: cannot listen: ${(err as Error).message}\n`);
+  process.exit(1);
+}
+
+if (config.CONTROL_PLANE_URL) {
+  // The control-stream client is a later issue; it will drive agent.applyConfig/applyPurge/prefetch.
+  logger.warn('CONTROL_PLANE_URL is set but the control-stream client is not built yet; serving the local configuration');
+}
+
+process.on('SIGHUP', () => {
+  if (!config.CONFIG_FILE) return;
+  try {
+    loadConfigFile(config.CONFIG_FILE);
+  } catch (err) {
+    logger.error({ err: (err as Error).message }, 'reloading the config file failed; the previous configuration keeps serving');
+  }
+});
+
+let stopping = false;
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.on(signal, () => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    agent.close(config.SHUTDOWN_TIMEOUT_MS).then(
+      () => process.exit(0),
+      (err: Error) => {
+        logger.error({ err: err.message }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  });
+}

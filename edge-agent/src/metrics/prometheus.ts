@@ -1,0 +1,149 @@
+// Prometheus metrics of the agent. Request counters and the request latency
+// histogram are read from TrafficCounters at scrape time (nothing on the hot
+// path touches prom-client); origin latency is observed directly (only misses).
+import client from 'prom-client';
+import { CACHE_STATUSES, RESPONSE_TIME_BUCKETS_MS, type TrafficCounters } from './traffic.ts';
+
+export interface MetricsSources {
+  traffic: TrafficCounters;
+  cache: () => { objects: number; memoryBytes: number; diskBytes: number };
+  configVersion: () => number;
+  purgeSequence: () => number;
+  originHealth: () => { originId: string; consecutiveFailures: number; healthy: boolean }[];
+}
+
+export interface AgentMetrics {
+  registry: client.Registry;
+  originLatency: client.Histogram<'origin' | 'status_class'>;
+}
+
+const STATUS_CLASS = ['', '1xx', '2xx', '3xx', '4xx', '5xx'];
+
+export function createMetrics(sources: MetricsSources): AgentMetrics {
+  const registry = new client.Registry();
+  client.collectDefaultMetrics({ register: registry, prefix: 'edge_agent_' });
+
+  registry.registerMetric({
+    name: 'edge_requests_total',
+    help: 'Viewer requests by endpoint, status class and cache status',
+    type: 'counter',
+    get: async () => {
+      const values: { labels: Record<string, string>; value: number; metricName: string }[] = [];
+      for (const [endpoint, c] of sources.traffic.totals) {
+        for (let cls = 1; cls <= 5; cls++) {
+          if (c.statusClasses[cls] > 0) values.push({ metricName: 'edge_requests_total', labels: { endpoint, status_class: STATUS_CLASS[cls] }, value: c.statusClasses[cls] });
+        }
+      }
+      return { name: 'edge_requests_total', help: 'Viewer requests by endpoint and status class', type: 'counter', values, aggregator: 'sum' };
+    },
+  } as unknown as client.Metric);
+
+  registry.registerMetric({
+    name: 'edge_cache_requests_total',
+    get: async () => {
+      const values: { labels: Record<string, string>; value: number; metricName: string }[] = [];
+      for (const [endpoint, c] of sources.traffic.totals) {
+        for (let i = 0; i < CACHE_STATUSES.length; i++) {
+          if (c.cacheStatuses[i] > 0) values.push({ metricName: 'edge_cache_requests_total', labels: { endpoint, cache_status: CACHE_STATUSES[i] }, value: c.cacheStatuses[i] });
+        }
+      }
+      return { name: 'edge_cache_requests_total', help: 'Viewer requests by endpoint and cache status', type: 'counter', values, aggregator: 'sum' };
+    },
+  } as unknown as client.Metric);
+
+  registry.registerMetric({
+    name: 'edge_bytes_served_total',
+    get: async () => {
+      const values: { labels: Record<string, string>; value: number; metricName: string }[] = [];
+      for (const [endpoint, c] of sources.traffic.totals) {
+        values.push({ metricName: 'edge_bytes_served_total', labels: { endpoint, source: 'cache' }, value: c.bytesFromCache });
+        values.push({ metricName: 'edge_bytes_served_total', labels: { endpoint, source: 'origin' }, value: c.bytesFromOrigin });
+      }
+      return { name: 'edge_bytes_served_total', help: 'Response body bytes served, from cache or from origin', type: 'counter', values, aggregator: 'sum' };
+    },
+  } as unknown as client.Metric);
+
+  registry.registerMetric({
+    name: 'edge_request_duration_seconds',
+    get: async () => {
+      const values: { labels: Record<string, string | number>; value: number; metricName: string }[] = [];
+      for (const [endpoint, c] of sources.traffic.totals) {
+        let cumulative = 0;
+        for (let i = 0; i < RESPONSE_TIME_BUCKETS_MS.length; i++) {
+          cumulative += c.buckets[i];
+          values.push({ metricName: 'edge_request_duration_seconds_bucket', labels: { endpoint, le: RESPONSE_TIME_BUCKETS_MS[i] / 1000 }, value: cumulative });
+        }
+        cumulative += c.buckets[RESPONSE_TIME_BUCKETS_MS.length];
+        values.push({ metricName: 'edge_request_duration_seconds_bucket', labels: { endpoint, le: '+Inf' }, value: cumulative });
+        values.push({ metricName: 'edge_request_duration_seconds_sum', labels: { endpoint }, value: c.responseTimeSumMs / 1000 });
+        values.push({ metricName: 'edge_request_duration_seconds_count', labels: { endpoint }, value: c.requests });
+      }
+      return { name: 'edge_request_duration_seconds', help: 'Time to answer a viewer request (until the response is handed to the socket)', type: 'histogram', values, aggregator: 'sum' };
+    },
+  } as unknown as client.Metric);
+
+  const originLatency = new client.Histogram({
+    name: 'edge_origin_request_duration_seconds',
+    help: 'Origin fetch time to response headers',
+    labelNames: ['origin', 'status_class'] as const,
+    buckets: RESPONSE_TIME_BUCKETS_MS.map((ms) => ms / 1000),
+    registers: [registry],
+  });
+
+  new client.Gauge({
+    name: 'edge_cache_objects',
+    help: 'Objects held in the cache (all tiers)',
+    registers: [registry],
+    collect() {
+      this.set(sources.cache().objects);
+    },
+  });
+  new client.Gauge({
+    name: 'edge_cache_bytes',
+    help: 'Bytes held in the cache by tier',
+    labelNames: ['tier'] as const,
+    registers: [registry],
+    collect() {
+      const c = sources.cache();
+      this.set({ tier: 'memory' }, c.memoryBytes);
+      this.set({ tier: 'disk' }, c.diskBytes);
+    },
+  });
+  new client.Gauge({
+    name: 'edge_config_version',
+    help: 'Version of the configuration snapshot being served',
+    registers: [registry],
+    collect() {
+      this.set(sources.configVersion());
+    },
+  });
+  new client.Gauge({
+    name: 'edge_purge_sequence',
+    help: 'Highest purge sequence applied',
+    registers: [registry],
+    collect() {
+      this.set(sources.purgeSequence());
+    },
+  });
+  new client.Gauge({
+    name: 'edge_origin_consecutive_failures',
+    help: 'Consecutive failed health probes per origin',
+    labelNames: ['origin'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const o of sources.originHealth()) this.set({ origin: o.originId }, o.consecutiveFailures);
+    },
+  });
+  new client.Gauge({
+    name: 'edge_origin_up',
+    help: '1 when the origin passed its last health probe',
+    labelNames: ['origin'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const o of sources.originHealth()) this.set({ origin: o.originId }, o.healthy ? 1 : 0);
+    },
+  });
+  return { registry, originLatency };
+}

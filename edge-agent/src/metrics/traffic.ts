@@ -1,0 +1,144 @@
+// Traffic counters kept on the request path as plain numbers in typed arrays
+// (no label hashing, no allocation per request). Prometheus reads the cumulative
+// totals at scrape time; the control client takes per-minute windows.
+
+export const CACHE_STATUSES = ['HIT', 'MISS', 'EXPIRED', 'STALE', 'BYPASS', 'REVALIDATED', 'UPDATING'] as const;
+export type CacheStatus = (typeof CACHE_STATUSES)[number];
+export const CACHE_STATUS_INDEX: Record<CacheStatus, number> = {
+  HIT: 0, MISS: 1, EXPIRED: 2, STALE: 3, BYPASS: 4, REVALIDATED: 5, UPDATING: 6,
+};
+
+/** Upper bounds in ms of the response-time histogram buckets; one more bucket counts the rest (+Inf). */
+export const RESPONSE_TIME_BUCKETS_MS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000] as const;
+
+/** Distinct URLs tracked per endpoint and window; later new URLs are only counted in the totals. */
+const TOP_URL_CAPACITY = 2000;
+
+export interface UrlCounter {
+  requests: number;
+  bytes: number;
+  cacheHits: number;
+  cacheStatuses: Float64Array;
+}
+
+export class EndpointCounters {
+  requests = 0;
+  /** Index 1..5 for 1xx..5xx. */
+  readonly statusClasses = new Float64Array(6);
+  readonly cacheStatuses = new Float64Array(CACHE_STATUSES.length);
+  bytesFromCache = 0;
+  bytesFromOrigin = 0;
+  readonly buckets = new Float64Array(RESPONSE_TIME_BUCKETS_MS.length + 1);
+  responseTimeSumMs = 0;
+  readonly topUrls: Map<string, UrlCounter> | null;
+  /** Per cache rule id: [requests, hits]. */
+  readonly cacheRules = new Map<string, [number, number]>();
+
+  constructor(trackUrls: boolean) {
+    this.topUrls = trackUrls ? new Map() : null;
+  }
+}
+
+export interface TrafficRollup {
+  minuteStartMs: number;
+  endpointId: string;
+  requests: number;
+  statusClasses: { '1xx': number; '2xx': number; '3xx': number; '4xx': number; '5xx': number };
+  cacheStatuses: Record<string, number>;
+  bytesFromCache: number;
+  bytesFromOrigin: number;
+  responseTimeBuckets: number[];
+  responseTimeSumMs: number;
+  topUrls: { url: string; requests: number; bytes: number; cacheHits: number; cacheStatuses: Record<string, number> }[];
+  cacheRuleRequests: Record<string, number>;
+  cacheRuleHits: Record<string, number>;
+}
+
+function bucketIndex(ms: number): number {
+  const b = RESPONSE_TIME_BUCKETS_MS;
+  for (let i = 0; i < b.length; i++) if (ms <= b[i]) return i;
+  return b.length;
+}
+
+function statusMap(arr: Float64Array): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (let i = 0; i < CACHE_STATUSES.length; i++) if (arr[i] > 0) out[CACHE_STATUSES[i]] = arr[i];
+  return out;
+}
+
+function count(c: EndpointCounters, cls: number, cs: number, bytes: number, fromCache: boolean, bucket: number, ms: number): void {
+  c.requests++;
+  c.statusClasses[cls]++;
+  c.cacheStatuses[cs]++;
+  if (fromCache) c.bytesFromCache += bytes;
+  else c.bytesFromOrigin += bytes;
+  c.buckets[bucket]++;
+  c.responseTimeSumMs += ms;
+}
+
+export class TrafficCounters {
+  readonly totals = new Map<string, EndpointCounters>();
+  private window = new Map<string, EndpointCounters>();
+  private windowStartMs = Date.now();
+
+  record(endpointId: string, status: number, cacheStatus: CacheStatus, bytes: number, fromCache: boolean, ms: number, path: string, cacheRuleId: string | null): void {
+    let total = this.totals.get(endpointId);
+    if (total === undefined) this.totals.set(endpointId, (total = new EndpointCounters(false)));
+    let win = this.window.get(endpointId);
+    if (win === undefined) this.window.set(endpointId, (win = new EndpointCounters(true)));
+    const cls = (status / 100) | 0;
+    const cs = CACHE_STATUS_INDEX[cacheStatus];
+    const bucket = bucketIndex(ms);
+    count(total, cls, cs, bytes, fromCache, bucket, ms);
+    count(win, cls, cs, bytes, fromCache, bucket, ms);
+    if (cacheRuleId !== null) {
+      let r = win.cacheRules.get(cacheRuleId);
+      if (r === undefined) win.cacheRules.set(cacheRuleId, (r = [0, 0]));
+      r[0]++;
+      if (cs === 0) r[1]++;
+    }
+    const urls = win.topUrls!;
+    let u = urls.get(path);
+    if (u === undefined) {
+      if (urls.size >= TOP_URL_CAPACITY) return;
+      urls.set(path, (u = { requests: 0, bytes: 0, cacheHits: 0, cacheStatuses: new Float64Array(CACHE_STATUSES.length) }));
+    }
+    u.requests++;
+    u.bytes += bytes;
+    if (cs === 0) u.cacheHits++;
+    u.cacheStatuses[cs]++;
+  }
+
+  /** Returns the counts since the previous call and starts a new window (called once a minute by the control client). */
+  takeRollups(topN = 50): TrafficRollup[] {
+    const window = this.window;
+    const start = this.windowStartMs;
+    this.window = new Map();
+    this.windowStartMs = Date.now();
+    const out: TrafficRollup[] = [];
+    for (const [endpointId, c] of window) {
+      const top = [...c.topUrls!.entries()].sort((a, b) => b[1].requests - a[1].requests).slice(0, topN);
+      const cacheRuleRequests: Record<string, number> = {};
+      const cacheRuleHits: Record<string, number> = {};
+      for (const [id, [req, hits]] of c.cacheRules) {
+        cacheRuleRequests[id] = req;
+        cacheRuleHits[id] = hits;
+      }
+      out.push({
+        minuteStartMs: start,
+        endpointId,
+        requests: c.requests,
+        statusClasses: { '1xx': c.statusClasses[1], '2xx': c.statusClasses[2], '3xx': c.statusClasses[3], '4xx': c.statusClasses[4], '5xx': c.statusClasses[5] },
+        cacheStatuses: statusMap(c.cacheStatuses),
+        bytesFromCache: c.bytesFromCache,
+        bytesFromOrigin: c.bytesFromOrigin,
+        responseTimeBuckets: [...c.buckets],
+        responseTimeSumMs: c.responseTimeSumMs,
+        topUrls: top.map(([url, u]) => ({ url, requests: u.requests, bytes: u.bytes, cacheHits: u.cacheHits, cacheStatuses: statusMap(u.cacheStatuses) })),
+        cacheRuleRequests,
+        cacheRuleHits,
+      });
+    }
+    return out;
+  }
+}

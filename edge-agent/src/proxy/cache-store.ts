@@ -1,0 +1,423 @@
+// The object cache: a byte-bounded LRU memory tier (lru-cache), an optional
+// disk tier the memory tier spills into, and the purge indexes.
+//
+// Purges must apply in well under a millisecond even on 100,000 objects, so:
+// - path and tag purges delete through indexes (endpoint → path/tag → keys): O(matches);
+// - "all" and wildcard purges are bans (as in Varnish): recorded in O(1) with a
+//   generation number and checked lazily when an older object is looked up; a
+//   background "lurker" then deletes the matching objects in slices of 2,000
+//   per event-loop turn.
+import { LRUCache } from 'lru-cache';
+import { createHash } from 'node:crypto';
+import { mkdirSync, rmSync } from 'node:fs';
+import { readFile, unlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { compilePathGlob, type PathMatcher } from '../../../shared/src/match/glob.ts';
+
+export interface CachedObject {
+  key: string;
+  primaryKey: string;
+  endpointId: string;
+  /** Request path without query: the unit of path purges. */
+  path: string;
+  tags: string[];
+  status: number;
+  /** Stored response headers, lower-case names, hop-by-hop and Age removed. */
+  headers: [string, string][];
+  body: Buffer | null;
+  size: number;
+  requestTimeMs: number;
+  responseTimeMs: number;
+  correctedInitialAgeMs: number;
+  lifetimeMs: number;
+  /** must-revalidate, proxy-revalidate or s-maxage: never served stale. */
+  mustRevalidate: boolean;
+  /** Response no-cache: stored but validated on every use. */
+  noCache: boolean;
+  staleWhileRevalidateMs: number;
+  staleIfErrorMs: number;
+  etag: string | undefined;
+  lastModified: string | undefined;
+  /** Lower-case names from Vary, null when the response has no Vary. */
+  varyNames: string[] | null;
+  /** Request header values for varyNames when stored. */
+  varyValues: string;
+  /** public, s-maxage or must-revalidate: may answer requests carrying Authorization. */
+  authorizationAllowed: boolean;
+  /** Generation at which the fetch that produced it started (for bans). */
+  generation: number;
+  /** Generation up to which bans have already been checked for this object. */
+  checkedGeneration: number;
+  cacheRuleId: string | null;
+  /** Cache-Control sent to viewers instead of the origin's (rule browser_ttl_seconds), null to pass the origin's. */
+  browserCacheControl: string | null;
+  /** Emit X-Cache-Status (the rule's cache_status_header). */
+  statusHeader: boolean;
+  /** Flat header list for a hit, rebuilt when the whole-second Age changes. */
+  hitHeaders: string[] | null;
+  hitHeadersAge: number;
+}
+
+interface Ban {
+  generation: number;
+  /** null matches every object of the endpoint (purge all). */
+  matcher: PathMatcher | null;
+}
+
+interface EndpointPurgeState {
+  bans: Ban[];
+  latestBanGeneration: number;
+}
+
+const OBJECT_OVERHEAD = 600; // bytes of bookkeeping per object counted against the memory budget
+
+export interface CacheStoreOptions {
+  memoryBytes: number;
+  diskBytes: number;
+  diskDir: string | null;
+}
+
+interface DiskEntry {
+  file: string;
+  meta: CachedObject;
+  ready: boolean;
+}
+
+export class CacheStore {
+  readonly memory: LRUCache<string, CachedObject>;
+  private readonly varyByPrimary = new Map<string, string[]>();
+  private readonly pathIndex = new Map<string, Map<string, Set<string>>>();
+  private readonly tagIndex = new Map<string, Map<string, Set<string>>>();
+  private readonly purgeState = new Map<string, EndpointPurgeState>();
+  private generationCounter = 1;
+  private readonly disk: DiskTier | null;
+  private lurkerScheduled = false;
+  /** Set when an object is removed on purpose so dispose does not spill it to disk. */
+  private deleting = false;
+
+  constructor(options: CacheStoreOptions) {
+    this.disk = options.diskBytes > 0 && options.diskDir ? new DiskTier(options.diskDir, options.diskBytes, (o) => this.unindex(o)) : null;
+    this.memory = new LRUCache<string, CachedObject>({
+      maxSize: Math.max(1, options.memoryBytes),
+      sizeCalculation: (o) => o.size + o.key.length * 2 + OBJECT_OVERHEAD,
+      // Objects larger than the whole budget are never stored rather than thrashing it.
+      maxEntrySize: Math.max(1, options.memoryBytes),
+      disposeAfter: (o, _key, reason) => {
+        if (reason === 'set') return; // replaced by set(): indexes were handled there
+        if (reason === 'evict' && this.disk && !this.deleting) this.disk.put(o);
+        else this.unindex(o);
+      },
+    });
+  }
+
+  /** A monotonic counter; an object stored from a fetch that began before a ban is subject to it. */
+  get currentGeneration(): number {
+    return this.generationCounter;
+  }
+
+  nextGeneration(): number {
+    return ++this.generationCounter;
+  }
+
+  get objectCount(): number {
+    return this.memory.size + (this.disk?.count ?? 0);
+  }
+
+  get memoryBytes(): number {
+    return this.memory.calculatedSize;
+  }
+
+  get diskBytes(): number {
+    return this.disk?.bytes ?? 0;
+  }
+
+  get hasDisk(): boolean {
+    return this.disk !== null;
+  }
+
+  /** Vary names last seen for a primary key (null: no Vary). */
+  varyFor(primaryKey: string): string[] | undefined {
+    return this.varyByPrimary.get(primaryKey);
+  }
+
+  /** Synchronous memory lookup; undefined on miss or when a ban covers the object. */
+  get(key: string): CachedObject | undefined {
+    const o = this.memory.get(key);
+    if (o === undefined) return undefined;
+    if (o.checkedGeneration < this.generationCounter && this.isBanned(o)) {
+      this.delete(o);
+      return undefined;
+    }
+    return o;
+  }
+
+  /** Disk lookup after a memory miss; promotes the object to memory. */
+  async getFromDisk(key: string): Promise<CachedObject | undefined> {
+    if (!this.disk) return undefined;
+    const o = await this.disk.get(key);
+    if (!o) return undefined;
+    if (this.isBanned(o)) {
+      this.delete(o);
+      return undefined;
+    }
+    this.disk.forget(key);
+    this.memory.set(key, o);
+    return o;
+  }
+
+  /** Stores the object; false when a purge issued while it was being fetched covers it. */
+  set(o: CachedObject): boolean {
+    if (this.isBanned(o)) return false;
+    const old = this.memory.peek(o.key);
+    if (old) this.delete(old);
+    else if (this.disk?.has(o.key)) this.disk.remove(o.key);
+    if (o.varyNames) this.varyByPrimary.set(o.primaryKey, o.varyNames);
+    else if (this.varyByPrimary.has(o.primaryKey)) this.varyByPrimary.delete(o.primaryKey);
+    this.memory.set(o.key, o);
+    if (!this.memory.has(o.key)) return false; // too large for the memory tier
+    addToIndex(this.pathIndex, o.endpointId, o.path, o.key);
+    for (const tag of o.tags) addToIndex(this.tagIndex, o.endpointId, tag, o.key);
+    return true;
+  }
+
+  delete(o: CachedObject): void {
+    this.deleting = true;
+    try {
+      if (this.memory.peek(o.key) === o) this.memory.delete(o.key);
+      else if (this.disk?.has(o.key)) this.disk.remove(o.key);
+    } finally {
+      this.deleting = false;
+    }
+    this.unindex(o);
+  }
+
+  private unindex(o: CachedObject): void {
+    // Only drop index entries if this object is no longer stored anywhere under its key.
+    if (this.memory.peek(o.key) !== undefined || this.disk?.has(o.key)) return;
+    removeFromIndex(this.pathIndex, o.endpointId, o.path, o.key);
+    for (const tag of o.tags) removeFromIndex(this.tagIndex, o.endpointId, tag, o.key);
+  }
+
+  private deleteKey(key: string): number {
+    const o = this.memory.peek(key) ?? this.disk?.peekMeta(key);
+    if (!o) return 0;
+    this.delete(o);
+    return 1;
+  }
+
+  /** Removes every object stored for the exact path (all query variants and Vary variants). */
+  purgePath(endpointId: string, path: string): number {
+    const keys = this.pathIndex.get(endpointId)?.get(path);
+    if (!keys) return 0;
+    let n = 0;
+    for (const key of [...keys]) n += this.deleteKey(key);
+    return n;
+  }
+
+  purgeTag(endpointId: string, tag: string): number {
+    const keys = this.tagIndex.get(endpointId)?.get(tag);
+    if (!keys) return 0;
+    let n = 0;
+    for (const key of [...keys]) n += this.deleteKey(key);
+    return n;
+  }
+
+  /** O(1): bans everything the endpoint holds now; a lurker reclaims the memory. */
+  purgeAll(endpointId: string): void {
+    this.addBan(endpointId, null);
+  }
+
+  /** O(1): bans paths matching the glob; a lurker reclaims the memory. */
+  purgeWildcard(endpointId: string, pattern: string): void {
+    this.addBan(endpointId, compilePathGlob(pattern));
+  }
+
+  endpointIds(): string[] {
+    return [...new Set([...this.pathIndex.keys(), ...this.purgeState.keys()])];
+  }
+
+  private addBan(endpointId: string, matcher: PathMatcher | null): void {
+    const generation = this.nextGeneration();
+    let state = this.purgeState.get(endpointId);
+    if (!state) {
+      state = { bans: [], latestBanGeneration: 0 };
+      this.purgeState.set(endpointId, state);
+    }
+    if (matcher === null) state.bans = []; // an "all" ban supersedes every older ban
+    state.bans.push({ generation, matcher });
+    state.latestBanGeneration = generation;
+    this.scheduleLurker();
+  }
+
+  private isBanned(o: CachedObject): boolean {
+    const state = this.purgeState.get(o.endpointId);
+    if (state && state.latestBanGeneration > o.generation) {
+      for (const ban of state.bans) {
+        if (ban.generation > o.generation && (ban.matcher === null || ban.matcher(o.path))) return true;
+      }
+    }
+    o.checkedGeneration = this.generationCounter;
+    return false;
+  }
+
+  /** Walks the banned endpoints' objects in slices so no single turn blocks traffic. */
+  private scheduleLurker(): void {
+    if (this.lurkerScheduled) return;
+    this.lurkerScheduled = true;
+    setImmediate(() => this.lurk());
+  }
+
+  private lurk(): void {
+    this.lurkerScheduled = false;
+    const steps = this.lurkSteps();
+    const step = (): void => {
+      if (!steps.next().done) setImmediate(step);
+    };
+    step();
+  }
+
+  private *lurkSteps(): Generator<void> {
+    const SLICE = 2000;
+    let done = 0;
+    for (const [endpointId, state] of this.purgeState) {
+      const bans = state.bans.slice();
+      if (bans.length === 0) continue;
+      const newest = bans[bans.length - 1].generation;
+      const paths = this.pathIndex.get(endpointId);
+      const keys: string[] = [];
+      if (paths) for (const set of paths.values()) for (const key of set) keys.push(key);
+      for (const key of keys) {
+        const o = this.memory.peek(key) ?? this.disk?.peekMeta(key);
+        if (o && o.generation < newest && this.isBannedNoMark(o, bans)) this.delete(o);
+        if (++done % SLICE === 0) yield;
+      }
+      // Every object older than these bans has been checked: they can go.
+      state.bans = state.bans.filter((b) => !bans.includes(b));
+    }
+  }
+
+  private isBannedNoMark(o: CachedObject, bans: Ban[]): boolean {
+    for (const ban of bans) {
+      if (ban.generation > o.generation && (ban.matcher === null || ban.matcher(o.path))) return true;
+    }
+    return false;
+  }
+
+  /** Number of keys under a path (for tests and health). */
+  keysForPath(endpointId: string, path: string): number {
+    return this.pathIndex.get(endpointId)?.get(path)?.size ?? 0;
+  }
+
+  clear(): void {
+    this.deleting = true;
+    this.memory.clear();
+    this.deleting = false;
+    this.disk?.clear();
+    this.pathIndex.clear();
+    this.tagIndex.clear();
+    this.varyByPrimary.clear();
+    this.purgeState.clear();
+  }
+}
+
+function addToIndex(index: Map<string, Map<string, Set<string>>>, endpointId: string, name: string, key: string): void {
+  let byName = index.get(endpointId);
+  if (!byName) index.set(endpointId, (byName = new Map()));
+  let keys = byName.get(name);
+  if (!keys) byName.set(name, (keys = new Set()));
+  keys.add(key);
+}
+
+function removeFromIndex(index: Map<string, Map<string, Set<string>>>, endpointId: string, name: string, key: string): void {
+  const byName = index.get(endpointId);
+  const keys = byName?.get(name);
+  if (!keys) return;
+  keys.delete(key);
+  if (keys.size === 0) byName!.delete(name);
+}
+
+/**
+ * Disk tier: one file per object (body bytes only, named by SHA-256 of the key);
+ * metadata stays in memory. It starts empty on every start (the directory is
+ * wiped), so a restart can never serve an object whose purge it missed.
+ */
+class DiskTier {
+  private readonly entries = new Map<string, DiskEntry>();
+  bytes = 0;
+  private readonly dir: string;
+  private readonly maxBytes: number;
+  private readonly onDrop: (o: CachedObject) => void;
+
+  constructor(dir: string, maxBytes: number, onDrop: (o: CachedObject) => void) {
+    this.dir = dir;
+    this.maxBytes = maxBytes;
+    this.onDrop = onDrop;
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+  }
+
+  get count(): number {
+    return this.entries.size;
+  }
+
+  has(key: string): boolean {
+    return this.entries.has(key);
+  }
+
+  peekMeta(key: string): CachedObject | undefined {
+    return this.entries.get(key)?.meta;
+  }
+
+  put(o: CachedObject): void {
+    if (!o.body || o.size > this.maxBytes) {
+      this.onDrop(o);
+      return;
+    }
+    const file = join(this.dir, createHash('sha256').update(o.key).digest('hex'));
+    const body = o.body;
+    const meta: CachedObject = { ...o, body: null, hitHeaders: null };
+    const entry: DiskEntry = { file, meta, ready: false };
+    this.entries.set(o.key, entry);
+    this.bytes += o.size;
+    writeFile(file, body).then(
+      () => { entry.ready = true; },
+      () => { this.remove(o.key); },
+    );
+    while (this.bytes > this.maxBytes) {
+      const oldest = this.entries.keys().next();
+      if (oldest.done) break;
+      const victim = this.entries.get(oldest.value)!;
+      this.remove(oldest.value);
+      this.onDrop(victim.meta);
+    }
+  }
+
+  async get(key: string): Promise<CachedObject | undefined> {
+    const entry = this.entries.get(key);
+    if (!entry || !entry.ready) return undefined;
+    try {
+      const body = await readFile(entry.file);
+      if (this.entries.get(key) !== entry) return undefined; // purged meanwhile
+      return { ...entry.meta, body };
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Drops the entry after promotion to memory (the file goes too). */
+  forget(key: string): void {
+    this.remove(key);
+  }
+
+  remove(key: string): void {
+    const entry = this.entries.get(key);
+    if (!entry) return;
+    this.entries.delete(key);
+    this.bytes -= entry.meta.size;
+    unlink(entry.file).catch(() => {});
+  }
+
+  clear(): void {
+    for (const key of [...this.entries.keys()]) this.remove(key);
+  }
+}

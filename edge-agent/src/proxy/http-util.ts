@@ -1,0 +1,184 @@
+// Small HTTP helpers of the request path: hop-by-hop filtering, cache keys,
+// Vary, ranges. Kept free of I/O so they are easy to test and cheap to call.
+import type { IncomingHttpHeaders } from 'node:http';
+import type { CompiledCacheRule, CompiledEndpoint, CompiledRoute } from './routing.ts';
+
+/** Hop-by-hop fields (RFC 9110 7.6.1) and fields a cache must not forward or store. */
+export const HOP_BY_HOP = new Set([
+  'connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade',
+  'proxy-authenticate', 'proxy-authorization', 'http2-settings',
+]);
+
+/** Fields never stored with a cached object: recomputed (age) or per-exchange. */
+const NOT_STORED = new Set(['age', 'cdn-cache-control', 'surrogate-control', 'cache-tag', 'surrogate-key']);
+
+type HeaderBag = Record<string, string | string[] | undefined>;
+
+function connectionTokens(headers: HeaderBag): Set<string> | null {
+  const c = headers.connection;
+  if (c === undefined) return null;
+  const text = Array.isArray(c) ? c.join(',') : c;
+  const out = new Set<string>();
+  for (const t of text.split(',')) {
+    const n = t.trim().toLowerCase();
+    if (n && n !== 'close' && n !== 'keep-alive') out.add(n);
+  }
+  return out.size ? out : null;
+}
+
+/** Response headers to keep with a stored object (lower-case names, one pair per value). */
+export function storedHeaderPairs(headers: HeaderBag): [string, string][] {
+  const extra = connectionTokens(headers);
+  const out: [string, string][] = [];
+  for (const name in headers) {
+    const v = headers[name];
+    if (v === undefined || HOP_BY_HOP.has(name) || NOT_STORED.has(name) || (extra !== null && extra.has(name))) continue;
+    if (Array.isArray(v)) for (const x of v) out.push([name, x]);
+    else out.push([name, v]);
+  }
+  return out;
+}
+
+/** Response headers to pass through to the viewer unchanged (hop-by-hop removed, CDN-only fields dropped). */
+export function passthroughHeaders(headers: HeaderBag): string[] {
+  const extra = connectionTokens(headers);
+  const out: string[] = [];
+  for (const name in headers) {
+    const v = headers[name];
+    if (v === undefined || HOP_BY_HOP.has(name) || name === 'cdn-cache-control' || name === 'surrogate-control' || (extra !== null && extra.has(name))) continue;
+    if (Array.isArray(v)) for (const x of v) out.push(name, x);
+    else out.push(name, v);
+  }
+  return out;
+}
+
+export function headerString(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v.join(', ') : v;
+}
+
+export function parseCookies(header: string | undefined): Map<string, string> {
+  const out = new Map<string, string>();
+  if (!header) return out;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq === -1) continue;
+    const name = part.slice(0, eq).trim();
+    if (name && !out.has(name)) out.set(name, part.slice(eq + 1).trim());
+  }
+  return out;
+}
+
+function queryNames(query: string): string[] {
+  if (!query) return [];
+  return query.split('&').map((p) => {
+    const eq = p.indexOf('=');
+    return decodeQueryName(eq === -1 ? p : p.slice(0, eq));
+  });
+}
+
+function decodeQueryName(s: string): string {
+  try {
+    return decodeURIComponent(s.replace(/\+/g, ' '));
+  } catch {
+    return s;
+  }
+}
+
+/** True when a rule's bypass conditions hold for the request. */
+export function bypassMatches(headers: IncomingHttpHeaders, rule: CompiledCacheRule, query: string): boolean {
+  for (const h of rule.bypassHeaders) if (headers[h] !== undefined) return true;
+  if (rule.bypassCookies.length) {
+    const cookies = parseCookies(headers.cookie);
+    for (const c of rule.bypassCookies) if (cookies.has(c)) return true;
+  }
+  if (rule.bypassQuery.length && query) {
+    const names = new Set(queryNames(query));
+    for (const q of rule.bypassQuery) if (names.has(q)) return true;
+  }
+  return false;
+}
+
+/** Query string kept in the key under a rule: include list wins over exclude list; pairs sorted so order does not split the cache. */
+function keyQuery(query: string, rule: CompiledCacheRule | null): string {
+  if (!query || rule === null || (rule.includeQuery === null && rule.excludeQuery === null)) return query;
+  const kept: string[] = [];
+  for (const pair of query.split('&')) {
+    if (!pair) continue;
+    const eq = pair.indexOf('=');
+    const name = decodeQueryName(eq === -1 ? pair : pair.slice(0, eq));
+    if (rule.includeQuery !== null ? rule.includeQuery.has(name) : !rule.excludeQuery!.has(name)) kept.push(pair);
+  }
+  return kept.sort().join('&');
+}
+
+/**
+ * Primary cache key: endpoint, route, (viewer host when it is forwarded to the
+ * origin, since the origin may answer per host), path, query as the rule keys
+ * it, and the rule's extra header/cookie parts. Fields are joined by \x1f, which
+ * cannot appear in a request target or header value.
+ */
+export function primaryCacheKey(endpoint: CompiledEndpoint, route: CompiledRoute, host: string, path: string, query: string, rule: CompiledCacheRule | null, headers: IncomingHttpHeaders): string {
+  const hostPart = route.origin.snapshot.forward_host_header ? host : '';
+  const q = keyQuery(query, rule);
+  let key = endpoint.id + '\x1f' + route.id + '\x1f' + hostPart + '\x1f' + path + (q ? '?' + q : '');
+  if (rule !== null && (rule.includeHeaders.length || rule.includeCookies.length)) {
+    for (const h of rule.includeHeaders) key += '\x1fh:' + h + '=' + (headerString(headers[h]) ?? '');
+    if (rule.includeCookies.length) {
+      const cookies = parseCookies(headers.cookie);
+      for (const c of rule.includeCookies) key += '\x1fc:' + c + '=' + (cookies.get(c) ?? '');
+    }
+  }
+  return key;
+}
+
+/** Lower-case names listed in Vary; ['*'] for Vary: *; null when absent. */
+export function parseVary(v: string | string[] | undefined): string[] | null {
+  if (v === undefined) return null;
+  const text = Array.isArray(v) ? v.join(',') : v;
+  const names = new Set<string>();
+  for (const raw of text.split(',')) {
+    const n = raw.trim().toLowerCase();
+    if (n) names.add(n);
+  }
+  if (names.has('*')) return ['*'];
+  return names.size ? [...names].sort() : null;
+}
+
+/** Secondary key: the request's values of the Vary fields, normalised for whitespace. */
+export function varyValues(headers: IncomingHttpHeaders, names: string[]): string {
+  let out = '';
+  for (const n of names) {
+    const v = headerString(headers[n]);
+    out += n + ':' + (v === undefined ? '\x00' : v.replace(/\s*,\s*/g, ',').trim()) + '\x1e';
+  }
+  return out;
+}
+
+/** Parses a single byte range. undefined: ignore the header (serve 200); null: unsatisfiable (416). */
+export function parseRange(header: string, size: number): [number, number] | null | undefined {
+  if (!header.startsWith('bytes=')) return undefined;
+  const spec = header.slice(6).trim();
+  if (spec.includes(',')) return undefined; // multiple ranges: a full 200 is a valid answer
+  const m = /^(\d*)-(\d*)$/.exec(spec);
+  if (!m || (m[1] === '' && m[2] === '')) return undefined;
+  if (m[1] === '') {
+    const n = Number(m[2]);
+    if (n === 0 || size === 0) return null;
+    return [Math.max(0, size - n), size - 1];
+  }
+  const start = Number(m[1]);
+  if (m[2] !== '' && Number(m[2]) < start) return undefined;
+  if (start >= size) return null;
+  const end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
+  return [start, end];
+}
+
+/** Tags from Cache-Tag (comma-separated) and Surrogate-Key (space-separated). */
+export function responseTags(headers: HeaderBag): string[] {
+  const out = new Set<string>();
+  const ct = headerString(headers['cache-tag']);
+  if (ct) for (const t of ct.split(',')) if (t.trim()) out.add(t.trim());
+  const sk = headerString(headers['surrogate-key']);
+  if (sk) for (const t of sk.split(/\s+/)) if (t) out.add(t);
+  return [...out];
+}

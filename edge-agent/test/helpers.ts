@@ -1,0 +1,85 @@
+// Test scaffolding: a real node:http origin and a real agent, both on 127.0.0.1 port 0.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { request } from 'undici';
+import { EdgeAgent, type EdgeAgentOptions } from '../src/agent.ts';
+
+export interface Origin {
+  server: Server;
+  port: number;
+  /** Requests the origin received, in order. */
+  requests: { method: string; url: string; headers: IncomingMessage['headers'] }[];
+  count: (path?: string) => number;
+  close: () => Promise<void>;
+}
+
+export async function startOrigin(handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<Origin> {
+  const requests: Origin['requests'] = [];
+  const server = createServer((req, res) => {
+    requests.push({ method: req.method!, url: req.url!, headers: req.headers });
+    handler(req, res);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    server,
+    port,
+    requests,
+    count: (path) => requests.filter((r) => path === undefined || r.url === path).length,
+    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+  };
+}
+
+export const HOST = 'cdn.test';
+
+export function snapshotFor(originPort: number, extra: { endpoint?: Record<string, unknown>; origin?: Record<string, unknown>; cache_rules?: unknown[]; routes?: unknown[]; origins?: unknown[]; version?: number } = {}) {
+  return {
+    version: extra.version ?? 1,
+    endpoints: [{
+      id: 'ep1',
+      hostname: HOST,
+      default_origin_id: 'o1',
+      origins: [{ id: 'o1', scheme: 'http', host: '127.0.0.1', port: originPort, allow_private_network: true, max_retries: 0, timeout_ms: 5000, ...extra.origin }, ...(extra.origins ?? [])],
+      routes: extra.routes ?? [],
+      cache_rules: extra.cache_rules ?? [],
+      ...extra.endpoint,
+    }],
+  };
+}
+
+export interface TestAgent {
+  agent: EdgeAgent;
+  port: number;
+  dataDir: string;
+  get: (path: string, headers?: Record<string, string>, method?: string, body?: string) => Promise<{ status: number; headers: Record<string, string>; body: string }>;
+  close: () => Promise<void>;
+}
+
+export async function startAgent(snapshot: unknown, options: Partial<EdgeAgentOptions> = {}): Promise<TestAgent> {
+  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'edge-agent-test-'));
+  const agent = new EdgeAgent({ dataDir, memoryBytes: 64 * 1024 * 1024, maxObjectBytes: 8 * 1024 * 1024, healthProbes: false, ...options });
+  if (snapshot) agent.applyConfig(snapshot);
+  const { port } = await agent.listen(0, '127.0.0.1');
+  const get: TestAgent['get'] = async (path, headers = {}, method = 'GET', body) => {
+    const res = await request(`http://127.0.0.1:${port}${path}`, { method: method as 'GET', headers: { host: HOST, ...headers }, body });
+    const text = await res.body.text();
+    const h: Record<string, string> = {};
+    for (const [k, v] of Object.entries(res.headers)) h[k] = Array.isArray(v) ? v.join(', ') : String(v);
+    return { status: res.statusCode, headers: h, body: text };
+  };
+  return {
+    agent,
+    port,
+    dataDir,
+    get,
+    close: async () => {
+      await agent.close(1000);
+      if (!options.dataDir) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
