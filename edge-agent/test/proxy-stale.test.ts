@@ -1,0 +1,61 @@
+import t from 'tap';
+import { startAgent, startOrigin, snapshotFor, sleep } from './helpers.ts';
+
+t.test('stale-if-error serves the stale copy when the origin is down', async (t) => {
+  const origin = await startOrigin((_req, res) => {
+    res.writeHead(200, { 'cache-control': 'max-age=1, stale-if-error=60' });
+    res.end('survivor');
+  });
+  const edge = await startAgent(snapshotFor(origin.port));
+  t.teardown(async () => { await edge.close(); });
+  await edge.get('/s');
+  await origin.close();
+  await sleep(1100);
+  const r = await edge.get('/s');
+  t.equal(r.status, 200);
+  t.equal(r.body, 'survivor');
+  t.equal(r.headers['x-cache-status'], 'STALE');
+  const other = await edge.get('/never-cached');
+  t.equal(other.status, 502, 'connect refused with nothing stale → 502');
+});
+
+t.test('stale-if-error from the cache rule covers origin 5xx', async (t) => {
+  let fail = false;
+  const origin = await startOrigin((_req, res) => {
+    if (fail) {
+      res.writeHead(503);
+      res.end('down');
+      return;
+    }
+    res.writeHead(200, { 'cache-control': 'max-age=1' });
+    res.end('ok');
+  });
+  const edge = await startAgent(snapshotFor(origin.port, { cache_rules: [{ id: 'r', ttl_seconds: 10, stale_if_error_seconds: 60 }] }));
+  t.teardown(async () => { await edge.close(); await origin.close(); });
+  await edge.get('/x');
+  fail = true;
+  await sleep(1100);
+  const r = await edge.get('/x');
+  t.equal(r.body, 'ok');
+  t.equal(r.headers['x-cache-status'], 'STALE');
+});
+
+t.test('stale-while-revalidate answers at once and refreshes in the background', async (t) => {
+  let n = 0;
+  const origin = await startOrigin((_req, res) => {
+    n++;
+    res.writeHead(200, { 'cache-control': 'max-age=1, stale-while-revalidate=60' });
+    res.end(`v${n}`);
+  });
+  const edge = await startAgent(snapshotFor(origin.port));
+  t.teardown(async () => { await edge.close(); await origin.close(); });
+  await edge.get('/w');
+  await sleep(1100);
+  const r = await edge.get('/w');
+  t.equal(r.body, 'v1');
+  t.equal(r.headers['x-cache-status'], 'UPDATING');
+  await sleep(200);
+  const after = await edge.get('/w');
+  t.equal(after.body, 'v2', 'background refresh stored the new version');
+  t.equal(after.headers['x-cache-status'], 'HIT');
+});
