@@ -38,7 +38,7 @@ export interface ControlPlane {
 
 export async function startControlPlane(config: Config, options: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const log = options.log ?? createLogger(config.LOG_LEVEL);
-  const db = options.db ?? await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.dataDir, extraEntities: options.extraEntities });
+  const db = options.db ?? await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.dataDir, extraEntities: options.extraEntities, log });
   const store = options.store ?? createStore(config.REDIS_URL, options.storeKeyPrefix);
   const app: AppServices = { config, db, store, log, access: publicOnlyAccess, version };
   const metrics = createHttpMetrics();

@@ -18,6 +18,11 @@ export const AuditEntrySchema = defineEntity({
     metadata: p.json<Record<string, unknown>>().default('{}'),
     created_at: p.datetime().onCreate(() => new Date()),
   },
+  indexes: [
+    { name: 'audit_log_created_at_idx', expression: 'create index "audit_log_created_at_idx" on "audit_log" ("created_at" desc, "id" desc)' },
+    { name: 'audit_log_resource_idx', properties: ['resource_type', 'resource_id'] },
+    { name: 'audit_log_actor_idx', properties: ['actor_id'] },
+  ],
 });
 
 export class AuditEntry extends AuditEntrySchema.class {}

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import type { EntityClass } from '@mikro-orm/core';
+import type { Logger } from 'pino';
 import { Migrator } from '@mikro-orm/migrations';
 import { MikroORM, PostgreSqlDriver } from '@mikro-orm/postgresql';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.ts';
@@ -22,6 +23,8 @@ export interface OpenDatabaseOptions {
   extraEntities?: EntityClass<object>[];
   migrate?: boolean;
   poolMax?: number;
+  /** Receives the migrator's progress lines; silent without one. */
+  log?: Logger;
 }
 
 export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
@@ -44,6 +47,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
       // Each request forks its own context (http/request-context.ts); the global one is a bug.
       allowGlobalContext: false,
       debug: false,
+      logger: (message: string) => options.log?.info(message.replace(/\u001b\[[0-9;]*m/g, '')),
     });
   } catch (error) {
     await embedded?.close();

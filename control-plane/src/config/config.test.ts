@@ -1,0 +1,43 @@
+import t from 'tap';
+import { ConfigError, flagsToEnv, loadConfig } from './config.ts';
+
+t.test('defaults give the embedded development setup', async (t) => {
+  const c = loadConfig({});
+  t.equal(c.PORT, 8080);
+  t.equal(c.GRPC_PORT, 8081);
+  t.equal(c.DATABASE_URL, undefined, 'embedded PGlite');
+  t.equal(c.REDIS_URL, undefined, 'in-process store');
+  t.equal(c.publicUrl, 'http://localhost:8080');
+  t.equal(c.CDN_PUBLISH_MODE, 'auto');
+});
+
+t.test('a wrong value stops with one line naming the variable', async (t) => {
+  const cases: [Record<string, string>, RegExp][] = [
+    [{ PORT: 'eighty' }, /^PORT: /],
+    [{ PORT: '70000' }, /^PORT: /],
+    [{ DATABASE_URL: 'mysql://x' }, /^DATABASE_URL: /],
+    [{ REDIS_URL: 'not a url' }, /^REDIS_URL: /],
+    [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL: .*got "loud"/],
+    [{ CDN_PUBLISH_MODE: 'sometimes' }, /^CDN_PUBLISH_MODE: /],
+    [{ SECRETS_KEY: 'short' }, /^SECRETS_KEY: /],
+  ];
+  for (const [env, pattern] of cases) {
+    const error = t.throws(() => loadConfig(env)) as Error;
+    t.ok(error instanceof ConfigError);
+    t.match(error.message, pattern);
+    t.notMatch(error.message, /\n/, 'one line');
+  }
+  const secret = t.throws(() => loadConfig({ SECRETS_KEY: 'short-secret' })) as Error;
+  t.notMatch(secret.message, /short-secret/, 'secret values are not echoed');
+});
+
+t.test('flags override environment variables', async (t) => {
+  t.same(flagsToEnv(['--port', '9000', '--grpc-port=9001']), { PORT: '9000', GRPC_PORT: '9001' });
+  const c = loadConfig({ PORT: '1' }, ['--port', '9000']);
+  t.equal(c.PORT, 9000);
+  t.throws(() => flagsToEnv(['--port']), /PORT: missing value/);
+});
+
+t.test('empty variables count as unset', async (t) => {
+  t.equal(loadConfig({ DATABASE_URL: '' }).DATABASE_URL, undefined);
+});

@@ -1,0 +1,30 @@
+import t from 'tap';
+import { startTestControlPlane } from '../../../test/support/control-plane.ts';
+
+t.test('GET /v1/cdn/health/ready: 200 with components while PostgreSQL and Redis answer, 503 once PostgreSQL is unreachable', async (t) => {
+  const cp = await startTestControlPlane(t, { throughProxy: true });
+  const ready = await cp.request('GET', '/v1/cdn/health/ready');
+  t.equal(ready.status, 200);
+  t.equal(ready.body.status, 'ok');
+  t.type(ready.body.version, 'string');
+  t.ok(!Number.isNaN(Date.parse(ready.body.timestamp)));
+  t.equal(ready.body.components.postgresql.status, 'ok');
+  t.type(ready.body.components.postgresql.latency_ms, 'number');
+  t.equal(ready.body.components.redis.status, 'ok');
+  t.type(ready.body.components.redis.latency_ms, 'number');
+  t.ok('edge_config' in ready.body.components);
+
+  await cp.database.proxy!.cut();
+  const down = await cp.request('GET', '/v1/cdn/health/ready');
+  t.equal(down.status, 503);
+  t.equal(down.body.status, 'unavailable');
+  t.equal(down.body.components.postgresql.status, 'error');
+  t.equal(down.body.components.postgresql.latency_ms, null);
+  t.equal(down.body.components.redis.status, 'ok');
+});
+
+t.test('readiness needs no authentication', async (t) => {
+  const cp = await startTestControlPlane(t);
+  const res = await cp.request('GET', '/v1/cdn/health/ready', { headers: { authorization: 'Bearer garbage' } });
+  t.equal(res.status, 200);
+});

@@ -1,0 +1,26 @@
+import t from 'tap';
+import { startTestControlPlane } from '../../../test/support/control-plane.ts';
+import { widgetRoutes } from '../../../test/support/widgets-fixture.ts';
+
+t.test('a route limit answers 429 RATE_LIMITED with Retry-After once spent', async (t) => {
+  const cp = await startTestControlPlane(t, { extraRoutes: widgetRoutes });
+  for (let i = 0; i < 3; i++) {
+    const ok = await cp.request('POST', '/v1/test/limited');
+    t.equal(ok.status, 200, `request ${i + 1} allowed`);
+    t.equal(ok.headers.get('ratelimit-remaining'), String(2 - i));
+  }
+  const limited = await cp.request('POST', '/v1/test/limited');
+  t.equal(limited.status, 429);
+  t.equal(limited.body.code, 'RATE_LIMITED');
+  t.equal(limited.body.request_id, limited.headers.get('x-request-id'));
+  const retryAfter = Number(limited.headers.get('retry-after'));
+  t.ok(retryAfter >= 1 && retryAfter <= 60, `Retry-After ${retryAfter}`);
+});
+
+t.test('the global per-client budget applies to every API route', async (t) => {
+  const cp = await startTestControlPlane(t, { env: { RATE_LIMIT_PER_MINUTE: '5' } });
+  const statuses: number[] = [];
+  for (let i = 0; i < 7; i++) statuses.push((await cp.request('GET', '/v1/cdn/health/ready')).status);
+  t.same(statuses, [200, 200, 200, 200, 200, 429, 429]);
+  t.equal((await cp.request('GET', '/healthz')).status, 200, 'system endpoints are not counted');
+});

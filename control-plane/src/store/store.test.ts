@@ -1,0 +1,80 @@
+// The same behaviour from both implementations: Redis (when reachable) and in-process.
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import t from 'tap';
+import { detectServices } from '../../../test/support/services.ts';
+import { MemoryStore } from './memory-store.ts';
+import { RedisStore } from './redis-store.ts';
+import type { KeyValueStore } from './store.ts';
+
+const { redisUrl } = await detectServices();
+const makers: [string, () => KeyValueStore][] = [['memory', () => new MemoryStore()]];
+if (redisUrl) makers.push(['redis', () => new RedisStore(redisUrl, { keyPrefix: `t:${randomBytes(6).toString('hex')}:` })]);
+else t.comment('Redis not reachable: only the in-process store is tested here');
+
+for (const [kind, make] of makers) {
+  t.test(`${kind} store`, async (t) => {
+    const store = make();
+    t.teardown(() => store.close());
+
+    t.test('set, get, del, exists', async (t) => {
+      t.equal(await store.get('a'), null);
+      t.equal(await store.set('a', '1'), true);
+      t.equal(await store.get('a'), '1');
+      t.equal(await store.exists('a'), true);
+      t.equal(await store.del('a', 'missing'), 1);
+      t.equal(await store.exists('a'), false);
+    });
+
+    t.test('onlyIfAbsent sets once', async (t) => {
+      t.equal(await store.set('nx', 'first', { onlyIfAbsent: true }), true);
+      t.equal(await store.set('nx', 'second', { onlyIfAbsent: true }), false);
+      t.equal(await store.get('nx'), 'first');
+    });
+
+    t.test('ttl expires keys', async (t) => {
+      await store.set('ttl', 'x', { ttlMs: 50 });
+      t.equal(await store.get('ttl'), 'x');
+      await sleep(120);
+      t.equal(await store.get('ttl'), null);
+      t.equal(await store.set('ttl', 'y', { ttlMs: 1000, onlyIfAbsent: true }), true, 'an expired key counts as absent');
+    });
+
+    t.test('incrWindow counts within a window and resets after it', async (t) => {
+      const a = await store.incrWindow('w', 200);
+      const b = await store.incrWindow('w', 200);
+      t.equal(a.count, 1);
+      t.equal(b.count, 2);
+      t.ok(b.resetMs > 0 && b.resetMs <= 200);
+      await sleep(250);
+      t.equal((await store.incrWindow('w', 200)).count, 1);
+    });
+
+    t.test('concurrent increments are not lost', async (t) => {
+      const results = await Promise.all(Array.from({ length: 50 }, () => store.incrWindow('c', 10_000)));
+      t.same(results.map((r) => r.count).sort((x, y) => x - y), Array.from({ length: 50 }, (_, i) => i + 1));
+    });
+
+    t.test('publish reaches subscribers until they unsubscribe', async (t) => {
+      const got: string[] = [];
+      const unsubscribe = await store.subscribe('chan', (m) => got.push(m));
+      await store.publish('chan', 'one');
+      for (let i = 0; i < 50 && got.length < 1; i++) await sleep(10);
+      await unsubscribe();
+      await store.publish('chan', 'two');
+      await sleep(50);
+      t.same(got, ['one']);
+    });
+
+    t.test('ping answers', async (t) => {
+      t.type(await store.ping(), 'number');
+    });
+  });
+}
+
+t.test('a Redis store pointed at a closed port fails commands instead of hanging', { skip: !redisUrl && 'Redis not reachable' }, async (t) => {
+  const store = new RedisStore('redis://127.0.0.1:1');
+  t.teardown(() => store.close());
+  await t.rejects(store.ping());
+  await t.rejects(store.get('x'));
+});
