@@ -131,6 +131,14 @@ t.test('rotate: new tokens use the new key, old tokens verify until the old key 
   t.equal(ring.keys().length, 1);
 });
 
+t.test('concurrent rotations leave exactly one active key', async (t) => {
+  const { ring } = await ringAt(T0);
+  await Promise.all([ring.rotate(), ring.rotate(), ring.rotate()]);
+  t.same(ring.keys().map((k) => k.status), ['active', 'retiring', 'retiring', 'retiring']);
+  const token = await ring.sign({ sub: 'u' }, { expiresInSeconds: 60 });
+  t.equal(jose.decodeProtectedHeader(token).kid, ring.keys()[0]!.kid, 'signs with the newest key');
+});
+
 t.test('jwks exposes public parts only and interoperates with a standard JWKS verifier', async (t) => {
   for (const alg of ['EdDSA', 'ES256'] as const) {
     const { ring } = await ringAt(Date.now(), { alg });

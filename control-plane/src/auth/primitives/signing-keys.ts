@@ -124,7 +124,7 @@ export class KeyRing {
   /** A ring with one fresh active key. */
   static async generate(opts: KeyRingOptions): Promise<KeyRing> {
     const ring = new KeyRing(opts);
-    await ring.#addNewKey();
+    ring.#keys.unshift(await ring.#createKey());
     return ring;
   }
 
@@ -155,7 +155,7 @@ export class KeyRing {
     return ring;
   }
 
-  async #addNewKey(): Promise<KeyEntry> {
+  async #createKey(): Promise<KeyEntry> {
     const { privateKey, publicKey } = await generateKeyPair(this.alg, { extractable: true });
     const publicJwk = await publicJwkOf(publicKey, this.alg);
     const entry: KeyEntry = {
@@ -168,7 +168,6 @@ export class KeyRing {
       publicKey,
       publicJwk,
     };
-    this.#keys.unshift(entry); // newest first
     return entry;
   }
 
@@ -179,6 +178,8 @@ export class KeyRing {
 
   /** New active key; the previous active keys turn retiring (they still verify tokens already issued). */
   async rotate(): Promise<KeyInfo> {
+    const entry = await this.#createKey();
+    // Swap synchronously after the await, so concurrent rotations still leave exactly one active key.
     const now = new Date(this.#now());
     for (const k of this.#keys) {
       if (k.status === 'active') {
@@ -186,8 +187,8 @@ export class KeyRing {
         k.retiringAt = now;
       }
     }
-    const entry = await this.#addNewKey();
-    return this.keys().find((k) => k.kid === entry.kid)!;
+    this.#keys.unshift(entry); // newest first
+    return this.keys()[0]!;
   }
 
   /** Stop verifying with this key: every token it signed is refused from now on, cached or not. */
