@@ -24,11 +24,11 @@ export class Widget extends WidgetSchema.class {}
 WidgetSchema.setClass(Widget);
 
 export async function createWidgetTable(db: Database): Promise<void> {
-  await db.orm.em.fork().getConnection().execute(`
+  await db.orm.em.fork().execute(`
     create table if not exists test_widget (
       id uuid primary key, name varchar(20) not null, size int not null,
       created_at timestamptz not null, version int not null default 1)`);
-  await db.orm.em.fork().getConnection().execute(`create table if not exists test_widget_runs (n serial primary key)`);
+  await db.orm.em.fork().execute(`create table if not exists test_widget_runs (n serial primary key)`);
 }
 
 const present = (w: Widget) => ({ id: w.id, name: w.name, size: w.size, created_at: w.created_at.toISOString(), version: w.version });
@@ -44,7 +44,7 @@ export const widgetRoutes = [
     body: widgetBody, idempotent: true, responses: { 201: z.object({ data: widgetOut }) },
     async handler({ body, em }) {
       // Record every execution, so tests can prove an action ran exactly once.
-      await em.getConnection().execute('insert into test_widget_runs default values');
+      await em.execute('insert into test_widget_runs default values');
       // Slow enough that concurrent duplicates overlap.
       await new Promise((r) => setTimeout(r, 50));
       const widget = em.create(Widget, { name: body.name, size: body.size } as never);

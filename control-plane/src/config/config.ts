@@ -25,6 +25,10 @@ const schema = z.object({
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).default(600),
   // Trust X-Forwarded-For from a load balancer in front of the control plane.
   TRUST_PROXY: bool.default(false),
+  // Multiplies every per-client-address route limit (login, register, ...), e.g. for clients behind a shared NAT.
+  RATE_LIMIT_IP_MULTIPLIER: z.coerce.number().int().min(1).max(10000).default(1),
+  // Sender of platform e-mail.
+  MAIL_FROM: z.string().min(3).default('Streaming Platform <no-reply@localhost>'),
   CDN_PUBLISH_MODE: z.enum(['auto', 'manual']).default('auto'),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).max(120_000).default(10_000),
 });

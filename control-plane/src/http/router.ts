@@ -72,7 +72,8 @@ export function buildRouter(routes: RouteDefinition[], app: AppServices): Router
       for (const rule of route.rateLimits ?? []) {
         const subject = rule.by === 'ip' ? `ip:${ctx.ip}` : rule.by === 'caller' ? callerKey(ctx) : rule.by({ params: ctx.params, query: ctx.query, body: (ctx.request as { body?: unknown }).body, ctx });
         if (subject === undefined) continue;
-        const result = await enforceRateLimit(app.store, `${rule.name}:${subject}`, rule.limit, rule.windowSeconds);
+        const limit = rule.by === 'ip' ? rule.limit * app.config.RATE_LIMIT_IP_MULTIPLIER : rule.limit;
+        const result = await enforceRateLimit(app.store, `${rule.name}:${subject}`, limit, rule.windowSeconds);
         ctx.set(rateLimitHeaders(result));
       }
       const input = validateRequest(ctx, route);

@@ -3,7 +3,11 @@
 import type { Context } from 'koa';
 import type { Logger } from 'pino';
 import type { Config } from '../config/config.ts';
+import type { SessionService } from '../auth/session-service.ts';
+import type { TokenService } from '../auth/token-service.ts';
+import type { SecretBox } from '../crypto/secret-box.ts';
 import type { Database } from '../db/orm.ts';
+import type { Mailer } from '../mail/mailer.ts';
 import type { KeyValueStore } from '../store/index.ts';
 import type { AccessRule } from './route.ts';
 
@@ -37,17 +41,13 @@ export interface AppServices {
   log: Logger;
   access: AccessControl;
   version: string;
+  mailer: Mailer;
+  /** Encrypts secrets at rest (TOTP secrets, signing keys, private keys). */
+  secretBox: SecretBox;
+  /** Key for hashing refresh, reset and API tokens and recovery codes. */
+  tokenPepper: Buffer;
+  tokens: TokenService;
+  sessions: SessionService;
   /** Health of the configuration pushed to edge nodes (the edge channel provides it). */
   edgeConfigHealth?: () => Promise<{ status: 'ok' | 'error' | 'not_configured'; latency_ms: number | null }>;
 }
-
-/** Until an authentication module is plugged in, only public routes answer. */
-export const publicOnlyAccess: AccessControl = {
-  async authenticate(ctx, rule) {
-    if (rule !== 'public') {
-      const { unauthorized } = await import('./errors.ts');
-      throw unauthorized();
-    }
-  },
-  async authorize() {},
-};

@@ -34,6 +34,10 @@ export class MemoryStore implements KeyValueStore {
     return this.#live(key)?.value ?? null;
   }
 
+  async getMany(keys: string[]): Promise<(string | null)[]> {
+    return keys.map((key) => this.#live(key)?.value ?? null);
+  }
+
   async set(key: string, value: string, options: SetOptions = {}): Promise<boolean> {
     if (options.onlyIfAbsent && this.#live(key)) return false;
     this.#entries.set(key, { value, expiresAt: options.ttlMs ? Date.now() + options.ttlMs : Infinity });

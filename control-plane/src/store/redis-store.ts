@@ -42,6 +42,10 @@ export class RedisStore implements KeyValueStore {
     return this.#client.get(key);
   }
 
+  async getMany(keys: string[]): Promise<(string | null)[]> {
+    return keys.length ? this.#client.mget(...keys) : [];
+  }
+
   async set(key: string, value: string, options: SetOptions = {}): Promise<boolean> {
     const args: (string | number)[] = [];
     if (options.ttlMs) args.push('PX', Math.max(1, Math.round(options.ttlMs)));

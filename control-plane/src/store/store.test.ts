@@ -22,6 +22,7 @@ for (const [kind, make] of makers) {
       t.equal(await store.set('a', '1'), true);
       t.equal(await store.get('a'), '1');
       t.equal(await store.exists('a'), true);
+      t.same(await store.getMany(['a', 'missing']), ['1', null]);
       t.equal(await store.del('a', 'missing'), 1);
       t.equal(await store.exists('a'), false);
     });

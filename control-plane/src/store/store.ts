@@ -16,6 +16,8 @@ export interface WindowCount {
 export interface KeyValueStore {
   readonly kind: 'redis' | 'memory';
   get(key: string): Promise<string | null>;
+  /** Several keys in one round trip (MGET). */
+  getMany(keys: string[]): Promise<(string | null)[]>;
   set(key: string, value: string, options?: SetOptions): Promise<boolean>;
   del(...keys: string[]): Promise<number>;
   exists(key: string): Promise<boolean>;

@@ -2,7 +2,9 @@
 // run on PGlite and PostgreSQL; a test checks the entities match the result.
 import type { MigrationObject } from '@mikro-orm/core';
 import { Migration0001Foundation } from './0001-foundation.ts';
+import { Migration0002Auth } from './0002-auth.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
+  { name: '0002-auth', class: Migration0002Auth },
 ];

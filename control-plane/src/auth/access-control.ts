@@ -1,0 +1,128 @@
+// The one guard every route goes through (router.ts calls it from each
+// route's declared AccessRule). Authentication: a JWT access token (checked
+// for revocation on every request) or a machine API token (`cdn_...`, resolved
+// by the CDN module). Authorization: the rule's permission evaluated against
+// the caller's stored roles, exact → type-scoped → global.
+import type { Context } from 'koa';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { ApiError } from '../http/errors.ts';
+import type { AccessRule } from '../http/route.ts';
+import type { AccessControl, Caller } from '../http/services.ts';
+import { matchPermission, type MatchTier, type PermissionGrant } from './permissions/catalog.ts';
+import { loadRoleGrants } from './permissions/permission-service.ts';
+import { API_TOKEN_PREFIX } from './primitives/opaque-tokens.ts';
+import { TokenVerificationError } from './primitives/signing-keys.ts';
+import type { TokenService } from './token-service.ts';
+
+/** Resolves a machine API token to its caller (the CDN module registers one). */
+export type ApiTokenResolver = (em: EntityManager, token: string) => Promise<(Caller & { type: 'api_token' }) | null>;
+
+export function bearerToken(ctx: Context): string | undefined {
+  const header = ctx.get('authorization');
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return match?.[1];
+}
+
+export function currentCaller(ctx: Context): Caller {
+  const caller = ctx.state.auth as Caller | undefined;
+  if (!caller) throw new ApiError('UNAUTHORIZED');
+  return caller;
+}
+
+/** The tier that satisfied the route's permission ('global' lets admins bypass ownership). */
+export function permissionTier(ctx: Context): MatchTier | undefined {
+  return ctx.state.permissionTier as MatchTier | undefined;
+}
+
+/** Owners act on their own resources; holders of the permission globally act on anyone's (document 1 §4.0.6). */
+export function assertOwnerOrGlobal(ctx: Context, ownerId: string): void {
+  const caller = currentCaller(ctx);
+  if (caller.type === 'user' && caller.id === ownerId) return;
+  if (permissionTier(ctx) === 'global') return;
+  throw new ApiError('FORBIDDEN', 'You can only act on your own resources');
+}
+
+interface UserAccessRow {
+  status: string;
+  email_verified: boolean;
+  role_name: string | null;
+  permission: string | null;
+  resource_type: string | null;
+  resource_id: string | null;
+}
+
+export class TokenAccessControl implements AccessControl {
+  readonly #tokens: TokenService;
+  apiTokenResolver?: ApiTokenResolver;
+
+  constructor(tokens: TokenService) {
+    this.#tokens = tokens;
+  }
+
+  async authenticate(ctx: Context, rule: AccessRule): Promise<void> {
+    const token = bearerToken(ctx);
+    if (!token) {
+      if (rule === 'public') return;
+      throw new ApiError('UNAUTHORIZED', 'Access token missing');
+    }
+    try {
+      ctx.state.auth = await this.#resolve(ctx, token);
+    } catch (error) {
+      // A bad token on a public route is ignored rather than refused.
+      if (rule === 'public') return;
+      throw error;
+    }
+  }
+
+  async #resolve(ctx: Context, token: string): Promise<Caller> {
+    if (token.startsWith(API_TOKEN_PREFIX)) {
+      const caller = this.apiTokenResolver ? await this.apiTokenResolver(ctx.state.em, token) : null;
+      if (!caller) throw new ApiError('UNAUTHORIZED', 'API token invalid or revoked');
+      return caller;
+    }
+    try {
+      const claims = await this.#tokens.verifyAccessToken(token);
+      return { type: 'user', id: claims.sub, roles: claims.roles, sessionId: claims.sid, tokenId: claims.jti, tokenExpiresAt: claims.exp };
+    } catch (error) {
+      if (error instanceof TokenVerificationError) {
+        throw new ApiError('UNAUTHORIZED', error.reason === 'expired' ? 'Access token expired' : 'Access token missing or invalid');
+      }
+      throw error;
+    }
+  }
+
+  async authorize(ctx: Context, rule: AccessRule, input: { params: unknown; query: unknown; body: unknown }): Promise<void> {
+    if (typeof rule !== 'object') return;
+    const caller = currentCaller(ctx);
+    const em = ctx.state.em as EntityManager;
+    let grants: PermissionGrant[];
+    if (caller.type === 'api_token') {
+      grants = await loadRoleGrants(em, caller.roles);
+    } else {
+      // Status and grants in one query: every request is judged on stored data, not on the token.
+      const rows = await em.execute<UserAccessRow[]>(
+        `select u.status, u.email_verified, ur.role_name, rp.permission, rp.resource_type, rp.resource_id
+           from app_user u
+           left join user_role ur on ur.user_id = u.id and (ur.expires_at is null or ur.expires_at > now())
+           left join role_permission rp on rp.role_name = ur.role_name
+          where u.id = ?`,
+        [caller.id],
+      );
+      const user = rows[0];
+      if (!user || user.status === 'deleted' || user.status === 'suspended') throw new ApiError('UNAUTHORIZED', 'Account is not active');
+      if (user.status === 'pending_verification' && !rule.allowUnverified) {
+        throw new ApiError('EMAIL_NOT_VERIFIED', 'Verify your e-mail address first');
+      }
+      caller.verified = user.email_verified;
+      caller.roles = [...new Set(rows.map((r) => r.role_name).filter((r): r is string => r !== null))].sort();
+      grants = rows.filter((r) => r.permission !== null).map((r) => ({ permission: r.permission!, resource_type: r.resource_type, resource_id: r.resource_id }));
+    }
+    const tier = matchPermission(grants, {
+      permission: rule.permission,
+      resourceType: rule.resourceType,
+      resourceId: rule.resourceId?.(input as { params: unknown; query: unknown; body: unknown }),
+    });
+    if (!tier) throw new ApiError('FORBIDDEN');
+    ctx.state.permissionTier = tier;
+  }
+}
