@@ -1,0 +1,214 @@
+// Helpers for the auth contract and flow tests: accounts (through the API or
+// straight into the database), the verification link from the outbox, refresh
+// cookies, TOTP codes and row counts for "nothing stored" checks.
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { generate } from 'otplib';
+import { User, defaultNotificationPreferences } from '../../control-plane/src/accounts/user.entity.ts';
+import { assignRole } from '../../control-plane/src/auth/permissions/permission-service.ts';
+import { hashPassword } from '../../control-plane/src/auth/primitives/password.ts';
+import { findLatestMessage, readOutbox, waitForMessage, type OutboxEntry } from '../../control-plane/src/mail/outbox.ts';
+import type { TestControlPlane, TestResponse } from './control-plane.ts';
+
+/** Meets the policy: 10+ characters, upper, lower, digit, special. */
+export const PASSWORD = 'Correct-Horse-42';
+export const OTHER_PASSWORD = 'Battery-Staple-77';
+
+let sequence = 0;
+/** A fresh address per call (unique across files and processes). */
+export function uniqueEmail(tag = 'user'): string {
+  sequence += 1;
+  return `${tag}-${process.pid}-${sequence}-${randomBytes(3).toString('hex')}@example.com`;
+}
+
+export const bearer = (accessToken: string, extra: Record<string, string> = {}) => ({ authorization: `Bearer ${accessToken}`, ...extra });
+
+// ---- cookies --------------------------------------------------------------
+
+/** The Set-Cookie lines of a response. */
+export function setCookies(res: TestResponse): string[] {
+  return res.headers.getSetCookie();
+}
+
+/** The refresh_token Set-Cookie line, if any. */
+export function refreshCookieLine(res: TestResponse): string | undefined {
+  return setCookies(res).find((line) => line.startsWith('refresh_token='));
+}
+
+/** The refresh token value set by the response (undefined when none or cleared). */
+export function refreshTokenFrom(res: TestResponse): string | undefined {
+  const line = refreshCookieLine(res);
+  const value = line?.split(';')[0]!.slice('refresh_token='.length);
+  return value || undefined;
+}
+
+/** Cookie attributes as a lower-cased name → value map (flags map to ''). */
+export function cookieAttributes(line: string): Map<string, string> {
+  const attributes = new Map<string, string>();
+  for (const part of line.split(';').slice(1)) {
+    const [name, ...rest] = part.trim().split('=');
+    attributes.set(name!.toLowerCase(), rest.join('='));
+  }
+  return attributes;
+}
+
+export const cookieHeader = (refreshToken: string) => ({ cookie: `refresh_token=${refreshToken}` });
+
+// ---- outbox ---------------------------------------------------------------
+
+export const outboxDir = (cp: TestControlPlane) => path.join(cp.config.dataDir, 'outbox');
+
+export async function messagesTo(cp: TestControlPlane, to: string): Promise<OutboxEntry[]> {
+  return (await readOutbox(outboxDir(cp))).filter((m) => m.to.toLowerCase() === to.toLowerCase());
+}
+
+export const VERIFY_SUBJECT = /^Confirm your e-mail address/;
+export const RESET_SUBJECT = /^Reset your .* password$/;
+export const SUSPENDED_SUBJECT = /account has been suspended$/;
+export const REGISTRATION_NOTICE_SUBJECT = /^Someone tried to create/;
+
+/** The `token` query parameter of the first link of the newest matching message. */
+export async function tokenFromLatest(cp: TestControlPlane, to: string, subject: RegExp): Promise<string> {
+  const message = await waitForMessage(outboxDir(cp), { to, subject });
+  const link = message.links.find((l) => new URL(l).searchParams.has('token'));
+  if (!link) throw new Error(`no link with a token in "${message.subject}" to ${to}`);
+  return new URL(link).searchParams.get('token')!;
+}
+
+export async function latestMessage(cp: TestControlPlane, to: string, subject?: RegExp) {
+  return findLatestMessage(outboxDir(cp), { to, subject });
+}
+
+// ---- accounts through the API ------------------------------------------------
+
+export interface RegisterOptions {
+  email?: string;
+  password?: string;
+  body?: Record<string, unknown>;
+  headers?: Record<string, string>;
+}
+
+export async function register(cp: TestControlPlane, options: RegisterOptions = {}) {
+  const email = options.email ?? uniqueEmail();
+  const password = options.password ?? PASSWORD;
+  const res = await cp.request('POST', '/v1/auth/register', { json: { email, password, accept_terms: true, ...options.body }, headers: options.headers });
+  if (res.status !== 201) throw new Error(`register ${email}: ${res.status} ${res.text}`);
+  return { email, password, id: res.body.data.id as string, res };
+}
+
+/** Follows the verification link of the newest verification e-mail. */
+export async function verifyEmail(cp: TestControlPlane, email: string): Promise<TestResponse> {
+  const token = await tokenFromLatest(cp, email, VERIFY_SUBJECT);
+  const res = await cp.request('POST', '/v1/auth/email/verify', { json: { token } });
+  if (res.status !== 200) throw new Error(`verify ${email}: ${res.status} ${res.text}`);
+  return res;
+}
+
+export interface LoggedIn {
+  accessToken: string;
+  refreshToken: string;
+  res: TestResponse;
+}
+
+export async function login(cp: TestControlPlane, email: string, password = PASSWORD, extra: Record<string, unknown> = {}, headers?: Record<string, string>): Promise<LoggedIn> {
+  const res = await cp.request('POST', '/v1/auth/login', { json: { email, password, ...extra }, headers });
+  if (res.status !== 200) throw new Error(`login ${email}: ${res.status} ${res.text}`);
+  return { accessToken: res.body.data.access_token, refreshToken: refreshTokenFrom(res)!, res };
+}
+
+export interface TestAccount extends LoggedIn {
+  id: string;
+  email: string;
+  password: string;
+}
+
+/** register → verify through the e-mailed link → login. */
+export async function registerVerifiedUser(cp: TestControlPlane, options: RegisterOptions = {}): Promise<TestAccount> {
+  const { email, password } = await register(cp, options);
+  const verified = await verifyEmail(cp, email);
+  const session = await login(cp, email, password);
+  return { id: verified.body.data.id, email, password, ...session };
+}
+
+// ---- accounts straight into the database -----------------------------------
+
+let passwordHash: Promise<string> | undefined;
+/** One argon2 hash of PASSWORD per process: direct accounts cost no hashing. */
+const hashOfDefaultPassword = () => (passwordHash ??= hashPassword(PASSWORD));
+
+export interface DirectUserOptions {
+  email?: string;
+  roles?: string[];
+  status?: 'active' | 'suspended' | 'pending_verification';
+  display_name?: string;
+  country_code?: string;
+}
+
+/** Inserts an account and assigns roles through the permission service (no API, no e-mail). */
+export async function createUserDirect(cp: TestControlPlane, options: DirectUserOptions = {}): Promise<{ id: string; email: string; password: string }> {
+  const em = cp.database.db.orm.em.fork();
+  const email = options.email ?? uniqueEmail('direct');
+  const status = options.status ?? 'active';
+  const user = em.create(User, {
+    email,
+    password_hash: await hashOfDefaultPassword(),
+    display_name: options.display_name ?? null,
+    country_code: options.country_code ?? null,
+    status,
+    email_verified: status !== 'pending_verification',
+    terms_accepted_at: new Date(),
+    notification_preferences: { ...defaultNotificationPreferences },
+  } as never);
+  await em.flush();
+  for (const role of options.roles ?? ['subscriber']) await assignRole(em, user.id, role);
+  return { id: user.id, email, password: PASSWORD };
+}
+
+/** A logged-in account with the given roles, created through the database. */
+export async function createLoggedInUser(cp: TestControlPlane, options: DirectUserOptions = {}): Promise<TestAccount> {
+  const user = await createUserDirect(cp, options);
+  return { ...user, ...(await login(cp, user.email, user.password)) };
+}
+
+export const createAdmin = (cp: TestControlPlane, options: DirectUserOptions = {}) =>
+  createLoggedInUser(cp, { ...options, roles: ['admin', 'subscriber', ...(options.roles ?? [])] });
+export const createSuperadmin = (cp: TestControlPlane, options: DirectUserOptions = {}) =>
+  createLoggedInUser(cp, { ...options, roles: ['superadmin', 'subscriber', ...(options.roles ?? [])] });
+
+// ---- TOTP -----------------------------------------------------------------
+
+const PERIOD = 30;
+
+/**
+ * The code of the time step `offset` steps from now (the server accepts -1, 0
+ * and +1, each step once). Waits out the last second of a step so the code
+ * does not fall out of the window between generation and verification.
+ */
+export async function totpCode(secret: string, offset = 0): Promise<string> {
+  const intoStep = (Date.now() / 1000) % PERIOD;
+  if (intoStep > PERIOD - 1.5) await sleep((PERIOD - intoStep) * 1000 + 50);
+  const epoch = Math.floor(Date.now() / 1000) + offset * PERIOD;
+  return generate({ secret, epoch, period: PERIOD, digits: 6, algorithm: 'sha1' });
+}
+
+/** Test shortcut: forget the last spent TOTP step so one more code of the window can be used. */
+export async function forgetSpentTotpStep(cp: TestControlPlane, userId: string): Promise<void> {
+  await cp.database.db.orm.em.fork().getConnection().execute('update app_user set totp_last_step = null where id = ?', [userId]);
+}
+
+// ---- rows -------------------------------------------------------------------
+
+/** Rows of a table, optionally filtered by a SQL condition with ? parameters. */
+export async function countRows(cp: TestControlPlane, table: string, where?: string, params: unknown[] = []): Promise<number> {
+  if (!/^[a-z_]+$/.test(table)) throw new Error(`bad table name ${table}`);
+  const rows = await cp.database.db.orm.em.fork().getConnection().execute(`select count(*)::int as n from ${table}${where ? ` where ${where}` : ''}`, params);
+  return rows[0].n as number;
+}
+
+export async function query<T = Record<string, unknown>>(cp: TestControlPlane, sql: string, params: unknown[] = []): Promise<T[]> {
+  return cp.database.db.orm.em.fork().getConnection().execute(sql, params) as Promise<T[]>;
+}
+
+/** Env for files that make many requests from 127.0.0.1: per-IP limits ×1000, no global budget. */
+export const RELAXED_LIMITS = { RATE_LIMIT_IP_MULTIPLIER: '1000', RATE_LIMIT_PER_MINUTE: '0' };
