@@ -1,0 +1,132 @@
+import t from 'tap';
+import { startTestControlPlane } from '../../../test/support/control-plane.ts';
+import {
+  bearer, countRows, login, messagesTo, query, register, RELAXED_LIMITS, tokenFromLatest, uniqueEmail, VERIFY_SUBJECT,
+} from '../../../test/support/auth.ts';
+
+const cp = await startTestControlPlane(t, { env: RELAXED_LIMITS });
+
+t.test('POST /v1/auth/email/verify with the e-mailed token activates the account; the token works once', async (t) => {
+  const { email, id } = await register(cp);
+  const token = await tokenFromLatest(cp, email, VERIFY_SUBJECT);
+  const res = await cp.request('POST', '/v1/auth/email/verify', { json: { token } });
+  t.equal(res.status, 200);
+  t.match(res.body.data, { id, email, email_verified: true, status: 'active', roles: ['subscriber'] });
+  const again = await cp.request('POST', '/v1/auth/email/verify', { json: { token } });
+  t.equal(again.status, 400);
+  t.equal(again.body.code, 'VALIDATION_ERROR');
+  t.same(again.body.errors.map((e: { field: string }) => e.field), ['token']);
+});
+
+t.test('POST /v1/auth/email/verify refuses an unknown or expired token and changes nothing', async (t) => {
+  const { email, id } = await register(cp);
+  const unknown = await cp.request('POST', '/v1/auth/email/verify', { json: { token: 'x'.repeat(43) } });
+  t.equal(unknown.status, 400);
+  t.equal(unknown.body.code, 'VALIDATION_ERROR');
+  const token = await tokenFromLatest(cp, email, VERIFY_SUBJECT);
+  await query(cp, `update auth_one_time_token set expires_at = now() - interval '1 second' where user_id = ?`, [id]);
+  const expired = await cp.request('POST', '/v1/auth/email/verify', { json: { token } });
+  t.equal(expired.status, 400);
+  t.equal(expired.body.errors[0].field, 'token');
+  const [row] = await query<{ status: string; email_verified: boolean }>(cp, 'select status, email_verified from app_user where id = ?', [id]);
+  t.same(row, { status: 'pending_verification', email_verified: false });
+});
+
+const badVerifyBodies: [string, unknown, string][] = [
+  ['a missing token', {}, 'token'],
+  ['a token of the wrong type', { token: 12345678901234567 }, 'token'],
+  ['a token over 512 characters', { token: 'a'.repeat(513) }, 'token'],
+  ['a token that is too short', { token: 'abc' }, 'token'],
+  ['an unknown field', { token: 'a'.repeat(40), email: 'a@example.com' }, 'email'],
+];
+for (const [what, body, field] of badVerifyBodies) {
+  t.test(`POST /v1/auth/email/verify refuses ${what} with 400 naming ${field}`, async (t) => {
+    const spent = await countRows(cp, 'auth_one_time_token', 'used_at is not null');
+    const active = await countRows(cp, 'app_user', `status = 'active'`);
+    const res = await cp.request('POST', '/v1/auth/email/verify', { json: body });
+    t.equal(res.status, 400);
+    t.equal(res.body.code, 'VALIDATION_ERROR');
+    t.ok(res.body.errors.some((e: { field: string }) => e.field === field), JSON.stringify(res.body.errors));
+    t.equal(await countRows(cp, 'auth_one_time_token', 'used_at is not null'), spent);
+    t.equal(await countRows(cp, 'app_user', `status = 'active'`), active);
+  });
+}
+
+t.test('before verification: login works, only verify/resend/logout/me are allowed (403 EMAIL_NOT_VERIFIED)', async (t) => {
+  const { email } = await register(cp);
+  const { accessToken } = await login(cp, email);
+  const me = await cp.request('GET', '/v1/users/me', { headers: bearer(accessToken) });
+  t.equal(me.status, 200);
+  t.equal(me.body.data.status, 'pending_verification');
+  for (const [method, path, json] of [
+    ['PATCH', '/v1/users/me', { display_name: 'x' }],
+    ['GET', '/v1/me/auth/sessions', undefined],
+    ['POST', '/v1/me/auth/mfa/setup', undefined],
+    ['POST', '/v1/users/me/password', { current_password: 'Correct-Horse-42', new_password: 'Another-Pass-42' }],
+  ] as const) {
+    const res = await cp.request(method, path, { headers: bearer(accessToken), json });
+    t.equal(res.status, 403, `${method} ${path}`);
+    t.equal(res.body.code, 'EMAIL_NOT_VERIFIED', `${method} ${path}`);
+  }
+  const resend = await cp.request('POST', '/v1/auth/email/resend', { json: { email }, headers: bearer(accessToken) });
+  t.equal(resend.status, 200);
+  const token = await tokenFromLatest(cp, email, VERIFY_SUBJECT);
+  t.equal((await cp.request('POST', '/v1/auth/email/verify', { json: { token }, headers: bearer(accessToken) })).status, 200);
+  // The same access token now passes: verification is read from storage on every request.
+  t.equal((await cp.request('GET', '/v1/me/auth/sessions', { headers: bearer(accessToken) })).status, 200);
+  t.equal((await cp.request('POST', '/v1/auth/logout', { headers: bearer(accessToken) })).status, 200);
+});
+
+t.test('an unverified account can log out', async (t) => {
+  const { email } = await register(cp);
+  const { accessToken } = await login(cp, email);
+  const res = await cp.request('POST', '/v1/auth/logout', { headers: bearer(accessToken) });
+  t.equal(res.status, 200);
+  t.equal((await cp.request('GET', '/v1/users/me', { headers: bearer(accessToken) })).status, 401);
+});
+
+t.test('POST /v1/auth/email/resend sends a new link and only the newest link works', async (t) => {
+  const { email } = await register(cp);
+  const first = await tokenFromLatest(cp, email, VERIFY_SUBJECT);
+  const res = await cp.request('POST', '/v1/auth/email/resend', { json: { email } });
+  t.equal(res.status, 200);
+  t.type(res.body.data.message, 'string');
+  t.equal((await messagesTo(cp, email)).length, 2);
+  const second = await tokenFromLatest(cp, email, VERIFY_SUBJECT);
+  t.not(second, first);
+  t.equal((await cp.request('POST', '/v1/auth/email/verify', { json: { token: first } })).status, 400, 'the older link is void');
+  t.equal((await cp.request('POST', '/v1/auth/email/verify', { json: { token: second } })).status, 200);
+});
+
+t.test('POST /v1/auth/email/resend answers the same for unknown and already verified addresses, sending nothing', async (t) => {
+  const { email } = await register(cp);
+  await cp.request('POST', '/v1/auth/email/verify', { json: { token: await tokenFromLatest(cp, email, VERIFY_SUBJECT) } });
+  const pending = await register(cp);
+  const unknownEmail = uniqueEmail('nobody');
+  const responses = [];
+  for (const address of [pending.email, email, unknownEmail]) {
+    responses.push(await cp.request('POST', '/v1/auth/email/resend', { json: { email: address } }));
+  }
+  t.same(responses.map((r) => r.status), [200, 200, 200]);
+  t.same(responses.map((r) => r.body), [responses[0]!.body, responses[0]!.body, responses[0]!.body], 'identical bodies');
+  t.equal((await messagesTo(cp, email)).length, 1, 'no new mail for a verified account');
+  t.equal((await messagesTo(cp, unknownEmail)).length, 0);
+  t.equal((await messagesTo(cp, pending.email)).length, 2);
+});
+
+const badEmailBodies: [string, unknown][] = [
+  ['a missing email', {}],
+  ['an email of the wrong type', { email: true }],
+  ['a bad e-mail address', { email: 'nope@' }],
+  ['an e-mail over 254 characters', { email: `${'b'.repeat(250)}@example.com` }],
+];
+for (const [what, body] of badEmailBodies) {
+  t.test(`POST /v1/auth/email/resend refuses ${what} with 400 naming email`, async (t) => {
+    const tokens = await countRows(cp, 'auth_one_time_token');
+    const res = await cp.request('POST', '/v1/auth/email/resend', { json: body });
+    t.equal(res.status, 400);
+    t.equal(res.body.code, 'VALIDATION_ERROR');
+    t.same(res.body.errors.map((e: { field: string }) => e.field), ['email']);
+    t.equal(await countRows(cp, 'auth_one_time_token'), tokens);
+  });
+}
