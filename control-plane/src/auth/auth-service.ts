@@ -186,9 +186,15 @@ export async function acceptTotp(app: AppServices, em: EntityManager, user: User
   const secret = app.secretBox.openString(user.totp_secret_encrypted, `totp:${user.id}`);
   const match = await verifyTotp(secret, code, { digits: code.length, afterTimeStep: user.totp_last_step ?? undefined });
   if (!match) return false;
-  // Conditional on the step, so two concurrent uses of one code cannot both pass.
-  const updated = await em.nativeUpdate(User, { id: user.id, $or: [{ totp_last_step: null }, { totp_last_step: { $lt: match.timeStep } }] }, { totp_last_step: match.timeStep });
-  if (updated !== 1) return false;
+  // Conditional on the step, so two concurrent uses of one code cannot both pass. Plain SQL on
+  // purpose: em.nativeUpdate would also move the optimistic-lock version, and the caller's next
+  // flush of this (already loaded) user would then fail with 412 PRECONDITION_FAILED.
+  const result: { affectedRows?: number } = await em.execute(
+    'update app_user set totp_last_step = ? where id = ? and (totp_last_step is null or totp_last_step < ?)',
+    [match.timeStep, user.id, match.timeStep],
+    'run',
+  ) as never;
+  if (result.affectedRows !== 1) return false;
   user.totp_last_step = match.timeStep;
   return true;
 }
