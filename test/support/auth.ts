@@ -212,3 +212,8 @@ export async function query<T = Record<string, unknown>>(cp: TestControlPlane, s
 
 /** Env for files that make many requests from 127.0.0.1: per-IP limits ×1000, no global budget. */
 export const RELAXED_LIMITS = { RATE_LIMIT_IP_MULTIPLIER: '1000', RATE_LIMIT_PER_MINUTE: '0' };
+
+/** Forgets a route rate-limit counter, e.g. `totp:account:user:<id>` (test set-up that spent part of a budget). */
+export async function resetRateLimit(cp: TestControlPlane, key: string): Promise<void> {
+  await cp.app.store.del(`rl:${key}`);
+}
