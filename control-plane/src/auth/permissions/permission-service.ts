@@ -25,7 +25,8 @@ export async function loadUserGrants(em: EntityManager, userId: string): Promise
 export async function loadRoleGrants(em: EntityManager, roleNames: string[]): Promise<PermissionGrant[]> {
   if (!roleNames.length) return [];
   return em.execute(
-    `select permission, resource_type, resource_id from role_permission where role_name = any(?)`,
+    // `in (?)`: the driver expands an array parameter into a list; `= any(?)` received a bare string and failed.
+    `select permission, resource_type, resource_id from role_permission where role_name in (?)`,
     [roleNames],
   );
 }
@@ -70,7 +71,7 @@ export async function activeRolesByUser(em: EntityManager, userIds: string[]): P
   const result = new Map<string, string[]>(userIds.map((id) => [id, []]));
   if (!userIds.length) return result;
   const rows = await em.execute<{ user_id: string; role_name: string }[]>(
-    `select user_id, role_name from user_role where user_id = any(?) and (expires_at is null or expires_at > now()) order by role_name`,
+    `select user_id, role_name from user_role where user_id in (?) and (expires_at is null or expires_at > now()) order by role_name`,
     [userIds],
   );
   for (const row of rows) result.get(row.user_id)?.push(row.role_name);
