@@ -54,6 +54,8 @@ export interface TestDatabase {
   real: boolean;
   /** With `throughProxy`: makes the database unreachable for the app. */
   proxy?: TcpProxy;
+  /** Connection URL of this database (for child processes such as CLIs). */
+  url: string;
   dispose(): Promise<void>;
 }
 
@@ -95,6 +97,7 @@ export async function createTestDatabase(options: {
     db,
     real: Boolean(options.postgresUrl),
     proxy,
+    url,
     async dispose() {
       await db.close().catch(() => {});
       for (const cleanup of cleanups.reverse()) await cleanup();

@@ -1,0 +1,58 @@
+import t from 'tap';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { createTestDatabase } from '../../../test/support/database.ts';
+import { detectServices } from '../../../test/support/services.ts';
+import { verifyPassword } from '../auth/primitives/password.ts';
+
+const services = await detectServices();
+const cli = path.resolve(import.meta.dirname, 'create-admin-cli.ts');
+
+t.test('admin:create creates a verified superadmin with the printed password, grants on re-run, refuses bad arguments', { skip: services.postgresUrl ? false : 'needs a real PostgreSQL' }, async (t) => {
+  const database = await createTestDatabase({ postgresUrl: services.postgresUrl });
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'sp-cli-'));
+  t.teardown(async () => {
+    await database.dispose();
+    await fs.rm(dataDir, { recursive: true, force: true });
+  });
+  const run = (args: string[]) => new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = spawn(process.execPath, [cli, ...args], { env: { ...process.env, DATABASE_URL: database.url, DATA_DIR: dataDir, LOG_LEVEL: 'silent', NODE_ENV: 'test' } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c) => (stdout += c));
+    child.stderr.on('data', (c) => (stderr += c));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+  const conn = () => database.db.orm.em.fork().getConnection();
+
+  const created = await run(['--email', 'Root@Example.com', '--display-name', 'Root']);
+  t.equal(created.code, 0, created.stderr);
+  const generated = /Generated password[^:]*: (\S+)/.exec(created.stdout)?.[1];
+  t.ok(generated, 'a generated password is printed once');
+  const [user] = await conn().execute(`select id, email, status, email_verified, password_hash, display_name from app_user where email = 'root@example.com'`);
+  t.match(user, { status: 'active', email_verified: true, display_name: 'Root' });
+  t.ok(await verifyPassword(user.password_hash, generated!), 'the printed password is the stored one');
+  const roles = (await conn().execute('select role_name from user_role where user_id = ? order by role_name', [user.id])).map((r) => r.role_name as string);
+  t.same(roles, ['subscriber', 'superadmin']);
+
+  const again = await run(['--email', 'root@example.com', '--password', 'Chosen-Pass-123']);
+  t.equal(again.code, 0, again.stderr);
+  t.match(again.stdout, /exists/);
+  t.equal((await conn().execute(`select count(*)::int as n from app_user where email = 'root@example.com'`))[0].n, 1, 'no duplicate account');
+  const [updated] = await conn().execute(`select password_hash from app_user where id = ?`, [user.id]);
+  t.ok(await verifyPassword(updated.password_hash, 'Chosen-Pass-123'), 'the given password is set');
+
+  for (const [args, message] of [
+    [[], /--email/],
+    [['--email', 'not-an-address'], /--email/],
+    [['--email', 'x@example.com', '--password', 'weak'], /--password/],
+    [['--email', 'x@example.com', '--role', 'god'], /--role/],
+  ] as const) {
+    const res = await run([...args]);
+    t.equal(res.code, 1, args.join(' '));
+    t.match(res.stderr, message);
+  }
+  t.equal((await conn().execute(`select count(*)::int as n from app_user where email = 'x@example.com'`))[0].n, 0, 'refused runs create nothing');
+});
