@@ -11,6 +11,12 @@ const matchAll: PathMatcher = () => true;
 export function compilePathGlob(pattern: string): PathMatcher {
   if (pattern === '*' || pattern === '/*' || pattern === '/**' || pattern === '**') return matchAll;
   if (!/[*?{[]/.test(pattern)) return (path) => path === pattern;
+  // Prefix patterns ("/videos/abc/*", "/videos/ab*") are by far the most common in purges: no regex needed.
+  const star = pattern.indexOf('*');
+  if (star === pattern.length - 1 && !/[?{[]/.test(pattern)) {
+    const prefix = pattern.slice(0, -1);
+    return (path) => path.startsWith(prefix);
+  }
   // "/videos/*" → everything under /videos/ (any depth), like most CDN consoles.
   const source = pattern.endsWith('/*') && !pattern.endsWith('/**') ? pattern + '*' : pattern;
   const re = picomatch.makeRe(source, { dot: true, nobrace: false, noextglob: true });

@@ -1,0 +1,161 @@
+// Cache-hit throughput and latency: the edge agent vs a plain node:http server
+// answering the same bytes from memory vs nginx proxy_cache, one worker each,
+// 1 KiB and 100 KiB objects. Servers are pinned to core 0, wrk to core 1.
+// Run: npx node bench/edge-cache-hit.ts [--duration 10] [--warmup 3]
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { get as httpGet } from 'node:http';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const args = process.argv.slice(2);
+const opt = (name: string, def: number) => {
+  const i = args.indexOf(`--${name}`);
+  return i === -1 ? def : Number(args[i + 1]);
+};
+const DURATION = opt('duration', 10);
+const WARMUP = opt('warmup', 3);
+const CONNECTIONS = opt('connections', 64);
+const ORIGIN_PORT = 18801, PLAIN_PORT = 18802, AGENT_PORT = 18803, NGINX_PORT = 18804;
+
+function have(cmd: string): boolean {
+  return spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0;
+}
+function ensureTools(): void {
+  const missing = ['wrk', 'nginx'].filter((c) => !have(c) && !(c === 'nginx' && have('/usr/sbin/nginx')));
+  if (missing.length === 0) return;
+  console.log(`installing ${missing.join(', ')} from Debian packages...`);
+  execFileSync('sh', ['-c', 'apt-get update -qq && apt-get install -y -qq wrk nginx-light || apt-get install -y -qq wrk nginx'], { stdio: 'inherit' });
+}
+const nginxBin = () => (have('nginx') ? 'nginx' : '/usr/sbin/nginx');
+const pin = (core: number, cmd: string[]) => (have('taskset') ? ['taskset', '-c', String(core), ...cmd] : cmd);
+
+const children: ChildProcess[] = [];
+function start(cmd: string[]): ChildProcess {
+  const child = spawn(cmd[0], cmd.slice(1), { stdio: ['ignore', 'ignore', 'inherit'] });
+  children.push(child);
+  return child;
+}
+function cleanup(): void {
+  for (const c of children) if (c.exitCode === null) c.kill('SIGTERM');
+}
+process.on('exit', cleanup);
+process.on('SIGINT', () => process.exit(130));
+
+async function waitFor(url: string, host: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    // fetch() drops a Host header, so use node:http.
+    const ok = await new Promise<boolean>((resolve) => {
+      const req = httpGet(url, { headers: { host } }, (res) => {
+        res.resume();
+        resolve(res.statusCode === 200);
+      });
+      req.on('error', () => resolve(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${url} did not come up`);
+}
+
+interface Result { rps: number; p50: number; p99: number }
+
+function wrk(url: string, host: string, seconds: number): Result {
+  const lua = join(tmpdir(), `wrk-host-${process.pid}.lua`);
+  writeFileSync(lua, `wrk.headers["Host"] = "${host}"\n`);
+  const cmd = pin(1, ['wrk', '-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--latency', '-s', lua, url]);
+  const out = execFileSync(cmd[0], cmd.slice(1), { encoding: 'utf8' });
+  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0);
+  const ms = (label: string) => {
+    const m = new RegExp(`\\s${label}\\s+([\\d.]+)(us|ms|s)`).exec(out);
+    if (!m) return Number.NaN;
+    const v = Number(m[1]);
+    return m[2] === 'us' ? v / 1000 : m[2] === 's' ? v * 1000 : v;
+  };
+  if (/Non-2xx/.test(out)) throw new Error(`non-2xx responses from ${url}:\n${out}`);
+  return { rps, p50: ms('50%'), p99: ms('99%') };
+}
+
+async function main(): Promise<void> {
+  ensureTools();
+  const work = mkdtempSync(join(tmpdir(), 'edge-bench-'));
+  const node = process.execPath;
+  // Origin (unpinned, only hit during warm-up) and the plain baseline.
+  start([node, join(here, 'lib/plain-server.ts'), String(ORIGIN_PORT)]);
+  start(pin(0, [node, join(here, 'lib/plain-server.ts'), String(PLAIN_PORT)]));
+  start(pin(0, [node, join(here, 'lib/agent-server.ts'), String(AGENT_PORT), String(ORIGIN_PORT), join(work, 'agent')]));
+  mkdirSync(join(work, 'nginx-cache'), { recursive: true });
+  const conf = join(work, 'nginx.conf');
+  writeFileSync(conf, `
+worker_processes 1;
+daemon off;
+user root;
+pid ${work}/nginx.pid;
+error_log ${work}/nginx-error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  sendfile on;
+  tcp_nodelay on;
+  keepalive_requests 100000;
+  proxy_cache_path ${work}/nginx-cache levels=1:2 keys_zone=bench:10m max_size=1g inactive=60m use_temp_path=off;
+  client_body_temp_path ${work}/nginx-body; proxy_temp_path ${work}/nginx-proxy; fastcgi_temp_path ${work}/nginx-fcgi; uwsgi_temp_path ${work}/nginx-uwsgi; scgi_temp_path ${work}/nginx-scgi;
+  server {
+    listen 127.0.0.1:${NGINX_PORT};
+    location / {
+      proxy_pass http://127.0.0.1:${ORIGIN_PORT};
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_cache bench;
+      proxy_cache_valid 200 1h;
+      add_header X-Cache-Status $upstream_cache_status;
+    }
+  }
+}
+`);
+  start(pin(0, [nginxBin(), '-c', conf, '-p', work, '-e', join(work, 'nginx-error.log')]));
+  await waitFor(`http://127.0.0.1:${ORIGIN_PORT}/1k`, 'x');
+  await waitFor(`http://127.0.0.1:${PLAIN_PORT}/1k`, 'x');
+  await waitFor(`http://127.0.0.1:${AGENT_PORT}/1k`, 'bench.local');
+  await waitFor(`http://127.0.0.1:${NGINX_PORT}/1k`, 'x');
+
+  const targets = [
+    { name: 'plain node:http', port: PLAIN_PORT, host: 'plain.local' },
+    { name: 'edge agent', port: AGENT_PORT, host: 'bench.local' },
+    { name: 'nginx proxy_cache', port: NGINX_PORT, host: 'nginx.local' },
+  ];
+  const results: Record<string, Record<string, Result>> = {};
+  for (const size of ['1k', '100k']) {
+    results[size] = {};
+    for (const t of targets) {
+      const url = `http://127.0.0.1:${t.port}/${size}`;
+      wrk(url, t.host, WARMUP); // warm-up: fills caches, lets V8 optimise
+      results[size][t.name] = wrk(url, t.host, DURATION);
+      const r = results[size][t.name];
+      console.log(`${size.padEnd(5)} ${t.name.padEnd(18)} ${r.rps.toFixed(0).padStart(8)} req/s  p50 ${r.p50.toFixed(2)} ms  p99 ${r.p99.toFixed(2)} ms`);
+    }
+  }
+  const lines: string[] = [];
+  lines.push(`# Edge cache-hit benchmark`, '', `Run ${new Date().toISOString()}: wrk -t1 -c${CONNECTIONS}, ${DURATION} s per measurement after ${WARMUP} s warm-up; servers pinned to core 0, wrk to core 1; one worker each. Node ${process.version}.`, '');
+  lines.push('| object | server | req/s | p50 ms | p99 ms |', '|---|---|---:|---:|---:|');
+  for (const size of Object.keys(results)) for (const [name, r] of Object.entries(results[size])) lines.push(`| ${size === '1k' ? '1 KiB' : '100 KiB'} | ${name} | ${r.rps.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} |`);
+  lines.push('', '| object | agent / plain node (req/s) | agent / nginx (req/s) | agent p99 / plain p99 | goal met (≥ 0.90, ≤ 1.5×) |', '|---|---:|---:|---:|---|');
+  for (const size of Object.keys(results)) {
+    const a = results[size]['edge agent'], p = results[size]['plain node:http'], n = results[size]['nginx proxy_cache'];
+    const ok = a.rps / p.rps >= 0.9 && a.p99 / p.p99 <= 1.5;
+    lines.push(`| ${size === '1k' ? '1 KiB' : '100 KiB'} | ${(a.rps / p.rps).toFixed(2)} | ${(a.rps / n.rps).toFixed(2)} | ${(a.p99 / p.p99).toFixed(2)} | ${ok ? 'yes' : 'no'} |`);
+  }
+  const text = lines.join('\n') + '\n';
+  console.log('\n' + text);
+  mkdirSync(join(here, 'results'), { recursive: true });
+  writeFileSync(join(here, 'results', 'edge-cache-hit.md'), text);
+  cleanup();
+  rmSync(work, { recursive: true, force: true });
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exitCode = 1;
+});

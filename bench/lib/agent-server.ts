@@ -1,0 +1,13 @@
+// The edge agent as the benchmark runs it: one process, cache in memory, logging off.
+import { EdgeAgent } from '../../edge-agent/src/agent.ts';
+
+const [port, originPort, dataDir] = [Number(process.argv[2]), Number(process.argv[3]), process.argv[4]];
+const agent = new EdgeAgent({ dataDir, memoryBytes: 256 * 1024 * 1024, maxObjectBytes: 32 * 1024 * 1024, persist: false, healthProbes: false });
+agent.applyConfig({
+  version: 1,
+  endpoints: [{
+    id: 'bench', hostname: 'bench.local', default_origin_id: 'o',
+    origins: [{ id: 'o', scheme: 'http', host: '127.0.0.1', port: originPort, allow_private_network: true }],
+  }],
+});
+await agent.listen(port, '127.0.0.1');

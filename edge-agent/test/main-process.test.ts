@@ -1,0 +1,16 @@
+import t from 'tap';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const main = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+
+t.test('a wrong setting stops the process with one line naming the variable and exit code 1', async (t) => {
+  for (const [env, name] of [[{ HTTP_PORT: 'abc' }, 'HTTP_PORT'], [{ CACHE_MEMORY_BYTES: 'lots' }, 'CACHE_MEMORY_BYTES'], [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL']] as const) {
+    const r = spawnSync(process.execPath, [main], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 10_000 });
+    t.equal(r.status, 1, `${name}: exit code 1`);
+    t.match(r.stderr.trim(), new RegExp(`^edge-agent: ${name}: [^\\n]+$`), `${name}: one line naming it`);
+  }
+  const flag = spawnSync(process.execPath, [main, '--metrics-port', '99999'], { encoding: 'utf8', timeout: 10_000 });
+  t.equal(flag.status, 1);
+  t.match(flag.stderr, /METRICS_PORT/);
+});
