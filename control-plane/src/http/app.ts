@@ -46,7 +46,15 @@ export function createApp(app: AppServices, options: AppOptions): Koa {
     const requestId = REQUEST_ID.test(incoming) ? incoming : randomUUID();
     ctx.state.requestId = requestId;
     ctx.set('x-request-id', requestId);
-    ctx.state.log = app.log.child({ request_id: requestId });
+    // The child logger is made on first use: most requests of a silent or info-level
+    // server log once (access log) or not at all.
+    let log: typeof app.log | undefined;
+    Object.defineProperty(ctx.state, 'log', {
+      get: () => (log ??= app.log.child({ request_id: requestId })),
+      set: (value) => { log = value; },
+      enumerable: true,
+      configurable: true,
+    });
     const em = app.db.orm.em.fork();
     ctx.state.em = em;
     await RequestContext.create(em, next);
@@ -59,7 +67,7 @@ export function createApp(app: AppServices, options: AppOptions): Koa {
       await next();
     } finally {
       const level = ctx.status >= 500 ? 'error' : 'info';
-      ctx.state.log[level]({
+      if (app.log.isLevelEnabled(level)) ctx.state.log[level]({
         method: ctx.method,
         path: ctx.path,
         route: ctx._matchedRoute ?? null,

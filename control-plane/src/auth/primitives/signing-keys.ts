@@ -255,7 +255,7 @@ export class KeyRing {
     if (cached) {
       const key = this.#keys.find((k) => k.kid === cached.kid);
       if (now < cached.expMs + this.#toleranceMs && key && key.status !== 'retired' && cached.typ === typ) {
-        return structuredClone(cached.claims);
+        return copyClaims(cached.claims);
       }
       if (now >= cached.expMs + this.#toleranceMs || !key || key.status === 'retired') this.#cache.delete(token);
     }
@@ -299,7 +299,7 @@ export class KeyRing {
     const claims = payload as AccessTokenClaims;
     const expMs = claims.exp * 1000;
     // lru-cache's own ttl bounds memory; the explicit exp check above is what guarantees correctness.
-    this.#cache.set(token, { claims: structuredClone(claims), kid, typ, expMs }, { ttl: Math.max(1, expMs - now) });
+    this.#cache.set(token, { claims: copyClaims(claims), kid, typ, expMs }, { ttl: Math.max(1, expMs - now) });
     return claims;
   }
 
@@ -326,4 +326,20 @@ export class KeyRing {
   get cacheSize(): number {
     return this.#cache.size;
   }
+}
+
+/**
+ * A copy the caller may change without touching the cache. Claims are scalars
+ * and arrays of strings (roles, aud), so a shallow copy with copied arrays does;
+ * anything nested deeper is cloned. On the hot path this replaces
+ * structuredClone, which cost ~2% of a cached authenticated request.
+ */
+function copyClaims<T extends Record<string, unknown>>(claims: T): T {
+  const copy: Record<string, unknown> = { ...claims };
+  for (const key of Object.keys(copy)) {
+    const value = copy[key];
+    if (value === null || typeof value !== 'object') continue;
+    copy[key] = Array.isArray(value) && value.every((v) => v === null || typeof v !== 'object') ? [...value] : structuredClone(value);
+  }
+  return copy as T;
 }
