@@ -1,0 +1,253 @@
+// Authenticated request throughput against a bare Koa route, and login latency
+// (alone, and 8 at a time while an authenticated route is timed alongside).
+//
+// Servers run as child processes pinned to core 0, wrk to core 1 (one thread,
+// 64 connections). The control plane is the real one (startControlPlane) on
+// PostgreSQL and Redis when reachable, else embedded PGlite and the in-process
+// store, with LOG_LEVEL=silent and RATE_LIMIT_PER_MINUTE=0. Routes measured:
+//   bare        plain Koa app, GET /me answering a small JSON body
+//   me-like     GET /v1/bench/me on the control plane: full middleware stack,
+//               JWT verification and the Redis revocation check, answer from the token
+//   users/me    GET /v1/users/me: the above plus the stored-permission query and a user read
+// Run: npx node bench/auth.ts [--duration 10] [--warmup 3] [--connections 64]
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const args = process.argv.slice(2);
+const opt = (name: string, def: number) => {
+  const i = args.indexOf(`--${name}`);
+  return i === -1 ? def : Number(args[i + 1]);
+};
+const DURATION = opt('duration', 10);
+const WARMUP = opt('warmup', 3);
+const CONNECTIONS = opt('connections', 64);
+const BARE_PORT = 18811;
+const CP_PORT = 18812;
+const PASSWORD = 'Bench-Password-42';
+const QUICK = args.includes('--quick'); // bare vs me-like only (for profiling runs)
+const ACCOUNTS = QUICK ? 1 : 8;
+
+const have = (cmd: string) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0;
+const pin = (core: string, cmd: string[]) => (have('taskset') ? ['taskset', '-c', core, ...cmd] : cmd);
+
+// ---- child-process modes ----------------------------------------------------
+
+// ---- the benchmark ----------------------------------------------------------
+
+interface Result { rps: number; p50: number; p99: number }
+
+function wrk(url: string, headers: Record<string, string>, seconds: number): Result {
+  const lua = path.join(os.tmpdir(), `wrk-auth-${process.pid}.lua`);
+  fs.writeFileSync(lua, Object.entries(headers).map(([k, v]) => `wrk.headers["${k}"] = "${v}"\n`).join(''));
+  const cmd = pin('1', ['wrk', '-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--latency', '-s', lua, url]);
+  const out = execFileSync(cmd[0]!, cmd.slice(1), { encoding: 'utf8' });
+  if (/Non-2xx/.test(out)) throw new Error(`non-2xx responses from ${url}:\n${out}`);
+  const ms = (label: string) => {
+    const m = new RegExp(`\\s${label}\\s+([\\d.]+)(us|ms|s)`).exec(out);
+    if (!m) return Number.NaN;
+    const v = Number(m[1]);
+    return m[2] === 'us' ? v / 1000 : m[2] === 's' ? v * 1000 : v;
+  };
+  return { rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0), p50: ms('50%'), p99: ms('99%') };
+}
+
+const children: ChildProcess[] = [];
+process.on('exit', () => { for (const c of children) if (c.exitCode === null) c.kill('SIGTERM'); });
+process.on('SIGINT', () => process.exit(130));
+
+async function waitFor(url: string): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    try {
+      const res = await fetch(url);
+      await res.arrayBuffer();
+      return;
+    } catch {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  throw new Error(`${url} did not come up`);
+}
+
+const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+const summary = (samples: number[]) => {
+  const s = [...samples].sort((a, b) => a - b);
+  return { n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), max: s[s.length - 1]! };
+};
+const fmt = (n: number) => (n >= 100 ? n.toFixed(0) : n.toFixed(2));
+
+async function timed(fn: () => Promise<Response>): Promise<number> {
+  const started = performance.now();
+  const res = await fn();
+  await res.arrayBuffer();
+  if (!res.ok) throw new Error(`HTTP ${res.status}`);
+  return performance.now() - started;
+}
+
+/** Sequential authenticated requests until `until` resolves; their latencies. */
+async function probeWhile(url: string, token: string, until: Promise<unknown>): Promise<number[]> {
+  let done = false;
+  void until.finally(() => { done = true; });
+  const samples: number[] = [];
+  while (!done) samples.push(await timed(() => fetch(url, { headers: { authorization: `Bearer ${token}` } })));
+  return samples;
+}
+
+async function main(): Promise<void> {
+  if (!have('wrk')) {
+    console.log('installing wrk from Debian packages...');
+    execFileSync('sh', ['-c', 'apt-get install -y -qq wrk || (apt-get update -qq && apt-get install -y -qq wrk)'], { stdio: 'inherit' });
+  }
+  const { detectServices } = await import('../test/support/services.ts');
+  const { adminQuery, dropDatabase, withDatabaseName } = await import('../test/support/database.ts');
+  const services = await detectServices();
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sp-bench-auth-'));
+  const env: Record<string, string> = { ...(process.env as Record<string, string>), DATA_DIR: dataDir };
+  let dbName: string | undefined;
+  if (services.postgresUrl) {
+    dbName = `sp_bench_auth_${Date.now().toString(36)}`;
+    await adminQuery(services.postgresUrl, `create database ${dbName}`);
+    env.DATABASE_URL = withDatabaseName(services.postgresUrl, dbName);
+  } else delete env.DATABASE_URL;
+  if (services.redisUrl) env.REDIS_URL = services.redisUrl; else delete env.REDIS_URL;
+  const backing = `${services.postgresUrl ? 'PostgreSQL' : 'embedded PGlite'} + ${services.redisUrl ? 'Redis' : 'in-process store'}`;
+
+  try {
+    const self = fileURLToPath(import.meta.url);
+    const bareCmd = pin('0', [process.execPath, self, '--serve-bare', String(BARE_PORT)]);
+    children.push(spawn(bareCmd[0]!, bareCmd.slice(1), { stdio: ['ignore', 'ignore', 'inherit'] }));
+    const cpCmd = pin('0', [process.execPath, ...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []), self, '--serve-cp']);
+    const cp = spawn(cpCmd[0]!, cpCmd.slice(1), { env, stdio: ['ignore', 'ignore', 'inherit'] });
+    children.push(cp);
+    const base = `http://127.0.0.1:${CP_PORT}`;
+    await Promise.all([waitFor(`http://127.0.0.1:${BARE_PORT}/me`), waitFor(`${base}/healthz`)]);
+
+    // Accounts through the API: register → verification link from the outbox → verify.
+    const { waitForMessage } = await import('../control-plane/src/mail/outbox.ts');
+    const emails: string[] = [];
+    for (let i = 0; i < ACCOUNTS; i++) {
+      const email = `bench-${i}-${process.pid}@example.com`;
+      const reg = await fetch(`${base}/v1/auth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: PASSWORD, accept_terms: true }) });
+      if (reg.status !== 201) throw new Error(`register: ${reg.status} ${await reg.text()}`);
+      const message = await waitForMessage(path.join(dataDir, 'outbox'), { to: email }, { timeoutMs: 10_000 });
+      const token = new URL(message.links[0]!).searchParams.get('token');
+      const verified = await fetch(`${base}/v1/auth/email/verify`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) });
+      if (verified.status !== 200) throw new Error(`verify: ${verified.status}`);
+      emails.push(email);
+    }
+    const login = (email: string) => fetch(`${base}/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: PASSWORD }) });
+    const first = await login(emails[0]!);
+    const accessToken = ((await first.json()) as { data: { access_token: string } }).data.access_token;
+    const auth = { Authorization: `Bearer ${accessToken}` };
+
+    // 1. Throughput: each target warmed up, then measured.
+    const targets: [string, string, Record<string, string>][] = [
+      ['bare Koa route (GET /me)', `http://127.0.0.1:${BARE_PORT}/me`, {}],
+      ['me-like route (GET /v1/bench/me: JWT + revocation check)', `${base}/v1/bench/me`, auth],
+      ['GET /v1/users/me (also stored permissions + user read)', `${base}/v1/users/me`, auth],
+    ];
+    const throughput: [string, Result][] = [];
+    for (const [name, url, headers] of QUICK ? targets.slice(0, 2) : targets) {
+      wrk(url, headers, WARMUP);
+      const r = wrk(url, headers, DURATION);
+      throughput.push([name, r]);
+      console.log(`${name}: ${r.rps.toFixed(0)} req/s, p50 ${fmt(r.p50)} ms, p99 ${fmt(r.p99)} ms`);
+    }
+    const ratio = throughput[1]![1].rps / throughput[0]![1].rps;
+    if (QUICK) {
+      console.log(`ratio me-like / bare: ${(ratio * 100).toFixed(0)}%`);
+      return;
+    }
+    const ratioFull = throughput[2]![1].rps / throughput[0]![1].rps;
+    console.log(`ratio me-like / bare: ${(ratio * 100).toFixed(0)}% (goal ≥ 70%); users/me / bare: ${(ratioFull * 100).toFixed(0)}%`);
+
+    // 2. Logins: the control plane may now use both cores (argon2 runs on the libuv pool).
+    if (have('taskset')) spawnSync('taskset', ['-a', '-p', '-c', '0,1', String(cp.pid)], { stdio: 'ignore' });
+    const meUrl = `${base}/v1/bench/me`;
+    for (let i = 0; i < 200; i++) await timed(() => fetch(meUrl, { headers: auth })); // warm the client side
+    const idle = summary(await probeWhile(meUrl, accessToken, new Promise((r) => setTimeout(r, 2000))));
+
+    const alone: number[] = [];
+    for (const email of emails) alone.push(await timed(() => login(email)));
+    const ROUNDS = 4;
+    const concurrent: number[] = [];
+    const loginsDone = (async () => {
+      for (let round = 0; round < ROUNDS; round++) {
+        concurrent.push(...(await Promise.all(emails.map((email) => timed(() => login(email))))));
+      }
+    })();
+    const during = summary(await probeWhile(meUrl, accessToken, loginsDone));
+    await loginsDone;
+    const a = summary(alone);
+    const c = summary(concurrent);
+    console.log(`login alone: p50 ${fmt(a.p50)} ms, max ${fmt(a.max)} ms (n=${a.n}); 8 concurrent: p50 ${fmt(c.p50)} ms, p99 ${fmt(c.p99)} ms (n=${c.n})`);
+    console.log(`me-like latency idle: p50 ${fmt(idle.p50)} ms, p99 ${fmt(idle.p99)} ms, max ${fmt(idle.max)} ms; during 8 concurrent logins: p50 ${fmt(during.p50)} ms, p99 ${fmt(during.p99)} ms, max ${fmt(during.max)} ms (n=${during.n})`);
+
+    const lines = [
+      '# Auth benchmark',
+      '',
+      `Run ${new Date().toISOString()} on ${os.cpus().length} × ${os.cpus()[0]?.model.trim()}, Node ${process.version}, ${backing}.`,
+      `Throughput: wrk -t1 -c${CONNECTIONS}, ${DURATION} s per target after ${WARMUP} s warm-up; servers pinned to core 0, wrk to core 1. The host is noisy (±20% run to run): compare within one run.`,
+      '',
+      '| target | req/s | p50 ms | p99 ms | vs bare |',
+      '|---|---:|---:|---:|---:|',
+      ...throughput.map(([name, r]) => `| ${name} | ${r.rps.toFixed(0)} | ${fmt(r.p50)} | ${fmt(r.p99)} | ${((r.rps / throughput[0]![1].rps) * 100).toFixed(0)}% |`),
+      '',
+      `**Authenticated (me-like) / bare: ${(ratio * 100).toFixed(0)}%** (goal ≥ 70%).`,
+      '',
+      '## Login latency (argon2id m=64 MiB, t=3, p=4), control plane on both cores',
+      '',
+      '| measurement | n | p50 ms | p99 ms | max ms |',
+      '|---|---:|---:|---:|---:|',
+      `| login, one at a time | ${a.n} | ${fmt(a.p50)} | ${fmt(a.p99)} | ${fmt(a.max)} |`,
+      `| login, 8 concurrent (${ROUNDS} rounds) | ${c.n} | ${fmt(c.p50)} | ${fmt(c.p99)} | ${fmt(c.max)} |`,
+      `| me-like route, sequential, idle server | ${idle.n} | ${fmt(idle.p50)} | ${fmt(idle.p99)} | ${fmt(idle.max)} |`,
+      `| me-like route, sequential, during the 8 concurrent logins | ${during.n} | ${fmt(during.p50)} | ${fmt(during.p99)} | ${fmt(during.max)} |`,
+      '',
+      'The authenticated route keeps answering in milliseconds while 8 logins hash at once: argon2 runs on the libuv thread pool, not on the event loop (a blocked loop would show maxima of several hundred ms, one hash ≈ 130 ms).',
+      '',
+    ];
+    fs.mkdirSync(path.join(here, 'results'), { recursive: true });
+    fs.writeFileSync(path.join(here, 'results', 'auth.md'), lines.join('\n'));
+    console.log('written to bench/results/auth.md');
+  } finally {
+    for (const c of children) if (c.exitCode === null) c.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 500));
+    if (dbName && services.postgresUrl) await dropDatabase(services.postgresUrl, dbName).catch(() => {});
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+// ---- entry (after every declaration above) ---------------------------------
+
+if (args[0] === '--serve-bare') {
+  const { default: Koa } = await import('koa');
+  const app = new Koa();
+  app.use((ctx) => {
+    if (ctx.path === '/me') ctx.body = { data: { id: '00000000-0000-4000-8000-000000000000', roles: ['subscriber'] } };
+  });
+  app.listen(Number(args[1]), '127.0.0.1');
+} else if (args[0] === '--serve-cp') {
+  const { loadConfig } = await import('../control-plane/src/config/config.ts');
+  const { startControlPlane } = await import('../control-plane/src/server.ts');
+  const { defineRoute, reply } = await import('../control-plane/src/http/route.ts');
+  const { currentCaller } = await import('../control-plane/src/auth/access-control.ts');
+  // Authenticates (signature, expiry, revocation of token and session) and answers from the token.
+  const benchMe = defineRoute({
+    method: 'get', path: '/v1/bench/me', tags: ['Bench'], access: 'authenticated',
+    summary: 'me-like route for the benchmark', responses: { 200: null },
+    async handler({ ctx }) {
+      const caller = currentCaller(ctx);
+      return reply.data({ id: caller.id, roles: caller.roles });
+    },
+  });
+  const config = loadConfig({ ...process.env, PORT: String(CP_PORT), HOST: '127.0.0.1', LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '0', RATE_LIMIT_IP_MULTIPLIER: '10000', NODE_ENV: 'development' });
+  const cp = await startControlPlane(config, { extraRoutes: [benchMe], storeKeyPrefix: `bench:${process.pid}:` });
+  process.on('SIGTERM', () => { void cp.close().finally(() => process.exit(0)); });
+} else {
+  await main();
+}
+
