@@ -2,7 +2,8 @@
 // histogram are read from TrafficCounters at scrape time (nothing on the hot
 // path touches prom-client); origin latency is observed directly (only misses).
 import client from 'prom-client';
-import { CACHE_STATUSES, RESPONSE_TIME_BUCKETS_MS, type TrafficCounters } from './traffic.ts';
+import { RESPONSE_TIME_BUCKETS_MS } from '../../../shared/src/metrics/buckets.ts';
+import { CACHE_STATUSES, type TrafficCounters } from './traffic.ts';
 
 export interface MetricsSources {
   traffic: TrafficCounters;

@@ -1,15 +1,13 @@
 // Traffic counters kept on the request path as plain numbers in typed arrays
 // (no label hashing, no allocation per request). Prometheus reads the cumulative
 // totals at scrape time; the control client takes per-minute windows.
+import { RESPONSE_TIME_BUCKETS_MS, responseTimeBucket } from '../../../shared/src/metrics/buckets.ts';
 
 export const CACHE_STATUSES = ['HIT', 'MISS', 'EXPIRED', 'STALE', 'BYPASS', 'REVALIDATED', 'UPDATING'] as const;
 export type CacheStatus = (typeof CACHE_STATUSES)[number];
 export const CACHE_STATUS_INDEX: Record<CacheStatus, number> = {
   HIT: 0, MISS: 1, EXPIRED: 2, STALE: 3, BYPASS: 4, REVALIDATED: 5, UPDATING: 6,
 };
-
-/** Upper bounds in ms of the response-time histogram buckets; one more bucket counts the rest (+Inf). */
-export const RESPONSE_TIME_BUCKETS_MS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000] as const;
 
 /** Distinct URLs tracked per endpoint and window; later new URLs are only counted in the totals. */
 const TOP_URL_CAPACITY = 2000;
@@ -54,12 +52,6 @@ export interface TrafficRollup {
   cacheRuleHits: Record<string, number>;
 }
 
-function bucketIndex(ms: number): number {
-  const b = RESPONSE_TIME_BUCKETS_MS;
-  for (let i = 0; i < b.length; i++) if (ms <= b[i]) return i;
-  return b.length;
-}
-
 function statusMap(arr: Float64Array): Record<string, number> {
   const out: Record<string, number> = {};
   for (let i = 0; i < CACHE_STATUSES.length; i++) if (arr[i] > 0) out[CACHE_STATUSES[i]] = arr[i];
@@ -88,7 +80,7 @@ export class TrafficCounters {
     if (win === undefined) this.window.set(endpointId, (win = new EndpointCounters(true)));
     const cls = (status / 100) | 0;
     const cs = CACHE_STATUS_INDEX[cacheStatus];
-    const bucket = bucketIndex(ms);
+    const bucket = responseTimeBucket(ms);
     count(total, cls, cs, bytes, fromCache, bucket, ms);
     count(win, cls, cs, bytes, fromCache, bucket, ms);
     if (cacheRuleId !== null) {
