@@ -2,17 +2,22 @@
 // disk tier the memory tier spills into, and the purge indexes.
 //
 // Purges must apply in well under a millisecond even on 100,000 objects, so:
-// - path and tag purges delete through indexes (endpoint → path/tag → keys): O(matches);
+// - path purges delete through an index (endpoint → path → keys): exact, O(matches),
+//   and a path has few variants;
+// - tag purges record a purge generation for the tag (O(1), however many objects
+//   carry it): an object stored from a fetch that began before its tag's last
+//   purge counts as purged on lookup and is dropped then;
 // - "all" and wildcard purges are bans (as in Varnish): recorded in O(1) with a
-//   generation number and checked lazily when an older object is looked up; a
-//   background "lurker" then deletes the matching objects in slices of 2,000
-//   per event-loop turn.
+//   generation number and checked lazily when an older object is looked up.
+// A background "lurker" then deletes what tag purges and bans cover, in slices
+// of 2,000 objects per event-loop turn.
 import { LRUCache } from 'lru-cache';
 import { createHash } from 'node:crypto';
 import { mkdirSync, rmSync } from 'node:fs';
 import { readFile, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { compilePathGlob, type PathMatcher } from '../../../shared/src/match/glob.ts';
+import type { UrlSlot } from '../metrics/traffic.ts';
 
 export interface CachedObject {
   key: string;
@@ -56,18 +61,40 @@ export interface CachedObject {
   /** Flat header list for a hit, rebuilt when the whole-second Age changes. */
   hitHeaders: string[] | null;
   hitHeadersAge: number;
+  /** This object's top-URL counter in the current traffic window (see TrafficCounters.record). */
+  urlSlot?: UrlSlot | null;
 }
 
 interface Ban {
   generation: number;
   /** null matches every object of the endpoint (purge all). */
   matcher: PathMatcher | null;
+  atMs: number;
+  /** The lurker has deleted the objects it covered. */
+  swept: boolean;
+}
+
+interface TagPurge {
+  generation: number;
+  atMs: number;
+  /** The lurker has deleted the objects it covered. */
+  swept: boolean;
 }
 
 interface EndpointPurgeState {
   bans: Ban[];
+  /** Tag → its last purge. */
+  tags: Map<string, TagPurge>;
+  /** Newest ban or tag purge: objects of a later generation skip every check. */
   latestBanGeneration: number;
 }
+
+/**
+ * How long a swept ban or tag purge is still checked: a fetch that began before
+ * it may store its (purged) object after the lurker passed, so the record must
+ * outlive any origin fetch.
+ */
+const PURGE_RECORD_GRACE_MS = 10 * 60_000;
 
 const OBJECT_OVERHEAD = 600; // bytes of bookkeeping per object counted against the memory budget
 
@@ -214,12 +241,18 @@ export class CacheStore {
     return n;
   }
 
+  /**
+   * O(1): records the tag's purge generation; objects carrying the tag that were
+   * fetched before it are misses from now on and a lurker frees them. Returns how
+   * many stored objects carry the tag (all of them are purged).
+   */
   purgeTag(endpointId: string, tag: string): number {
-    const keys = this.tagIndex.get(endpointId)?.get(tag);
-    if (!keys) return 0;
-    let n = 0;
-    for (const key of [...keys]) n += this.deleteKey(key);
-    return n;
+    const generation = this.nextGeneration();
+    const state = this.purgeStateFor(endpointId);
+    state.tags.set(tag, { generation, atMs: Date.now(), swept: false });
+    state.latestBanGeneration = generation;
+    this.scheduleLurker();
+    return this.tagIndex.get(endpointId)?.get(tag)?.size ?? 0;
   }
 
   /** O(1): bans everything the endpoint holds now; a lurker reclaims the memory. */
@@ -236,26 +269,31 @@ export class CacheStore {
     return [...new Set([...this.pathIndex.keys(), ...this.purgeState.keys()])];
   }
 
-  private addBan(endpointId: string, matcher: PathMatcher | null): void {
-    const generation = this.nextGeneration();
+  private purgeStateFor(endpointId: string): EndpointPurgeState {
     let state = this.purgeState.get(endpointId);
     if (!state) {
-      state = { bans: [], latestBanGeneration: 0 };
+      state = { bans: [], tags: new Map(), latestBanGeneration: 0 };
       this.purgeState.set(endpointId, state);
     }
-    if (matcher === null) state.bans = []; // an "all" ban supersedes every older ban
-    state.bans.push({ generation, matcher });
+    return state;
+  }
+
+  private addBan(endpointId: string, matcher: PathMatcher | null): void {
+    const generation = this.nextGeneration();
+    const state = this.purgeStateFor(endpointId);
+    if (matcher === null) {
+      // An "all" ban supersedes every older ban and tag purge.
+      state.bans = [];
+      state.tags.clear();
+    }
+    state.bans.push({ generation, matcher, atMs: Date.now(), swept: false });
     state.latestBanGeneration = generation;
     this.scheduleLurker();
   }
 
   private isBanned(o: CachedObject): boolean {
     const state = this.purgeState.get(o.endpointId);
-    if (state && state.latestBanGeneration > o.generation) {
-      for (const ban of state.bans) {
-        if (ban.generation > o.generation && (ban.matcher === null || ban.matcher(o.path))) return true;
-      }
-    }
+    if (state && state.latestBanGeneration > o.generation && coveredBy(o, state.bans, state.tags)) return true;
     o.checkedGeneration = this.generationCounter;
     return false;
   }
@@ -279,8 +317,22 @@ export class CacheStore {
   private *lurkSteps(): Generator<void> {
     const SLICE = 2000;
     let done = 0;
+    const now = Date.now();
     for (const [endpointId, state] of this.purgeState) {
-      const bans = state.bans.slice();
+      // Tag purges: walk only the objects carrying the tag.
+      for (const [tag, purge] of state.tags) {
+        if (purge.swept) continue;
+        const keys = this.tagIndex.get(endpointId)?.get(tag);
+        for (const key of keys ? [...keys] : []) {
+          const o = this.memory.peek(key) ?? this.disk?.peekMeta(key);
+          if (o && o.generation < purge.generation) this.delete(o);
+          if (++done % SLICE === 0) yield;
+        }
+        purge.swept = true;
+      }
+      for (const [tag, purge] of state.tags) if (purge.swept && now - purge.atMs > PURGE_RECORD_GRACE_MS) state.tags.delete(tag);
+      state.bans = state.bans.filter((b) => !b.swept || now - b.atMs < PURGE_RECORD_GRACE_MS);
+      const bans = state.bans.filter((b) => !b.swept);
       if (bans.length === 0) continue;
       const newest = bans[bans.length - 1].generation;
       const paths = this.pathIndex.get(endpointId);
@@ -288,19 +340,12 @@ export class CacheStore {
       if (paths) for (const set of paths.values()) for (const key of set) keys.push(key);
       for (const key of keys) {
         const o = this.memory.peek(key) ?? this.disk?.peekMeta(key);
-        if (o && o.generation < newest && this.isBannedNoMark(o, bans)) this.delete(o);
+        if (o && o.generation < newest && coveredBy(o, bans, null)) this.delete(o);
         if (++done % SLICE === 0) yield;
       }
-      // Every object older than these bans has been checked: they can go.
-      state.bans = state.bans.filter((b) => !bans.includes(b));
+      // Every object older than these bans has been checked; the bans stay a while for fetches still in flight.
+      for (const b of bans) b.swept = true;
     }
-  }
-
-  private isBannedNoMark(o: CachedObject, bans: Ban[]): boolean {
-    for (const ban of bans) {
-      if (ban.generation > o.generation && (ban.matcher === null || ban.matcher(o.path))) return true;
-    }
-    return false;
   }
 
   /** Number of keys under a path (for tests and health). */
@@ -318,6 +363,20 @@ export class CacheStore {
     this.varyByPrimary.clear();
     this.purgeState.clear();
   }
+}
+
+/** True when a ban or a tag purge issued after the object's fetch began covers it. */
+function coveredBy(o: CachedObject, bans: Ban[], tags: Map<string, TagPurge> | null): boolean {
+  for (const ban of bans) {
+    if (ban.generation > o.generation && (ban.matcher === null || ban.matcher(o.path))) return true;
+  }
+  if (tags !== null && tags.size > 0) {
+    for (const tag of o.tags) {
+      const p = tags.get(tag);
+      if (p !== undefined && p.generation > o.generation) return true;
+    }
+  }
+  return false;
 }
 
 function addToIndex(index: Map<string, Map<string, Set<string>>>, endpointId: string, name: string, key: string): void {
