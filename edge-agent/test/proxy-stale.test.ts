@@ -44,13 +44,15 @@ t.test('stale-while-revalidate answers at once and refreshes in the background',
   let n = 0;
   const origin = await startOrigin((_req, res) => {
     n++;
-    res.writeHead(200, { 'cache-control': 'max-age=1, stale-while-revalidate=60' });
+    // max-age=2: the origin's whole-second Date can make a fresh copy up to 1 s old already,
+    // so with max-age=1 the refreshed copy could be stale again by the next request.
+    res.writeHead(200, { 'cache-control': 'max-age=2, stale-while-revalidate=60' });
     res.end(`v${n}`);
   });
   const edge = await startAgent(snapshotFor(origin.port));
   t.teardown(async () => { await edge.close(); await origin.close(); });
   await edge.get('/w');
-  await sleep(1100);
+  await sleep(2100);
   const r = await edge.get('/w');
   t.equal(r.body, 'v1');
   t.equal(r.headers['x-cache-status'], 'UPDATING');

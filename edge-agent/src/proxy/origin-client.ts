@@ -109,6 +109,8 @@ export interface OriginRequest {
   headers: Record<string, string | string[]>;
   body?: Readable | Buffer | null;
   signal?: AbortSignal;
+  /** Interim (1xx) responses from the origin, e.g. 103 Early Hints. */
+  onInfo?: (info: { statusCode: number; headers: Record<string, string | string[]> }) => void;
 }
 
 export interface OriginResponse {
@@ -149,6 +151,7 @@ export async function fetchOrigin(pools: OriginPools, origin: CompiledOrigin, re
         headersTimeout: o.timeout_ms,
         bodyTimeout: o.timeout_ms,
         signal: req.signal,
+        onInfo: req.onInfo,
       });
       const responseTimeMs = Date.now();
       onTiming?.(responseTimeMs - requestTimeMs, res.statusCode);
