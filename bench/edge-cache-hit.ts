@@ -4,6 +4,7 @@
 // Run: npx node bench/edge-cache-hit.ts [--duration 10] [--warmup 3]
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { get as httpGet } from 'node:http';
+import { connect } from 'node:net';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -62,6 +63,24 @@ async function waitFor(url: string, host: string): Promise<void> {
 
 interface Result { rps: number; p50: number; p99: number }
 
+/** Header fields and bytes of one response (status line to blank line), to check the baseline answers like the agent. */
+function responseHead(port: number, host: string, path: string): Promise<{ fields: number; bytes: number }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(`GET ${path} HTTP/1.1\r\nHost: ${host}\r\n\r\n`));
+    let buf = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => {
+      buf += chunk;
+      const end = buf.indexOf('\r\n\r\n');
+      if (end === -1) return;
+      socket.destroy();
+      const head = buf.slice(0, end + 4);
+      resolve({ fields: head.split('\r\n').length - 3, bytes: head.length });
+    });
+    socket.on('error', reject);
+  });
+}
+
 function wrk(url: string, host: string, seconds: number): Result {
   const lua = join(tmpdir(), `wrk-host-${process.pid}.lua`);
   writeFileSync(lua, `wrk.headers["Host"] = "${host}"\n`);
@@ -84,7 +103,7 @@ async function main(): Promise<void> {
   const node = process.execPath;
   // Origin (unpinned, only hit during warm-up) and the plain baseline.
   start([node, join(here, 'lib/plain-server.ts'), String(ORIGIN_PORT)]);
-  start(pin(0, [node, join(here, 'lib/plain-server.ts'), String(PLAIN_PORT)]));
+  start(pin(0, [node, join(here, 'lib/plain-server.ts'), String(PLAIN_PORT), 'baseline']));
   start(pin(0, [node, join(here, 'lib/agent-server.ts'), String(AGENT_PORT), String(ORIGIN_PORT), join(work, 'agent')]));
   mkdirSync(join(work, 'nginx-cache'), { recursive: true });
   const conf = join(work, 'nginx.conf');
@@ -126,6 +145,12 @@ http {
     { name: 'edge agent', port: AGENT_PORT, host: 'bench.local' },
     { name: 'nginx proxy_cache', port: NGINX_PORT, host: 'nginx.local' },
   ];
+  const heads: string[] = [];
+  for (const t of targets) {
+    const h = await responseHead(t.port, t.host, '/1k');
+    heads.push(`${t.name}: ${h.fields} fields, ${h.bytes} bytes`);
+  }
+  console.log(`response heads (1 KiB): ${heads.join('; ')}`);
   const results: Record<string, Record<string, Result>> = {};
   for (const size of ['1k', '100k']) {
     results[size] = {};
@@ -138,7 +163,7 @@ http {
     }
   }
   const lines: string[] = [];
-  lines.push(`# Edge cache-hit benchmark`, '', `Run ${new Date().toISOString()}: wrk -t1 -c${CONNECTIONS}, ${DURATION} s per measurement after ${WARMUP} s warm-up; servers pinned to core 0, wrk to core 1; one worker each. Node ${process.version}.`, '');
+  lines.push(`# Edge cache-hit benchmark`, '', `Run ${new Date().toISOString()}: wrk -t1 -c${CONNECTIONS}, ${DURATION} s per measurement after ${WARMUP} s warm-up; servers pinned to core 0, wrk to core 1; one worker each. Node ${process.version}.`, '', `Response heads (1 KiB hit): ${heads.join('; ')}.`, '');
   lines.push('| object | server | req/s | p50 ms | p99 ms |', '|---|---|---:|---:|---:|');
   for (const size of Object.keys(results)) for (const [name, r] of Object.entries(results[size])) lines.push(`| ${size === '1k' ? '1 KiB' : '100 KiB'} | ${name} | ${r.rps.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} |`);
   lines.push('', '| object | agent / plain node (req/s) | agent / nginx (req/s) | agent p99 / plain p99 | goal met (≥ 0.90, ≤ 1.5×) |', '|---|---:|---:|---:|---|');

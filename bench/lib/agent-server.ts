@@ -11,3 +11,5 @@ agent.applyConfig({
   }],
 });
 await agent.listen(port, '127.0.0.1');
+// Exit normally on a signal so --cpu-prof can write its profile.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => process.exit(0));

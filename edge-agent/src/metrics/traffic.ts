@@ -19,6 +19,15 @@ export interface UrlCounter {
   cacheStatuses: Float64Array;
 }
 
+/**
+ * A cached object's handle on its URL counter in the current window, so a hit
+ * counts its URL without hashing the path into the top-URL map.
+ */
+export interface UrlSlot {
+  windowId: number;
+  counter: UrlCounter;
+}
+
 export class EndpointCounters {
   requests = 0;
   /** Index 1..5 for 1xx..5xx. */
@@ -72,8 +81,10 @@ export class TrafficCounters {
   readonly totals = new Map<string, EndpointCounters>();
   private window = new Map<string, EndpointCounters>();
   private windowStartMs = Date.now();
+  private windowId = 1;
 
-  record(endpointId: string, status: number, cacheStatus: CacheStatus, bytes: number, fromCache: boolean, ms: number, path: string, cacheRuleId: string | null): void {
+  /** holder: an object (the cached entry) that may keep a UrlSlot for its path across requests of this window. */
+  record(endpointId: string, status: number, cacheStatus: CacheStatus, bytes: number, fromCache: boolean, ms: number, path: string, cacheRuleId: string | null, holder: { urlSlot?: UrlSlot | null } | null = null): void {
     let total = this.totals.get(endpointId);
     if (total === undefined) this.totals.set(endpointId, (total = new EndpointCounters(false)));
     let win = this.window.get(endpointId);
@@ -89,11 +100,17 @@ export class TrafficCounters {
       r[0]++;
       if (cs === 0) r[1]++;
     }
-    const urls = win.topUrls!;
-    let u = urls.get(path);
-    if (u === undefined) {
-      if (urls.size >= TOP_URL_CAPACITY) return;
-      urls.set(path, (u = { requests: 0, bytes: 0, cacheHits: 0, cacheStatuses: new Float64Array(CACHE_STATUSES.length) }));
+    let u: UrlCounter | undefined;
+    const slot = holder === null ? null : holder.urlSlot;
+    if (slot != null && slot.windowId === this.windowId) u = slot.counter;
+    else {
+      const urls = win.topUrls!;
+      u = urls.get(path);
+      if (u === undefined) {
+        if (urls.size >= TOP_URL_CAPACITY) return;
+        urls.set(path, (u = { requests: 0, bytes: 0, cacheHits: 0, cacheStatuses: new Float64Array(CACHE_STATUSES.length) }));
+      }
+      if (holder !== null) holder.urlSlot = { windowId: this.windowId, counter: u };
     }
     u.requests++;
     u.bytes += bytes;
@@ -107,6 +124,7 @@ export class TrafficCounters {
     const start = this.windowStartMs;
     this.window = new Map();
     this.windowStartMs = Date.now();
+    this.windowId++;
     const out: TrafficRollup[] = [];
     for (const [endpointId, c] of window) {
       const top = [...c.topUrls!.entries()].sort((a, b) => b[1].requests - a[1].requests).slice(0, topN);

@@ -182,3 +182,46 @@ export function responseTags(headers: HeaderBag): string[] {
   if (sk) for (const t of sk.split(/\s+/)) if (t) out.add(t);
   return [...out];
 }
+
+/**
+ * The few request fields the cache path reads, taken straight from
+ * req.rawHeaders so a cache hit never materialises req.headers. Duplicates are
+ * combined as node:http does: first wins for host, authorization and
+ * if-modified-since, cookies join with "; ", the rest with ", ".
+ */
+export class ViewerHeaders {
+  host: string | undefined = undefined;
+  range: string | undefined = undefined;
+  ifRange: string | undefined = undefined;
+  ifNoneMatch: string | undefined = undefined;
+  ifModifiedSince: string | undefined = undefined;
+  cacheControl: string | undefined = undefined;
+  pragma: string | undefined = undefined;
+  authorization: string | undefined = undefined;
+  cookie: string | undefined = undefined;
+}
+
+const join = (prev: string | undefined, v: string) => (prev === undefined ? v : prev + ', ' + v);
+
+export function scanViewerHeaders(raw: string[]): ViewerHeaders {
+  const h = new ViewerHeaders();
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i];
+    const len = name.length;
+    // Only names of a length we care about are lower-cased and compared.
+    if (len !== 4 && len !== 5 && len !== 6 && len !== 8 && len !== 13 && len !== 17) continue;
+    const v = raw[i + 1];
+    switch (name.toLowerCase()) {
+      case 'host': if (h.host === undefined) h.host = v; break;
+      case 'range': h.range = join(h.range, v); break;
+      case 'if-range': h.ifRange = join(h.ifRange, v); break;
+      case 'if-none-match': h.ifNoneMatch = join(h.ifNoneMatch, v); break;
+      case 'if-modified-since': if (h.ifModifiedSince === undefined) h.ifModifiedSince = v; break;
+      case 'cache-control': h.cacheControl = join(h.cacheControl, v); break;
+      case 'pragma': h.pragma = join(h.pragma, v); break;
+      case 'authorization': if (h.authorization === undefined) h.authorization = v; break;
+      case 'cookie': h.cookie = h.cookie === undefined ? v : h.cookie + '; ' + v; break;
+    }
+  }
+  return h;
+}

@@ -16,7 +16,8 @@ import {
   type Directives,
 } from './cache-control.ts';
 import {
-  bypassMatches, headerString, HOP_BY_HOP, parseRange, parseVary, passthroughHeaders, primaryCacheKey, responseTags, storedHeaderPairs, varyValues,
+  bypassMatches, headerString, HOP_BY_HOP, parseRange, parseVary, passthroughHeaders, primaryCacheKey, responseTags, scanViewerHeaders, storedHeaderPairs, varyValues,
+  type ViewerHeaders,
 } from './http-util.ts';
 import { fetchOrigin, OriginError, type OriginPools, type OriginResponse } from './origin-client.ts';
 import { contentTypeMatches, matchCacheRule, matchRoute, type CompiledCacheRule, type CompiledEndpoint, type CompiledRoute, type RoutingTable } from './routing.ts';
@@ -41,6 +42,8 @@ export interface ProxyDeps {
 interface Ctx {
   req: IncomingMessage;
   res: ServerResponse;
+  /** The request fields the cache path reads, scanned from rawHeaders (req.headers stays lazy on hits). */
+  vh: ViewerHeaders;
   endpoint: CompiledEndpoint;
   route: CompiledRoute;
   rule: CompiledCacheRule | null;
@@ -96,7 +99,8 @@ export class Proxy {
   readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
     const t0 = performance.now();
     const table = this.deps.table();
-    const rawHost = req.headers.host;
+    const vh = scanViewerHeaders(req.rawHeaders);
+    const rawHost = vh.host;
     const host = rawHost === undefined ? '' : normalizeHost(rawHost);
     let endpoint = table.byHost.get(host);
     if (endpoint === undefined) {
@@ -137,7 +141,7 @@ export class Proxy {
     const route = matchRoute(endpoint, host, path, method);
     const isRead = method === 'GET' || method === 'HEAD';
     const rule = isRead ? matchCacheRule(endpoint, path, method) : null;
-    const ctx: Ctx = { req, res, endpoint, route, rule, host, path, query, method, t0 };
+    const ctx: Ctx = { req, res, vh, endpoint, route, rule, host, path, query, method, t0 };
     if (!isRead) {
       void this.forward(ctx, 'BYPASS', true);
       return;
@@ -162,12 +166,12 @@ export class Proxy {
   };
 
   private withEntry(ctx: Ctx, primary: string, key: string, found: CachedObject | undefined): void {
-    const req = ctx.req;
-    const hasAuth = req.headers.authorization !== undefined;
+    const vh = ctx.vh;
+    const hasAuth = vh.authorization !== undefined;
     // RFC 9111 3.5: a request with Authorization gets a stored response only if that response allows it.
     const entry = found !== undefined && hasAuth && !found.authorizationAllowed ? undefined : found;
-    const reqCC = req.headers['cache-control'] !== undefined ? parseCacheControl(req.headers['cache-control'])
-      : req.headers.pragma !== undefined && /no-cache/i.test(headerString(req.headers.pragma)!) ? { 'no-cache': true } as Directives : EMPTY_CC;
+    const reqCC = vh.cacheControl !== undefined ? parseCacheControl(vh.cacheControl)
+      : vh.pragma !== undefined && /no-cache/i.test(vh.pragma) ? { 'no-cache': true } as Directives : EMPTY_CC;
     const now = Date.now();
     if (entry !== undefined) {
       const ageMs = entry.correctedInitialAgeMs + (now - entry.responseTimeMs);
@@ -190,7 +194,7 @@ export class Proxy {
       const staleMs = ageMs - entry.lifetimeMs;
       if (!entry.mustRevalidate && !entry.noCache && reqCC['no-cache'] === undefined && staleMs < entry.staleWhileRevalidateMs) {
         this.serveEntry(ctx, entry, 'UPDATING', now);
-        if (!this.inflight.has(key)) void this.collapsed(ctx, primary, key, entry, true).catch(() => {});
+        if (!this.inflight.has(key)) void this.collapsed(ctx, primary, key, entry, true, true).catch(() => {});
         return;
       }
       void this.collapsedAndServe(ctx, primary, key, entry, hasAuth);
@@ -200,10 +204,10 @@ export class Proxy {
       this.sendError(ctx, 504, 'Not in cache (only-if-cached)\n', 'MISS');
       return;
     }
-    if (req.headers.range !== undefined && !hasAuth && reqCC['no-store'] === undefined) {
+    if (vh.range !== undefined && !hasAuth && reqCC['no-store'] === undefined) {
       // Serve the range from the origin now and fill the cache with the whole object in the background,
       // so the next seek is a hit without making this viewer wait for the full object.
-      if (!this.inflight.has(key)) void this.collapsed(ctx, primary, key, null, true).catch(() => {});
+      if (!this.inflight.has(key)) void this.collapsed(ctx, primary, key, null, true, true).catch(() => {});
       void this.forward(ctx, 'MISS', false);
       return;
     }
@@ -239,7 +243,8 @@ export class Proxy {
     }
   }
 
-  private collapsed(ctx: Ctx, primary: string, key: string, stale: CachedObject | null, register: boolean): Promise<LeaderResult> {
+  /** background: nobody waits on this fetch's answer (stale-while-revalidate refresh, range fill), so no interim responses go out. */
+  private collapsed(ctx: Ctx, primary: string, key: string, stale: CachedObject | null, register: boolean, background = false): Promise<LeaderResult> {
     let resolveShared!: (s: SharedFetch) => void;
     if (register) {
       const shared = new Promise<SharedFetch>((r) => (resolveShared = r));
@@ -251,7 +256,7 @@ export class Proxy {
         resolveShared(s);
       }
     };
-    return this.fetchForCache(ctx, primary, key, stale).then(
+    return this.fetchForCache(ctx, primary, key, stale, !background).then(
       (result) => {
         if (result.type === 'stored') done({ entry: result.entry, status: result.status, error: null, failedStatus: 0 });
         else if (result.type === 'error') done({ entry: null, status: 'MISS', error: result.error, failedStatus: 0 });
@@ -299,7 +304,7 @@ export class Proxy {
   }
 
   /** Fetches the full object for the cache (conditionally when a stale copy has validators) and stores it if allowed. */
-  private async fetchForCache(ctx: Ctx, primary: string, key: string, stale: CachedObject | null): Promise<LeaderResult> {
+  private async fetchForCache(ctx: Ctx, primary: string, key: string, stale: CachedObject | null, viewerWaiting: boolean): Promise<LeaderResult> {
     const { req, route } = ctx;
     const store = this.deps.store;
     const generation = store.currentGeneration;
@@ -312,11 +317,11 @@ export class Proxy {
     }
     let res: OriginResponse;
     try {
-      res = await fetchOrigin(this.deps.pools, route.origin, { method: 'GET', path: this.originPath(ctx), headers }, this.timing(route));
+      res = await fetchOrigin(this.deps.pools, route.origin, { method: 'GET', path: this.originPath(ctx), headers, onInfo: viewerWaiting ? this.earlyHints(ctx) : undefined }, this.timing(route));
     } catch (err) {
       return { type: 'error', error: err instanceof OriginError ? err : new OriginError('protocol', String(err)) };
     }
-    const reqCC = req.headers['cache-control'] !== undefined ? parseCacheControl(req.headers['cache-control']) : EMPTY_CC;
+    const reqCC = ctx.vh.cacheControl !== undefined ? parseCacheControl(ctx.vh.cacheControl) : EMPTY_CC;
     if (res.statusCode === 304 && conditional) {
       await res.body.dump().catch(() => {});
       const updated = this.updateFrom304(stale!, res, ctx.rule, generation);
@@ -373,7 +378,7 @@ export class Proxy {
     const vary = parseVary(h.vary);
     if (vary !== null && vary[0] === '*') return null; // Vary: * can never match a later request
     if (h['set-cookie'] !== undefined) return null; // never hand one viewer's cookie to another
-    if (ctx.req.headers.authorization !== undefined && cc.public === undefined && cc['s-maxage'] === undefined && cc['must-revalidate'] === undefined) return null;
+    if (ctx.vh.authorization !== undefined && cc.public === undefined && cc['s-maxage'] === undefined && cc['must-revalidate'] === undefined) return null;
     const explicit = cc['max-age'] !== undefined || cc['s-maxage'] !== undefined || h.expires !== undefined;
     const rule = ctx.rule !== null && contentTypeMatches(ctx.rule, headerString(h['content-type'])) ? ctx.rule : null;
     if (!explicit && cc.public === undefined && !HEURISTIC_STATUSES.has(status)) return null;
@@ -430,6 +435,7 @@ export class Proxy {
       statusHeader: ctx.rule === null ? true : ctx.rule.cacheStatusHeader,
       hitHeaders: null,
       hitHeadersAge: -1,
+      urlSlot: null,
     };
   }
 
@@ -470,11 +476,11 @@ export class Proxy {
   }
 
   private serveEntry(ctx: Ctx, entry: CachedObject, status: CacheStatus, now: number): void {
-    const { req, res } = ctx;
+    const { vh, res } = ctx;
     const ageSec = Math.max(0, Math.floor((entry.correctedInitialAgeMs + now - entry.responseTimeMs) / 1000));
     // Conditional requests from the viewer are answered from the stored validators.
-    const inm = req.headers['if-none-match'];
-    const ims = req.headers['if-modified-since'];
+    const inm = vh.ifNoneMatch;
+    const ims = vh.ifModifiedSince;
     if ((inm !== undefined || ims !== undefined) && (entry.status === 200 || entry.status === 203)) {
       let notModified = false;
       if (inm !== undefined) notModified = ifNoneMatchMatches(inm, entry.etag);
@@ -489,13 +495,13 @@ export class Proxy {
         this.addCacheHeaders(out, entry, ageSec, status);
         res.writeHead(304, out);
         res.end();
-        this.record(ctx, 304, status, 0, true);
+        this.record(ctx, 304, status, 0, true, entry);
         return;
       }
     }
     const body = entry.body!;
-    const range = req.headers.range;
-    if (range !== undefined && entry.status === 200 && this.ifRangeAllows(req, entry)) {
+    const range = vh.range;
+    if (range !== undefined && entry.status === 200 && this.ifRangeAllows(vh, entry)) {
       const r = parseRange(range, body.length);
       if (r !== undefined) {
         const out = this.buildHeaders(entry, ageSec, status, true);
@@ -503,7 +509,7 @@ export class Proxy {
           out.push('content-range', `bytes */${body.length}`, 'content-length', '0');
           res.writeHead(416, out);
           res.end();
-          this.record(ctx, 416, status, 0, true);
+          this.record(ctx, 416, status, 0, true, entry);
           return;
         }
         const [start, end] = r;
@@ -511,7 +517,7 @@ export class Proxy {
         res.writeHead(206, out);
         if (ctx.method === 'HEAD') res.end();
         else res.end(body.subarray(start, end + 1));
-        this.record(ctx, 206, status, ctx.method === 'HEAD' ? 0 : end - start + 1, true);
+        this.record(ctx, 206, status, ctx.method === 'HEAD' ? 0 : end - start + 1, true, entry);
         return;
       }
     }
@@ -528,17 +534,17 @@ export class Proxy {
     res.writeHead(entry.status, headers);
     if (ctx.method === 'HEAD') {
       res.end();
-      this.record(ctx, entry.status, status, 0, status !== 'MISS' && status !== 'EXPIRED');
+      this.record(ctx, entry.status, status, 0, status !== 'MISS' && status !== 'EXPIRED', entry);
     } else {
       res.end(body);
-      this.record(ctx, entry.status, status, body.length, status !== 'MISS' && status !== 'EXPIRED');
+      this.record(ctx, entry.status, status, body.length, status !== 'MISS' && status !== 'EXPIRED', entry);
     }
   }
 
-  private ifRangeAllows(req: IncomingMessage, entry: CachedObject): boolean {
-    const ifRange = req.headers['if-range'];
+  private ifRangeAllows(vh: ViewerHeaders, entry: CachedObject): boolean {
+    const ifRange = vh.ifRange;
     if (ifRange === undefined) return true;
-    const v = headerString(ifRange)!.trim();
+    const v = ifRange.trim();
     if (v.startsWith('"') || v.startsWith('W/')) return entry.etag !== undefined && !entry.etag.startsWith('W/') && v === entry.etag; // strong comparison
     return entry.lastModified !== undefined && v === entry.lastModified;
   }
@@ -571,7 +577,7 @@ export class Proxy {
     const hasBody = method !== 'GET' && method !== 'HEAD' && (req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0'));
     let res: OriginResponse;
     try {
-      res = await fetchOrigin(this.deps.pools, ctx.route.origin, { method, path: this.originPath(ctx), headers: this.originHeaders(ctx, false), body: hasBody ? req : null }, this.timing(ctx.route));
+      res = await fetchOrigin(this.deps.pools, ctx.route.origin, { method, path: this.originPath(ctx), headers: this.originHeaders(ctx, false), body: hasBody ? req : null, onInfo: this.earlyHints(ctx) }, this.timing(ctx.route));
     } catch (err) {
       const e = err instanceof OriginError ? err : new OriginError('protocol', String(err));
       this.deps.logger.warn({ endpoint: ctx.endpoint.id, origin: ctx.route.origin.id, path: ctx.path, kind: e.kind, err: e.message }, 'origin fetch failed');
@@ -652,6 +658,26 @@ export class Proxy {
     return out;
   }
 
+  /**
+   * Forwards an origin's 103 Early Hints (its Link fields) to the viewer waiting
+   * on that fetch, before the final response. Other 1xx are not forwarded: 100
+   * answers an Expect the agent never sends on (node:http answers the viewer's own
+   * Expect: 100-continue), and 101 needs an upgrade the agent does not proxy.
+   */
+  private earlyHints(ctx: Ctx): (info: { statusCode: number; headers: Record<string, string | string[]> }) => void {
+    return (info) => {
+      const { req, res } = ctx;
+      if (info.statusCode !== 103 || res.headersSent || res.destroyed || req.httpVersionMajor !== 1 || req.httpVersionMinor < 1) return;
+      const link = info.headers.link;
+      if (link === undefined || link.length === 0) return;
+      try {
+        res.writeEarlyHints({ link });
+      } catch (err) {
+        this.deps.logger.debug({ endpoint: ctx.endpoint.id, path: ctx.path, err: (err as Error).message }, 'early hints not forwarded');
+      }
+    };
+  }
+
   private timing(route: CompiledRoute): ((ms: number, status: number) => void) | undefined {
     const h = this.deps.originLatency;
     if (h === null) return undefined;
@@ -677,8 +703,10 @@ export class Proxy {
     this.sendError(ctx, 500, 'Internal error\n', 'MISS');
   }
 
-  private record(ctx: Ctx, code: number, status: CacheStatus, bytes: number, fromCache: boolean): void {
-    this.deps.traffic.record(ctx.endpoint.id, code, status, bytes, fromCache, performance.now() - ctx.t0, ctx.path, ctx.rule?.id ?? null);
+  private record(ctx: Ctx, code: number, status: CacheStatus, bytes: number, fromCache: boolean, entry: CachedObject | null = null): void {
+    // A hit counts its URL through the entry's slot (entries of other paths, e.g. a collapsed Vary variant, use the map).
+    const holder = entry !== null && entry.path === ctx.path ? entry : null;
+    this.deps.traffic.record(ctx.endpoint.id, code, status, bytes, fromCache, performance.now() - ctx.t0, ctx.path, ctx.rule?.id ?? null, holder);
   }
 }
 
