@@ -41,7 +41,8 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
       clientUrl: url,
       entities: [...allEntities, ...(options.extraEntities ?? [])],
       extensions: [Migrator],
-      migrations: { migrationsList, transactional: true, allOrNothing: true },
+      // Migrations are hand-written: no schema snapshot files next to them.
+      migrations: { migrationsList, transactional: true, allOrNothing: true, snapshot: false, snapshotOnMigrate: false },
       pool: embedded ? { min: 0, max: 1 } : { min: 0, max: options.poolMax ?? 10 },
       forceUtcTimezone: true,
       // Each request forks its own context (http/request-context.ts); the global one is a bug.
