@@ -307,8 +307,13 @@ export class EdgeAgent {
     await Promise.all(servers.map((s) => new Promise<void>((resolve) => {
       const timer = setTimeout(() => s.closeAllConnections(), timeoutMs);
       timer.unref();
+      // A keep-alive connection whose request finishes during shutdown turns idle
+      // later: keep closing idle connections so close() does not wait for the timeout.
+      const sweep = setInterval(() => s.closeIdleConnections(), 50);
+      sweep.unref();
       s.close(() => {
         clearTimeout(timer);
+        clearInterval(sweep);
         resolve();
       });
       s.closeIdleConnections();
