@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import Koa from 'koa';
 import Router from '@koa/router';
-import { RequestContext } from '@mikro-orm/core';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { serveDocs } from './docs-page.ts';
 import { ApiError } from './errors.ts';
 import { errorHandler } from './error-handler.ts';
@@ -40,7 +40,7 @@ export function createApp(app: AppServices, options: AppOptions): Koa {
     await next();
   });
 
-  // 2. Request context: request id (echoed, and in error bodies), logger, ORM context.
+  // 2. Request context: request id (echoed, and in error bodies), logger, entity manager.
   koa.use(async (ctx, next) => {
     const incoming = ctx.get('x-request-id');
     const requestId = REQUEST_ID.test(incoming) ? incoming : randomUUID();
@@ -55,9 +55,15 @@ export function createApp(app: AppServices, options: AppOptions): Koa {
       enumerable: true,
       configurable: true,
     });
-    const em = app.db.orm.em.fork();
-    ctx.state.em = em;
-    await RequestContext.create(em, next);
+    // The entity manager is forked on first use: routes that never touch the
+    // database (token-only reads, health) skip the fork and its context.
+    let em: EntityManager | undefined;
+    Object.defineProperty(ctx.state, 'em', {
+      get: () => (em ??= app.db.orm.em.fork()),
+      enumerable: true,
+      configurable: true,
+    });
+    await next();
   });
 
   // 3. Access log: path without query string (tokens never reach the log).

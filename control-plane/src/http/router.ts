@@ -79,15 +79,16 @@ export function buildRouter(routes: RouteDefinition[], app: AppServices): Router
       const input = validateRequest(ctx, route);
       await app.access.authorize(ctx, route.access, input);
 
-      const run = () =>
-        route.handler({
-          ...input,
-          ctx,
-          em: ctx.state.em as EntityManager,
-          requestId: ctx.state.requestId as string,
-          log: ctx.state.log,
-          app,
-        } as never);
+      const handlerInput = {
+        ...input,
+        ctx,
+        // Read lazily: a handler that never uses the database never forks an entity manager.
+        get em(): EntityManager { return ctx.state.em as EntityManager; },
+        requestId: ctx.state.requestId as string,
+        get log() { return ctx.state.log; },
+        app,
+      };
+      const run = () => route.handler(handlerInput as never);
 
       const idempotencyKey = route.idempotent ? ctx.get('idempotency-key') : '';
       let result: Reply;
