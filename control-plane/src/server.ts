@@ -82,6 +82,7 @@ export async function startControlPlane(config: Config, options: ControlPlaneOpt
         await closed;
         clearTimeout(timer);
         mailer.close();
+        await tokens.close();
         if (!options.store) await store.close();
         if (!options.db) await db.close();
       })();

@@ -18,6 +18,8 @@ interface Teardown { teardown(fn: () => unknown): void }
 export interface TestControlPlane extends ControlPlane {
   config: Config;
   database: TestDatabase;
+  /** This file's Redis key prefix (a second replica shares it). */
+  storeKeyPrefix: string;
   /** fetch against the server; JSON bodies are encoded when `json` is given. */
   request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
 }
@@ -67,6 +69,7 @@ export async function startTestControlPlane(
     ...cp,
     config,
     database,
+    storeKeyPrefix: keyPrefix,
     async request(method, urlPath, requestOptions = {}) {
       const headers: Record<string, string> = { ...requestOptions.headers };
       let body = requestOptions.body;

@@ -6,6 +6,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { SecretBox } from '../crypto/secret-box.ts';
 import type { KeyValueStore } from '../store/index.ts';
 import { JwtSigningKey } from './auth.entities.ts';
+import { RevocationList } from './revocation-list.ts';
 import { KeyRing, TokenVerificationError, type AccessTokenClaims, type StoredSigningKey } from './primitives/signing-keys.ts';
 
 export const ACCESS_TOKEN_TTL_SECONDS = 900;
@@ -33,14 +34,14 @@ export interface VerifiedAccessToken extends AccessTokenClaims {
 
 export class TokenService {
   #ring: KeyRing;
-  readonly #store: KeyValueStore;
+  readonly #revocations: RevocationList;
   readonly #box: SecretBox;
   readonly #loadKeys: () => Promise<KeyRing>;
   #lastReload = 0;
 
-  private constructor(ring: KeyRing, store: KeyValueStore, box: SecretBox, loadKeys: () => Promise<KeyRing>) {
+  private constructor(ring: KeyRing, revocations: RevocationList, box: SecretBox, loadKeys: () => Promise<KeyRing>) {
     this.#ring = ring;
-    this.#store = store;
+    this.#revocations = revocations;
     this.#box = box;
     this.#loadKeys = loadKeys;
   }
@@ -60,7 +61,7 @@ export class TokenService {
       await persistKeys(options.em.fork(), options.box, fresh);
       ring = await load(); // another replica may have created one at the same time: use what is stored
     }
-    return new TokenService(ring, options.store, options.box, load);
+    return new TokenService(ring, await RevocationList.start(options.store), options.box, load);
   }
 
   jwks() {
@@ -95,15 +96,16 @@ export class TokenService {
   async verifyAccessToken(token: string): Promise<VerifiedAccessToken> {
     const claims = await this.#verify(token);
     if (typeof claims.sid !== 'string') throw new TokenVerificationError('invalid', 'token has no session');
-    const [jtiRevoked, sessionRevoked] = await this.#store.getMany([`revoked:jti:${claims.jti}`, `revoked:sid:${claims.sid}`]);
-    if (jtiRevoked !== null || sessionRevoked !== null) throw new TokenVerificationError('invalid', 'token revoked');
+    // Checked on every request; synchronous while the in-memory mirror is trusted.
+    const revoked = this.#revocations.check([`revoked:jti:${claims.jti}`, `revoked:sid:${claims.sid}`]);
+    if (revoked === true || (revoked !== false && (await revoked))) throw new TokenVerificationError('invalid', 'token revoked');
     return { ...claims, sid: claims.sid, roles: Array.isArray(claims.roles) ? (claims.roles as string[]) : [] };
   }
 
   async verifyStepUpToken(token: string, userId: string): Promise<void> {
     const claims = await this.#verify(token, STEP_UP_TYP);
     if (claims.sub !== userId) throw new TokenVerificationError('invalid', 'step-up token of another user');
-    if (typeof claims.sid === 'string' && (await this.#store.get(`revoked:sid:${claims.sid}`)) !== null) {
+    if (typeof claims.sid === 'string' && (await this.#revocations.check([`revoked:sid:${claims.sid}`]))) {
       throw new TokenVerificationError('invalid', 'session revoked');
     }
   }
@@ -131,14 +133,18 @@ export class TokenService {
     }
   }
 
+  async close(): Promise<void> {
+    await this.#revocations.close();
+  }
+
   /** Refuses this access token from now on (logout). */
   async revokeAccessToken(jti: string): Promise<void> {
-    await this.#store.set(`revoked:jti:${jti}`, '1', { ttlMs: REVOCATION_TTL_MS });
+    await this.#revocations.revoke([`revoked:jti:${jti}`], REVOCATION_TTL_MS);
   }
 
   /** Refuses every access token of these sessions from now on. */
   async revokeSessionTokens(sessionIds: string[]): Promise<void> {
-    await Promise.all(sessionIds.map((sid) => this.#store.set(`revoked:sid:${sid}`, '1', { ttlMs: REVOCATION_TTL_MS })));
+    await this.#revocations.revoke(sessionIds.map((sid) => `revoked:sid:${sid}`), REVOCATION_TTL_MS);
   }
 }
 

@@ -1,10 +1,10 @@
 // Maps every failure to the error body of document 1 part 7 and never leaks
 // internals: unknown errors become 500 INTERNAL_ERROR, logged with the request id.
-import type { Context, Next } from 'koa';
+import type { Context } from 'koa';
 import { NotFoundError, OptimisticLockError, UniqueConstraintViolationException, ConnectionException } from '@mikro-orm/core';
 import { ApiError } from './errors.ts';
 
-function fromKnownError(error: unknown): ApiError | undefined {
+export function fromKnownError(error: unknown): ApiError | undefined {
   if (error instanceof ApiError) return error;
   if (error instanceof OptimisticLockError) return new ApiError('PRECONDITION_FAILED');
   if (error instanceof NotFoundError) return new ApiError('NOT_FOUND');
@@ -36,21 +36,16 @@ export function errorBody(error: ApiError, requestId: string): Record<string, un
   };
 }
 
-export async function errorHandler(ctx: Context, next: Next): Promise<void> {
-  try {
-    await next();
-    if (ctx.status === 404 && ctx.body === undefined) throw new ApiError('NOT_FOUND', 'No such route');
-    if (ctx.status === 405 && ctx.body === undefined) throw new ApiError('METHOD_NOT_ALLOWED', `${ctx.method} is not allowed on this path`);
-  } catch (error) {
-    let apiError = fromKnownError(error);
-    if (!apiError) {
-      ctx.state.log?.error({ err: error }, 'unhandled error');
-      apiError = new ApiError('INTERNAL_ERROR');
-    } else if (apiError.status >= 500) {
-      ctx.state.log?.warn({ err: error }, 'dependency failure');
-    }
-    ctx.status = apiError.status;
-    if (apiError.headers) ctx.set(apiError.headers);
-    ctx.body = errorBody(apiError, ctx.state.requestId as string);
+/** Writes the error response for any failure (logged when it is ours to fix). */
+export function respondWithError(ctx: Context, error: unknown): void {
+  let apiError = fromKnownError(error);
+  if (!apiError) {
+    ctx.state.log?.error({ err: error }, 'unhandled error');
+    apiError = new ApiError('INTERNAL_ERROR');
+  } else if (apiError.status >= 500) {
+    ctx.state.log?.warn({ err: error }, 'dependency failure');
   }
+  ctx.status = apiError.status;
+  if (apiError.headers) ctx.set(apiError.headers);
+  ctx.body = errorBody(apiError, ctx.state.requestId as string);
 }

@@ -37,17 +37,16 @@ export function validateRequest(
   schemas: { params?: z.ZodType; query?: z.ZodType; body?: z.ZodType },
 ): ValidatedInput {
   const errors: FieldError[] = [];
-  const take = (schema: z.ZodType | undefined, value: unknown, fallback: unknown) => {
+  const take = (schema: z.ZodType | undefined, value: () => unknown, fallback: unknown) => {
     if (!schema) return fallback;
-    const result = schema.safeParse(value);
+    const result = schema.safeParse(value());
     if (result.success) return result.data;
     errors.push(...issuesToFieldErrors(result.error.issues));
     return undefined;
   };
-  const params = take(schemas.params, ctx.params ?? {}, {});
-  const query = take(schemas.query, { ...ctx.query }, {});
-  const rawBody = (ctx.request as { body?: unknown }).body;
-  const body = take(schemas.body, rawBody === undefined || rawBody === null ? {} : rawBody, undefined);
+  const params = take(schemas.params, () => ctx.params ?? {}, {});
+  const query = take(schemas.query, () => ({ ...ctx.query }), {});
+  const body = take(schemas.body, () => (ctx.request as { body?: unknown }).body ?? {}, undefined);
   if (errors.length) throw new ApiError('VALIDATION_ERROR', undefined, { errors });
   return { params, query, body };
 }

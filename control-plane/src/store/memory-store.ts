@@ -74,6 +74,22 @@ export class MemoryStore implements KeyValueStore {
     return async () => { this.#bus.off(channel, onMessage); };
   }
 
+  async entries(prefix: string): Promise<{ key: string; value: string; ttlMs: number | null }[]> {
+    const now = Date.now();
+    const out: { key: string; value: string; ttlMs: number | null }[] = [];
+    for (const [key, entry] of this.#entries) {
+      if (!key.startsWith(prefix) || entry.expiresAt <= now) continue;
+      out.push({ key, value: entry.value, ttlMs: entry.expiresAt === Infinity ? null : entry.expiresAt - now });
+    }
+    return out;
+  }
+
+  /** In one process, delivery never fails. */
+  onSubscriptionState(listener: (live: boolean) => void): () => void {
+    listener(true);
+    return () => {};
+  }
+
   async ping(): Promise<number> {
     return 0;
   }

@@ -75,22 +75,74 @@ export class RedisStore implements KeyValueStore {
     await this.#client.publish(this.#prefix + channel, message);
   }
 
-  async subscribe(channel: string, onMessage: (message: string) => void): Promise<() => Promise<void>> {
-    const full = this.#prefix + channel;
+  #subscriberConnection(): Redis {
     if (!this.#subscriber) {
       // A subscribed connection can run no other command: it gets its own.
-      this.#subscriber = new Redis(this.#url, { maxRetriesPerRequest: null });
-      this.#subscriber.on('error', () => {});
-      this.#subscriber.on('message', (ch: string, message: string) => {
+      const subscriber = new Redis(this.#url, { maxRetriesPerRequest: null });
+      this.#subscriber = subscriber;
+      subscriber.on('error', () => {});
+      subscriber.on('message', (ch: string, message: string) => {
         for (const handler of this.#handlers.get(ch) ?? []) handler(message);
       });
+      // Messages published while the connection is down are lost: listeners must know.
+      subscriber.on('close', () => this.#setLive(false));
+      // After a reconnect, live again only once Redis has confirmed the subscriptions
+      // (listeners resynchronise then, so nothing published meanwhile is missed).
+      subscriber.on('ready', () => {
+        const channels = [...this.#handlers.keys()];
+        if (!channels.length) return;
+        subscriber.subscribe(...channels).then(() => this.#setLive(true), () => {});
+      });
     }
+    return this.#subscriber;
+  }
+
+  #live = false;
+  readonly #stateListeners = new Set<(live: boolean) => void>();
+
+  #setLive(live: boolean): void {
+    if (this.#live === live) return;
+    this.#live = live;
+    for (const listener of this.#stateListeners) listener(live);
+  }
+
+  onSubscriptionState(listener: (live: boolean) => void): () => void {
+    this.#stateListeners.add(listener);
+    listener(this.#live);
+    return () => { this.#stateListeners.delete(listener); };
+  }
+
+  async entries(prefix: string): Promise<{ key: string; value: string; ttlMs: number | null }[]> {
+    const out: { key: string; value: string; ttlMs: number | null }[] = [];
+    let cursor = '0';
+    do {
+      // SCAN matches full key names; the client's keyPrefix is not applied to MATCH.
+      const [next, keys] = await this.#client.scan(cursor, 'MATCH', `${this.#prefix}${prefix}*`, 'COUNT', 1000);
+      cursor = next;
+      if (!keys.length) continue;
+      const local = keys.map((k) => k.slice(this.#prefix.length));
+      const pipeline = this.#client.pipeline();
+      for (const key of local) pipeline.get(key).pttl(key);
+      const results = (await pipeline.exec()) ?? [];
+      local.forEach((key, i) => {
+        const value = results[i * 2]?.[1] as string | null;
+        const ttl = results[i * 2 + 1]?.[1] as number;
+        if (value !== null && ttl !== -2) out.push({ key, value, ttlMs: ttl >= 0 ? ttl : null });
+      });
+    } while (cursor !== '0');
+    return out;
+  }
+
+  async subscribe(channel: string, onMessage: (message: string) => void): Promise<() => Promise<void>> {
+    const full = this.#prefix + channel;
+    this.#subscriberConnection();
     let set = this.#handlers.get(full);
     if (!set) {
       set = new Set();
       this.#handlers.set(full, set);
-      await this.#subscriber.subscribe(full);
+      await this.#subscriber!.subscribe(full);
     }
+    this.#setLive(true);
     set.add(onMessage);
     return async () => {
       set.delete(onMessage);

@@ -26,6 +26,14 @@ export interface KeyValueStore {
   publish(channel: string, message: string): Promise<void>;
   /** Returns a function that ends the subscription. */
   subscribe(channel: string, onMessage: (message: string) => void): Promise<() => Promise<void>>;
+  /** Every live key with this prefix, its value and remaining lifetime (SCAN; for resynchronising caches). */
+  entries(prefix: string): Promise<{ key: string; value: string; ttlMs: number | null }[]>;
+  /**
+   * Reports whether pub/sub delivery can be relied on: false while the
+   * subscriber connection is down (messages published meanwhile are lost),
+   * true once it is subscribed again. Called with the current state at once.
+   */
+  onSubscriptionState(listener: (live: boolean) => void): () => void;
   /** Round-trip time in milliseconds; throws when the store does not answer. */
   ping(): Promise<number>;
   close(): Promise<void>;

@@ -1,0 +1,48 @@
+// Two control-plane replicas on one PostgreSQL and one Redis: a revocation on
+// one is refused on the other (DESIGN.md §9), through the shared revocation
+// list rather than at token expiry.
+import { setTimeout as sleep } from 'node:timers/promises';
+import t from 'tap';
+import { openDatabase } from '../../control-plane/src/db/orm.ts';
+import { startControlPlane } from '../../control-plane/src/server.ts';
+import { createStore } from '../../control-plane/src/store/index.ts';
+import { bearer, registerVerifiedUser } from '../support/auth.ts';
+import { startTestControlPlane } from '../support/control-plane.ts';
+import { detectServices } from '../support/services.ts';
+
+const services = await detectServices();
+
+t.test('logout and session revocation on replica A are refused on replica B', { skip: !(services.postgresUrl && services.redisUrl) && 'needs PostgreSQL and Redis' }, async (t) => {
+  const a = await startTestControlPlane(t);
+  const dbB = await openDatabase({ databaseUrl: a.database.url!, dataDir: a.config.dataDir, poolMax: 2 });
+  const storeB = createStore(a.config.REDIS_URL, a.storeKeyPrefix);
+  const b = await startControlPlane(a.config, { db: dbB, store: storeB });
+  t.teardown(async () => { await b.close(); await storeB.close(); await dbB.close(); });
+  const onB = (path: string, token: string) => fetch(`${b.url}${path}`, { headers: bearer(token) });
+
+  const user = await registerVerifiedUser(a);
+  t.equal((await onB('/v1/users/me', user.accessToken)).status, 200, 'B accepts A\'s token (shared signing keys)');
+
+  const logout = await a.request('POST', '/v1/auth/logout', { headers: bearer(user.accessToken) });
+  t.equal(logout.status, 200);
+  let status = 0;
+  for (let i = 0; i < 100 && status !== 401; i++) {
+    status = (await onB('/v1/users/me', user.accessToken)).status;
+    if (status !== 401) await sleep(5);
+  }
+  t.equal(status, 401, 'B refuses the logged-out token');
+
+  // And the other way round: a session revoked through B stops working on A.
+  const again = await a.request('POST', '/v1/auth/login', { json: { email: user.email, password: user.password } });
+  const token = again.body.data.access_token as string;
+  const sessions = await (await onB('/v1/me/auth/sessions', token)).json() as { data: { session_id: string; is_current: boolean }[] };
+  const current = sessions.data.find((s) => s.is_current)!;
+  const revoke = await fetch(`${b.url}/v1/me/auth/sessions/${current.session_id}`, { method: 'DELETE', headers: bearer(token) });
+  t.equal(revoke.status, 204);
+  let statusA = 0;
+  for (let i = 0; i < 100 && statusA !== 401; i++) {
+    statusA = (await a.request('GET', '/v1/users/me', { headers: bearer(token) })).status;
+    if (statusA !== 401) await sleep(5);
+  }
+  t.equal(statusA, 401, 'A refuses the token of the session revoked on B');
+});
