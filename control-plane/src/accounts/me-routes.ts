@@ -2,7 +2,6 @@
 import { z } from 'zod';
 import { currentCaller } from '../auth/access-control.ts';
 import { changePassword } from '../auth/auth-service.ts';
-import { loadUserGrants } from '../auth/permissions/permission-service.ts';
 import { changePasswordBody, countryCodeField, localeField, phoneField, tokenSetResponse } from '../auth/schemas.ts';
 import { setRefreshCookie } from '../auth/cookies.ts';
 import { assertIfMatch, etagFor } from '../http/etag.ts';
@@ -63,8 +62,7 @@ export const updateMeRoute = defineRoute({
     em.assign(user, fields);
     if (notification_preferences) user.notification_preferences = { ...user.notification_preferences, ...notification_preferences };
     await em.flush();
-    const { roles } = await loadUserGrants(em, user.id);
-    return reply.data(presentUser(user, roles), { etag: etagFor(user.id, user.version) });
+    return reply.data(presentUser(user, caller.roles), { etag: etagFor(user.id, user.version) });
   },
 });
 
