@@ -60,7 +60,7 @@ export async function startTestControlPlane(
   t.teardown(async () => {
     await cp.close();
     await store.close();
-    if (config.REDIS_URL) await deleteKeys(config.REDIS_URL, keyPrefix);
+    if (config.REDIS_URL && config.REDIS_URL === services.redisUrl) await deleteKeys(config.REDIS_URL, keyPrefix);
     await database.dispose();
     await fs.rm(dataDir, { recursive: true, force: true });
   });

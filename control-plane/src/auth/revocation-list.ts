@@ -24,18 +24,33 @@ export class RevocationList {
     this.#sweeper = setInterval(() => this.#sweep(), SWEEP_INTERVAL_MS).unref();
   }
 
-  static async start(store: KeyValueStore): Promise<RevocationList> {
+  /**
+   * Subscribes and builds the mirror. Start never blocks on Redis: if it does
+   * not answer within a moment, checks go to the store until the mirror is up.
+   */
+  static async start(store: KeyValueStore, waitMs = 2000): Promise<RevocationList> {
     const list = new RevocationList(store);
-    list.#unsubscribe = await store.subscribe(CHANNEL, (message) => list.#onMessage(message));
-    let first: Promise<void> = Promise.resolve();
+    let firstSync: Promise<void> | undefined;
     list.#stopStateListener = store.onSubscriptionState((live) => {
-      if (live) first = list.#resync();
-      else {
+      if (live) {
+        const sync = list.#resync();
+        firstSync ??= sync;
+        sync.catch(() => {});
+      } else {
         list.#mirrorComplete = false;
         list.#resyncGeneration++;
       }
     });
-    await first.catch(() => {}); // without Redis at start, checks go to the store until it is back
+    const subscribed = store.subscribe(CHANNEL, (message) => list.#onMessage(message)).then((unsubscribe) => {
+      list.#unsubscribe = unsubscribe;
+    });
+    subscribed.catch(() => {});
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      subscribed.then(() => firstSync),
+      new Promise<void>((resolve) => { timer = setTimeout(resolve, waitMs); }),
+    ]).catch(() => {});
+    clearTimeout(timer);
     return list;
   }
 
@@ -86,7 +101,14 @@ export class RevocationList {
   /** Rebuilds the mirror from the store; trusted only if no disconnect happened meanwhile. */
   async #resync(): Promise<void> {
     const generation = ++this.#resyncGeneration;
-    const entries = await this.#store.entries('revoked:');
+    let entries: Awaited<ReturnType<KeyValueStore['entries']>>;
+    try {
+      entries = await this.#store.entries('revoked:');
+    } catch (error) {
+      // Try again shortly unless a newer resync or a disconnect took over; checks ask the store meanwhile.
+      setTimeout(() => { if (generation === this.#resyncGeneration) void this.#resync().catch(() => {}); }, 1000).unref();
+      throw error;
+    }
     if (generation !== this.#resyncGeneration) return;
     const now = Date.now();
     for (const entry of entries) this.#mirror.set(entry.key, entry.ttlMs === null ? Number.MAX_SAFE_INTEGER : now + entry.ttlMs);

@@ -28,3 +28,12 @@ t.test('readiness needs no authentication', async (t) => {
   const res = await cp.request('GET', '/v1/cdn/health/ready', { headers: { authorization: 'Bearer garbage' } });
   t.equal(res.status, 200);
 });
+
+t.test('readiness answers with its report (503, redis: error) when Redis is unreachable, and the API still starts', async (t) => {
+  const cp = await startTestControlPlane(t, { env: { REDIS_URL: 'redis://127.0.0.1:1' } });
+  const res = await cp.request('GET', '/v1/cdn/health/ready');
+  t.equal(res.status, 503);
+  t.equal(res.body.status, 'unavailable');
+  t.equal(res.body.components.redis.status, 'error');
+  t.equal(res.body.components.postgresql.status, 'ok');
+});

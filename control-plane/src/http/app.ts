@@ -56,13 +56,20 @@ export function createApp(app: AppServices, options: AppOptions): Koa {
     }
   });
 
-  // 2. Per-client budget on the API (route-specific limits come on top).
+  // 2. Per-client budget on the API (route-specific limits come on top). It
+  // fails open: with Redis down the API still answers (and readiness says why);
+  // the limits of sensitive routes (login, register...) fail closed instead.
   if (app.config.RATE_LIMIT_PER_MINUTE > 0) {
     koa.use(async (ctx, next) => {
-      if (ctx.path.startsWith('/v1/')) {
-        const result = await consumeRateLimit(app.store, `global:${ctx.ip}`, app.config.RATE_LIMIT_PER_MINUTE, 60);
-        if (!result.allowed) throw rateLimited(result);
-        ctx.set(rateLimitHeaders(result));
+      if (ctx.path.startsWith('/v1/') && !ctx.path.startsWith('/v1/cdn/health/')) {
+        let result: Awaited<ReturnType<typeof consumeRateLimit>> | undefined;
+        try {
+          result = await consumeRateLimit(app.store, `global:${ctx.ip}`, app.config.RATE_LIMIT_PER_MINUTE, 60);
+        } catch (error) {
+          ctx.state.log.warn({ err: error }, 'global rate limit skipped: store unavailable');
+        }
+        if (result && !result.allowed) throw rateLimited(result);
+        if (result) ctx.set(rateLimitHeaders(result));
       }
       await next();
     });

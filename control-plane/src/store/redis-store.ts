@@ -160,6 +160,11 @@ export class RedisStore implements KeyValueStore {
   }
 
   async close(): Promise<void> {
-    await Promise.allSettled([this.#client.quit(), this.#subscriber?.quit()]);
+    // QUIT flushes pending replies on a live connection; a dead one is just dropped (QUIT would wait for it).
+    await Promise.allSettled([this.#client, this.#subscriber].map(async (connection) => {
+      if (!connection) return;
+      if (connection.status === 'ready') await connection.quit().catch(() => connection.disconnect());
+      else connection.disconnect();
+    }));
   }
 }
