@@ -82,6 +82,20 @@ const summary = (samples: number[]) => {
 };
 const fmt = (n: number) => (n >= 100 ? n.toFixed(0) : n.toFixed(2));
 
+/**
+ * fetch that retries once when a pooled keep-alive socket turns out closed: the
+ * server drops sockets idle past its keep-alive timeout, and the throughput part
+ * leaves the bench's own sockets idle for longer than that.
+ */
+async function request(url: string, init?: RequestInit): Promise<Response> {
+  try {
+    return await fetch(url, init);
+  } catch (error) {
+    if ((error as { cause?: { code?: string } }).cause?.code !== 'UND_ERR_SOCKET') throw error;
+    return fetch(url, init);
+  }
+}
+
 async function timed(fn: () => Promise<Response>): Promise<number> {
   const started = performance.now();
   const res = await fn();
@@ -95,7 +109,7 @@ async function probeWhile(url: string, token: string, until: Promise<unknown>): 
   let done = false;
   void until.finally(() => { done = true; });
   const samples: number[] = [];
-  while (!done) samples.push(await timed(() => fetch(url, { headers: { authorization: `Bearer ${token}` } })));
+  while (!done) samples.push(await timed(() => request(url, { headers: { authorization: `Bearer ${token}` } })));
   return samples;
 }
 
@@ -141,7 +155,7 @@ async function main(): Promise<void> {
       if (verified.status !== 200) throw new Error(`verify: ${verified.status}`);
       emails.push(email);
     }
-    const login = (email: string) => fetch(`${base}/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: PASSWORD }) });
+    const login = (email: string) => request(`${base}/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: PASSWORD }) });
     const first = await login(emails[0]!);
     const accessToken = ((await first.json()) as { data: { access_token: string } }).data.access_token;
     const auth = { Authorization: `Bearer ${accessToken}` };
@@ -180,7 +194,7 @@ async function main(): Promise<void> {
     // 2. Logins: the control plane may now use both cores (argon2 runs on the libuv pool).
     if (have('taskset')) spawnSync('taskset', ['-a', '-p', '-c', '0,1', String(cp.pid)], { stdio: 'ignore' });
     const meUrl = `${base}/v1/bench/me`;
-    for (let i = 0; i < 200; i++) await timed(() => fetch(meUrl, { headers: auth })); // warm the client side
+    for (let i = 0; i < 200; i++) await timed(() => request(meUrl, { headers: auth })); // warm the client side
     const idle = summary(await probeWhile(meUrl, accessToken, new Promise((r) => setTimeout(r, 2000))));
 
     const alone: number[] = [];
