@@ -20,7 +20,8 @@ t.test('a route limit answers 429 RATE_LIMITED with Retry-After once spent', asy
 t.test('the global per-client budget applies to every API route', async (t) => {
   const cp = await startTestControlPlane(t, { env: { RATE_LIMIT_PER_MINUTE: '5' } });
   const statuses: number[] = [];
-  for (let i = 0; i < 7; i++) statuses.push((await cp.request('GET', '/v1/cdn/health/ready')).status);
-  t.same(statuses, [200, 200, 200, 200, 200, 429, 429]);
+  for (let i = 0; i < 7; i++) statuses.push((await cp.request('GET', '/v1/users/me')).status);
+  t.same(statuses, [401, 401, 401, 401, 401, 429, 429], 'every /v1 request counts, answered or not');
   t.equal((await cp.request('GET', '/healthz')).status, 200, 'system endpoints are not counted');
+  t.equal((await cp.request('GET', '/v1/cdn/health/ready')).status, 200, 'readiness is not counted: probes must always get an answer');
 });
