@@ -236,7 +236,7 @@ async function main(): Promise<void> {
       `| me-like route, sequential, idle server | ${idle.n} | ${fmt(idle.p50)} | ${fmt(idle.p99)} | ${fmt(idle.max)} |`,
       `| me-like route, sequential, during the 8 concurrent logins | ${during.n} | ${fmt(during.p50)} | ${fmt(during.p99)} | ${fmt(during.max)} |`,
       '',
-      'The authenticated route keeps answering in milliseconds while 8 logins hash at once: argon2 runs on the libuv thread pool, not on the event loop (a blocked loop would show maxima of several hundred ms, one hash ≈ 130 ms).',
+      'The authenticated route keeps answering with a p50 of a few milliseconds while 8 logins hash at once: argon2 runs on the libuv thread pool, not on the event loop. Its tail grows because 8 hashes of 4 lanes each compete with the event loop for the 2 cores; a blocked loop would instead put most samples behind whole hashes (≈ 130 ms each, over a second for 8).',
       '',
     ];
     fs.mkdirSync(path.join(here, 'results'), { recursive: true });
