@@ -9,6 +9,7 @@ import { matchPermission } from '../auth/permissions/catalog.ts';
 import { assignRole, loadUserGrants, removeRole } from '../auth/permissions/permission-service.ts';
 import { ApiError, found } from '../http/errors.ts';
 import type { AppServices } from '../http/services.ts';
+import { deliver } from '../mail/deliver.ts';
 import { suspensionNotice } from '../mail/templates.ts';
 
 /** Superadmins are touched (suspended, re-roled) only by superadmins. */
@@ -43,11 +44,7 @@ export async function suspendUser(app: AppServices, em: EntityManager, ctx: Cont
   // Sessions end and their access tokens are refused from this moment.
   await app.sessions.revokeAll(em, user.id, 'suspended');
   if (input.notify_user) {
-    try {
-      await app.mailer.send({ to: user.email, ...suspensionNotice({ reason: input.reason ?? 'Not stated', displayName: user.display_name ?? undefined }) });
-    } catch (error) {
-      app.log.error({ err: error }, 'suspension notice not sent');
-    }
+    await deliver(app, user.email, suspensionNotice({ reason: input.reason ?? 'Not stated', displayName: user.display_name ?? undefined }));
   }
   return user;
 }

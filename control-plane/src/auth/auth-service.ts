@@ -7,6 +7,7 @@ import { defaultNotificationPreferences, User } from '../accounts/user.entity.ts
 import { presentUser, type UserRecord } from '../accounts/user-presenter.ts';
 import { ApiError } from '../http/errors.ts';
 import type { AppServices } from '../http/services.ts';
+import { deliver } from '../mail/deliver.ts';
 import { passwordResetEmail, registrationAttemptNotice, verificationEmail } from '../mail/templates.ts';
 import { OneTimeToken, RecoveryCode, type OneTimeTokenPurpose } from './auth.entities.ts';
 import { assignRole } from './permissions/permission-service.ts';
@@ -28,14 +29,6 @@ export function localeFromAcceptLanguage(header: string): string | null {
   return first && /^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$/.test(first) ? first : null;
 }
 
-async function sendMail(app: AppServices, to: string, content: { subject: string; text: string; html: string }): Promise<void> {
-  try {
-    await app.mailer.send({ to, ...content });
-  } catch (error) {
-    // A mail outage must not fail the request; the user can ask again (resend, forgot).
-    app.log.error({ err: error }, 'sending e-mail failed');
-  }
-}
 
 async function issueOneTimeToken(app: AppServices, em: EntityManager, user: User, purpose: OneTimeTokenPurpose, ttlMs: number): Promise<string> {
   // Only the newest link of a kind works.
@@ -100,14 +93,14 @@ export async function register(app: AppServices, em: EntityManager, ctx: Context
     }
     await assignRole(em, user.id, 'subscriber');
     const token = await issueOneTimeToken(app, em, user, 'email_verification', VERIFICATION_TOKEN_TTL_MS);
-    await sendMail(app, email, verificationEmail({ publicUrl: app.config.publicUrl, token, displayName: user.display_name ?? undefined }));
+    await deliver(app, email, verificationEmail({ publicUrl: app.config.publicUrl, token, displayName: user.display_name ?? undefined }));
     return presentUser(user, ['subscriber']);
   }
   return registerExisting(app, email, fields, now);
 }
 
 async function registerExisting(app: AppServices, email: string, fields: Record<string, unknown>, now: Date): Promise<UserRecord> {
-  await sendMail(app, email, registrationAttemptNotice({ publicUrl: app.config.publicUrl }));
+  await deliver(app, email, registrationAttemptNotice({ publicUrl: app.config.publicUrl }));
   const shadow = Object.assign(new User(), {
     id: crypto.randomUUID(), ...fields, email_verified: false, phone_verified: false, mfa_enabled: false,
     timezone: null, preferred_language: null, avatar_url: null, last_login_at: null, created_at: now, updated_at: now,
@@ -129,7 +122,7 @@ export async function resendVerification(app: AppServices, em: EntityManager, em
   const user = await em.findOne(User, { email: normalizeEmail(email) });
   if (!user || user.email_verified || user.status !== 'pending_verification') return;
   const token = await issueOneTimeToken(app, em, user, 'email_verification', VERIFICATION_TOKEN_TTL_MS);
-  await sendMail(app, user.email, verificationEmail({ publicUrl: app.config.publicUrl, token, displayName: user.display_name ?? undefined }));
+  await deliver(app, user.email, verificationEmail({ publicUrl: app.config.publicUrl, token, displayName: user.display_name ?? undefined }));
 }
 
 export interface LoginInput {
@@ -234,7 +227,7 @@ export async function forgotPassword(app: AppServices, em: EntityManager, email:
     return;
   }
   const token = await issueOneTimeToken(app, em, user, 'password_reset', RESET_TOKEN_TTL_MS);
-  await sendMail(app, user.email, passwordResetEmail({ publicUrl: app.config.publicUrl, token, expiresInMinutes: 15, displayName: user.display_name ?? undefined }));
+  await deliver(app, user.email, passwordResetEmail({ publicUrl: app.config.publicUrl, token, expiresInMinutes: 15, displayName: user.display_name ?? undefined }));
 }
 
 export async function resetPassword(app: AppServices, em: EntityManager, ctx: Context, token: string, newPassword: string): Promise<LoginResult> {
