@@ -31,6 +31,7 @@ for (const [kind, make] of makers) {
       t.equal(await store.set('nx', 'first', { onlyIfAbsent: true }), true);
       t.equal(await store.set('nx', 'second', { onlyIfAbsent: true }), false);
       t.equal(await store.get('nx'), 'first');
+      await store.del('nx'); // no TTL: leave nothing behind in the shared Redis
     });
 
     t.test('ttl expires keys', async (t) => {
