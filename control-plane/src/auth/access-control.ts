@@ -44,7 +44,6 @@ export function assertOwnerOrGlobal(ctx: Context, ownerId: string): void {
 
 interface UserAccessRow {
   status: string;
-  email_verified: boolean;
   role_name: string | null;
   permission: string | null;
   resource_type: string | null;
@@ -101,7 +100,7 @@ export class TokenAccessControl implements AccessControl {
     } else {
       // Status and grants in one query: every request is judged on stored data, not on the token.
       const rows = await em.execute<UserAccessRow[]>(
-        `select u.status, u.email_verified, ur.role_name, rp.permission, rp.resource_type, rp.resource_id
+        `select u.status, ur.role_name, rp.permission, rp.resource_type, rp.resource_id
            from app_user u
            left join user_role ur on ur.user_id = u.id and (ur.expires_at is null or ur.expires_at > now())
            left join role_permission rp on rp.role_name = ur.role_name
@@ -113,7 +112,6 @@ export class TokenAccessControl implements AccessControl {
       if (user.status === 'pending_verification' && !rule.allowUnverified) {
         throw new ApiError('EMAIL_NOT_VERIFIED', 'Verify your e-mail address first');
       }
-      caller.verified = user.email_verified;
       caller.roles = [...new Set(rows.map((r) => r.role_name).filter((r): r is string => r !== null))].sort();
       grants = rows.filter((r) => r.permission !== null).map((r) => ({ permission: r.permission!, resource_type: r.resource_type, resource_id: r.resource_id }));
     }

@@ -9,13 +9,11 @@ import { ApiError } from '../http/errors.ts';
 import type { AppServices } from '../http/services.ts';
 import { deliver } from '../mail/deliver.ts';
 import { passwordResetEmail, registrationAttemptNotice, verificationEmail } from '../mail/templates.ts';
-import { OneTimeToken, RecoveryCode, type OneTimeTokenPurpose } from './auth.entities.ts';
-import { assignRole } from './permissions/permission-service.ts';
-import { loadUserGrants } from './permissions/permission-service.ts';
+import { OneTimeToken, RecoveryCode, Session, type OneTimeTokenPurpose } from './auth.entities.ts';
+import { assignRole, loadUserGrants } from './permissions/permission-service.ts';
 import { generateOpaqueToken, hashToken, matchRecoveryCode } from './primitives/opaque-tokens.ts';
 import { dummyVerify, hashPassword, needsRehash, verifyPassword, verifyPasswordOrDummy } from './primitives/password.ts';
 import { verifyTotp } from './primitives/totp.ts';
-import { Session } from './auth.entities.ts';
 import { ACCESS_TOKEN_SCOPE, type AccessTokenResponse } from './token-service.ts';
 
 export const VERIFICATION_TOKEN_TTL_MS = 24 * 60 * 60 * 1000;
@@ -47,6 +45,12 @@ async function consumeOneTimeToken(app: AppServices, em: EntityManager, token: s
   const spent = await em.nativeUpdate(OneTimeToken, { id: record.id, used_at: null }, { used_at: new Date() });
   if (spent !== 1) throw invalid();
   return record.user as unknown as User;
+}
+
+/** An access token for a session, carrying the user's current roles (informational). */
+async function accessTokenFor(app: AppServices, em: EntityManager, userId: string, sessionId: string): Promise<AccessTokenResponse> {
+  const { roles } = await loadUserGrants(em, userId);
+  return app.tokens.issueAccessToken({ userId, sessionId, roles });
 }
 
 export interface RegisterInput {
@@ -157,8 +161,7 @@ export async function login(app: AppServices, em: EntityManager, ctx: Context, i
   // A login invalidates outstanding reset links (document 2 §3).
   await em.nativeUpdate(OneTimeToken, { user: user.id, purpose: 'password_reset', used_at: null }, { used_at: new Date() });
   const { session, refreshToken } = await app.sessions.start(em, user, ctx, { device_type: input.device_type, platform: input.platform });
-  const { roles } = await loadUserGrants(em, user.id);
-  const token = await app.tokens.issueAccessToken({ userId: user.id, sessionId: session.id, roles });
+  const token = await accessTokenFor(app, em, user.id, session.id);
   return { token, refreshToken, session, user };
 }
 
@@ -206,8 +209,7 @@ export async function refresh(app: AppServices, em: EntityManager, presented: st
     await app.sessions.revoke(em, [session], 'account_inactive');
     throw new ApiError(user.status === 'suspended' ? 'ACCOUNT_SUSPENDED' : 'UNAUTHORIZED', user.status === 'suspended' ? 'This account is suspended' : undefined);
   }
-  const { roles } = await loadUserGrants(em, user.id);
-  const token = await app.tokens.issueAccessToken({ userId: user.id, sessionId: session.id, roles });
+  const token = await accessTokenFor(app, em, user.id, session.id);
   return { token, refreshToken };
 }
 
@@ -243,8 +245,7 @@ export async function resetPassword(app: AppServices, em: EntityManager, ctx: Co
   await em.flush();
   await app.sessions.revokeAll(em, user.id, 'password_reset');
   const { session, refreshToken } = await app.sessions.start(em, user, ctx);
-  const { roles } = await loadUserGrants(em, user.id);
-  const accessToken = await app.tokens.issueAccessToken({ userId: user.id, sessionId: session.id, roles });
+  const accessToken = await accessTokenFor(app, em, user.id, session.id);
   return { token: accessToken, refreshToken, session, user };
 }
 
@@ -272,7 +273,6 @@ export async function changePassword(app: AppServices, em: EntityManager, ctx: C
   let refreshToken: string;
   if (session) refreshToken = await app.sessions.renew(em, session);
   else ({ session, refreshToken } = await app.sessions.start(em, user, ctx));
-  const { roles } = await loadUserGrants(em, user.id);
-  const access = await app.tokens.issueAccessToken({ userId: user.id, sessionId: session.id, roles });
+  const access = await accessTokenFor(app, em, user.id, session.id);
   return { ...access, refresh_token: refreshToken, scope: ACCESS_TOKEN_SCOPE, id_token: await app.tokens.issueIdToken(user) };
 }

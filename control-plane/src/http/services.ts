@@ -23,8 +23,6 @@ export interface Caller {
   /** Token id (jti) for revocation. */
   tokenId?: string;
   tokenExpiresAt?: number;
-  /** Whether the account's e-mail is verified. */
-  verified?: boolean;
 }
 
 export interface AccessControl {
