@@ -4,7 +4,7 @@ import { defineEntity, p } from '@mikro-orm/core';
 import { z } from 'zod';
 import type { Database } from '../../control-plane/src/db/orm.ts';
 import { assertIfMatch, etagFor } from '../../control-plane/src/http/etag.ts';
-import { found } from '../../control-plane/src/http/errors.ts';
+import { ApiError, found } from '../../control-plane/src/http/errors.ts';
 import { paginate } from '../../control-plane/src/http/paging.ts';
 import { defineRoute, reply } from '../../control-plane/src/http/route.ts';
 import { pageQuery, sortParam, uuid } from '../../control-plane/src/http/schemas.ts';
@@ -79,6 +79,14 @@ export const widgetRoutes = [
       em.assign(widget, body);
       await em.flush();
       return reply.data(present(widget), { etag: etagFor(widget.id, widget.version) });
+    },
+  }),
+  defineRoute({
+    method: 'post', path: '/v1/test/declined', summary: 'An action that always ends in 402', tags: ['test'], access: 'public',
+    body: z.strictObject({ amount: z.number().int().min(1) }), idempotent: true, responses: { 200: z.object({ data: z.object({ ok: z.boolean() }) }) },
+    async handler({ em }) {
+      await em.execute('insert into test_widget_runs default values');
+      throw new ApiError('PAYMENT_FAILED', 'Card declined');
     },
   }),
   defineRoute({

@@ -72,3 +72,17 @@ t.test('an over-long key is refused', async (t) => {
   t.ok(res.body.errors.some((e: any) => e.field === 'Idempotency-Key'));
   t.same(await counts(), before);
 });
+
+t.test('a recorded 4xx outcome replays with its status and a complete error body, without running again', async (t) => {
+  const before = await counts();
+  const key = crypto.randomUUID();
+  const first = await cp.request('POST', '/v1/test/declined', { json: { amount: 5 }, headers: { 'idempotency-key': key } });
+  t.equal(first.status, 402);
+  t.equal(first.body.code, 'PAYMENT_FAILED');
+  t.equal(first.body.request_id, first.headers.get('x-request-id'));
+  const again = await cp.request('POST', '/v1/test/declined', { json: { amount: 5 }, headers: { 'idempotency-key': key } });
+  t.equal(again.status, 402);
+  t.same(again.body, first.body, 'the original error body, request_id included');
+  t.equal(again.headers.get('idempotent-replayed'), 'true');
+  t.equal((await counts()).runs - before.runs, 1, 'the action ran once');
+});

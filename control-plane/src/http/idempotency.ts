@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { KeyValueStore } from '../store/index.ts';
 import { ApiError } from './errors.ts';
+import { errorBody } from './error-handler.ts';
 import type { Reply } from './route.ts';
 
 const REPLAY_WINDOW_MS = 24 * 60 * 60 * 1000;
@@ -41,6 +42,8 @@ export interface IdempotencyOptions {
   caller: string;
   key: string;
   fingerprint: string;
+  /** Of the request that runs the action: a recorded error body carries it, as every error body does. */
+  requestId: string;
   /** How long a duplicate waits for the first request before 409. */
   waitMs?: number;
 }
@@ -52,7 +55,7 @@ export async function withIdempotency(options: IdempotencyOptions, run: () => Pr
 
   for (;;) {
     const claimed = await store.set(storeKey, JSON.stringify({ state: 'running', fingerprint } satisfies IdempotencyRecord), { ttlMs: CLAIM_MS, onlyIfAbsent: true });
-    if (claimed) return runAndRecord(store, storeKey, fingerprint, run);
+    if (claimed) return runAndRecord(store, storeKey, fingerprint, options.requestId, run);
 
     const raw = await store.get(storeKey);
     if (raw === null) continue; // expired between the two calls: claim again
@@ -70,7 +73,7 @@ export async function withIdempotency(options: IdempotencyOptions, run: () => Pr
   }
 }
 
-async function runAndRecord(store: KeyValueStore, storeKey: string, fingerprint: string, run: () => Promise<Reply>): Promise<Reply> {
+async function runAndRecord(store: KeyValueStore, storeKey: string, fingerprint: string, requestId: string, run: () => Promise<Reply>): Promise<Reply> {
   let reply: Reply;
   try {
     reply = await run();
@@ -78,7 +81,7 @@ async function runAndRecord(store: KeyValueStore, storeKey: string, fingerprint:
     if (isFinalError(error)) {
       const errorReply: Reply = {
         status: error.status,
-        body: { code: error.code, message: error.message, ...(error.errors ? { errors: error.errors } : {}), ...error.details },
+        body: errorBody(error, requestId),
         headers: error.headers,
       };
       await store.set(storeKey, JSON.stringify({ state: 'done', fingerprint, reply: errorReply } satisfies IdempotencyRecord), { ttlMs: REPLAY_WINDOW_MS });

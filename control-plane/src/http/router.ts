@@ -96,7 +96,7 @@ export function buildRouter(routes: RouteDefinition[], app: AppServices): Router
         const parsed = idempotencyKeyHeader.safeParse(idempotencyKey);
         if (!parsed.success) throw new ApiError('VALIDATION_ERROR', undefined, { errors: issuesToFieldErrors(parsed.error.issues, 'Idempotency-Key') });
         result = await withIdempotency(
-          { store: app.store, caller: callerKey(ctx), key: parsed.data, fingerprint: requestFingerprint(ctx.method, ctx.path, (ctx.request as { body?: unknown }).body) },
+          { store: app.store, caller: callerKey(ctx), key: parsed.data, requestId: ctx.state.requestId as string, fingerprint: requestFingerprint(ctx.method, ctx.path, (ctx.request as { body?: unknown }).body) },
           run,
         );
       } else {
