@@ -17,25 +17,20 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { have, numberFlag, pin } from './lib/cli.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
-const opt = (name: string, def: number) => {
-  const i = args.indexOf(`--${name}`);
-  return i === -1 ? def : Number(args[i + 1]);
-};
-const DURATION = opt('duration', 5);
-const ROUNDS = opt('rounds', 3);
-const WARMUP = opt('warmup', 3);
-const CONNECTIONS = opt('connections', 64);
+const DURATION = numberFlag('duration', 5);
+const ROUNDS = numberFlag('rounds', 3);
+const WARMUP = numberFlag('warmup', 3);
+const CONNECTIONS = numberFlag('connections', 64);
 const BARE_PORT = 18811;
 const CP_PORT = 18812;
 const PASSWORD = 'Bench-Password-42';
 const QUICK = args.includes('--quick'); // bare vs me-like only (for profiling runs)
 const ACCOUNTS = QUICK ? 1 : 8;
 
-const have = (cmd: string) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0;
-const pin = (core: string, cmd: string[]) => (have('taskset') ? ['taskset', '-c', core, ...cmd] : cmd);
 
 // ---- child-process modes ----------------------------------------------------
 

@@ -2,28 +2,21 @@
 // answering the same bytes from memory vs nginx proxy_cache, one worker each,
 // 1 KiB and 100 KiB objects. Servers are pinned to core 0, wrk to core 1.
 // Run: npx node bench/edge-cache-hit.ts [--duration 10] [--warmup 3]
-import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { get as httpGet } from 'node:http';
 import { connect } from 'node:net';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { have, numberFlag, pin } from './lib/cli.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const args = process.argv.slice(2);
-const opt = (name: string, def: number) => {
-  const i = args.indexOf(`--${name}`);
-  return i === -1 ? def : Number(args[i + 1]);
-};
-const DURATION = opt('duration', 10);
-const WARMUP = opt('warmup', 3);
-const CONNECTIONS = opt('connections', 64);
+const DURATION = numberFlag('duration', 10);
+const WARMUP = numberFlag('warmup', 3);
+const CONNECTIONS = numberFlag('connections', 64);
 const ORIGIN_PORT = 18801, PLAIN_PORT = 18802, AGENT_PORT = 18803, NGINX_PORT = 18804;
 
-function have(cmd: string): boolean {
-  return spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0;
-}
 function ensureTools(): void {
   const missing = ['wrk', 'nginx'].filter((c) => !have(c) && !(c === 'nginx' && have('/usr/sbin/nginx')));
   if (missing.length === 0) return;
@@ -31,7 +24,6 @@ function ensureTools(): void {
   execFileSync('sh', ['-c', 'apt-get update -qq && apt-get install -y -qq wrk nginx-light || apt-get install -y -qq wrk nginx'], { stdio: 'inherit' });
 }
 const nginxBin = () => (have('nginx') ? 'nginx' : '/usr/sbin/nginx');
-const pin = (core: number, cmd: string[]) => (have('taskset') ? ['taskset', '-c', String(core), ...cmd] : cmd);
 
 const children: ChildProcess[] = [];
 function start(cmd: string[]): ChildProcess {

@@ -1,0 +1,17 @@
+// Helpers every benchmark script shares: numeric flags, tool lookup, CPU pinning.
+import { spawnSync } from 'node:child_process';
+
+/** `--name 5` from the command line, or the default. */
+export function numberFlag(name: string, fallback: number, argv = process.argv.slice(2)): number {
+  const i = argv.indexOf(`--${name}`);
+  return i === -1 ? fallback : Number(argv[i + 1]);
+}
+
+export function have(cmd: string): boolean {
+  return spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0;
+}
+
+/** The command pinned to the given core(s) with taskset, when it is installed. */
+export function pin(cores: number | string, cmd: string[]): string[] {
+  return have('taskset') ? ['taskset', '-c', String(cores), ...cmd] : cmd;
+}
