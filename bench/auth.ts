@@ -257,24 +257,27 @@ if (args[0] === '--serve-bare') {
 } else if (args[0] === '--serve-cp') {
   const { loadConfig } = await import('../control-plane/src/config/config.ts');
   const { startControlPlane } = await import('../control-plane/src/server.ts');
-  const { defineRoute, reply } = await import('../control-plane/src/http/route.ts');
-  const { currentCaller } = await import('../control-plane/src/auth/access-control.ts');
+  const { data, routesFor } = await import('../control-plane/src/http/route.ts');
+  const { requireActor } = await import('../control-plane/src/auth/access-control.ts');
+  const { z } = await import('zod');
+  const defineRoute = routesFor();
+  const meRecord = z.object({ id: z.string(), roles: z.array(z.string()) });
   // Authenticates (signature, expiry, revocation of token and session) and answers from the token.
   const benchMe = defineRoute({
     method: 'get', path: '/v1/bench/me', tags: ['Bench'], access: 'authenticated',
-    summary: 'me-like route for the benchmark', responses: { 200: null },
-    async handler({ ctx }) {
-      const caller = currentCaller(ctx);
-      return reply.data({ id: caller.id, roles: caller.roles });
+    summary: 'me-like route for the benchmark', responses: { 200: data(meRecord) },
+    async handler({ rc }) {
+      const caller = requireActor(rc);
+      return { id: caller.id, roles: caller.roles };
     },
   });
   const config = loadConfig({ ...process.env, PORT: String(CP_PORT), HOST: '127.0.0.1', LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '0', RATE_LIMIT_IP_MULTIPLIER: '10000', NODE_ENV: 'development' });
   // The same route without authentication: the baseline that isolates what authentication costs.
   const benchPublic = defineRoute({
     method: 'get', path: '/v1/bench/public', tags: ['Bench'], access: 'public',
-    summary: 'unauthenticated twin of the me-like route', responses: { 200: null },
+    summary: 'unauthenticated twin of the me-like route', responses: { 200: data(meRecord) },
     async handler() {
-      return reply.data({ id: '00000000-0000-4000-8000-000000000000', roles: ['subscriber'] });
+      return { id: '00000000-0000-4000-8000-000000000000', roles: ['subscriber'] };
     },
   });
   const cp = await startControlPlane(config, { extraRoutes: [benchMe, benchPublic], storeKeyPrefix: `bench:${process.pid}:` });

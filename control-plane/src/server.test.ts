@@ -3,15 +3,15 @@
 import { spawn } from 'node:child_process';
 import t from 'tap';
 import { z } from 'zod';
-import { defineRoute, reply } from './http/route.ts';
+import { data, routesFor } from './http/route.ts';
 import { startTestControlPlane } from '../../test/support/control-plane.ts';
 
-const slow = defineRoute({
+const slow = routesFor()({
   method: 'get', path: '/v1/test/slow', summary: 'Answers after 400 ms', tags: ['test'], access: 'public',
-  responses: { 200: z.object({ data: z.object({ done: z.boolean() }) }) },
+  responses: { 200: data(z.object({ done: z.boolean() })) },
   async handler() {
     await new Promise((r) => setTimeout(r, 400));
-    return reply.data({ done: true });
+    return { done: true };
   },
 });
 

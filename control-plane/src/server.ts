@@ -1,26 +1,27 @@
-// Builds and runs one control-plane instance: database (PostgreSQL or embedded
-// PGlite), store (Redis or in-process), HTTP server. Used by main.ts and by the
-// tests alike, so tests exercise the same wiring as production.
+// The composition root: builds and runs one control-plane instance from the
+// platform services (database: PostgreSQL or embedded PGlite; store: Redis or
+// in-process; mailer; secrets) and the capabilities listed in
+// capabilities.ts. Used by main.ts and by the tests alike, so tests exercise
+// the same wiring as production.
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { EntityClass } from '@mikro-orm/core';
 import type { Logger } from 'pino';
+import { capabilities, entities, routes as capabilityRoutes, type AppServices } from './capabilities.ts';
 import type { Config } from './config/config.ts';
+import type { CoreServices } from './core/services.ts';
+import { deriveKey, loadSecretsKey, SecretBox } from './crypto/secret-box.ts';
 import { openDatabase, type Database } from './db/orm.ts';
 import { createApp } from './http/app.ts';
 import { createLogger } from './http/logger.ts';
 import { createHttpMetrics } from './http/metrics.ts';
 import type { RouteDefinition } from './http/route.ts';
-import type { AppServices } from './http/services.ts';
-import { TokenAccessControl } from './auth/access-control.ts';
-import { syncRoleCatalog } from './auth/permissions/permission-service.ts';
-import { SessionService } from './auth/session-service.ts';
-import { TokenService } from './auth/token-service.ts';
-import { deriveKey, loadSecretsKey, SecretBox } from './crypto/secret-box.ts';
+import type { AccessControl } from './http/services.ts';
 import { createMailer } from './mail/mailer.ts';
-import { routes as allRoutes } from './routes.ts';
 import { createStore, type KeyValueStore } from './store/index.ts';
+
+export type { AppServices } from './capabilities.ts';
 
 export const version: string = JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version;
 
@@ -32,11 +33,13 @@ export interface ControlPlaneOptions {
   storeKeyPrefix?: string;
   extraEntities?: EntityClass<object>[];
   /** Routes beyond the product's own (tests mount fixture routes this way). */
-  extraRoutes?: RouteDefinition[];
+  extraRoutes?: RouteDefinition<AppServices>[];
 }
 
 export interface ControlPlane {
   app: AppServices;
+  /** The guard every route goes through. */
+  access: AccessControl;
   server: http.Server;
   url: string;
   close(): Promise<void>;
@@ -44,22 +47,39 @@ export interface ControlPlane {
 
 export async function startControlPlane(config: Config, options: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const log = options.log ?? createLogger(config.LOG_LEVEL);
-  const db = options.db ?? await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.dataDir, extraEntities: options.extraEntities, log });
+  const db = options.db ?? await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.dataDir, entities, extraEntities: options.extraEntities, log });
   const store = options.store ?? createStore(config.REDIS_URL, options.storeKeyPrefix);
-  await syncRoleCatalog(db.orm.em.fork());
   const secretsKey = await loadSecretsKey({ secretsKey: config.SECRETS_KEY, dataDir: config.dataDir, production: config.NODE_ENV === 'production' });
-  const secretBox = new SecretBox(deriveKey(secretsKey, 'secret-box'));
-  const tokenPepper = deriveKey(secretsKey, 'token-pepper');
-  const tokens = await TokenService.create({ em: db.orm.em.fork(), store, box: secretBox, issuer: config.publicUrl });
-  const sessions = new SessionService(tokenPepper, tokens);
   const mailer = createMailer({ smtpUrl: config.SMTP_URL, dataDir: config.dataDir, from: config.MAIL_FROM, logger: log.child({ component: 'mail' }) });
-  const access = new TokenAccessControl(tokens);
-  const app: AppServices = { config, db, store, log, access, version, mailer, secretBox, tokenPepper, tokens, sessions };
-  const metrics = createHttpMetrics();
-  const routes = [...allRoutes, ...(options.extraRoutes ?? [])];
-  const koa = createApp(app, { routes, metrics, version });
+  const core: CoreServices = {
+    config, db, store, log, version, mailer,
+    secretBox: new SecretBox(deriveKey(secretsKey, 'secret-box')),
+    tokenPepper: deriveKey(secretsKey, 'token-pepper'),
+    deriveKey: (purpose) => deriveKey(secretsKey, purpose),
+  };
 
-  const server = http.createServer(koa.callback());
+  // Each capability may add services for those after it, and one provides the guard.
+  const app = core as AppServices;
+  let access: AccessControl | undefined;
+  const closers: (() => Promise<void>)[] = [];
+  for (const capability of capabilities) {
+    const started = await capability.start?.(app);
+    if (started?.services) Object.assign(app, started.services);
+    if (started?.access) access = started.access;
+    if (started?.close) closers.unshift(started.close);
+  }
+  if (!access) throw new Error('No capability provides access control');
+
+  const metrics = createHttpMetrics();
+  const routes = [...capabilityRoutes, ...(options.extraRoutes ?? [])];
+  const koa = createApp(app, { routes, access, metrics, version, checkContract: config.NODE_ENV !== 'production' });
+
+  const server = http.createServer({
+    // Slow senders of headers or bodies are cut off (the edge agent does the same).
+    headersTimeout: config.HEADERS_TIMEOUT_MS,
+    requestTimeout: config.REQUEST_TIMEOUT_MS,
+    connectionsCheckingInterval: Math.min(5_000, config.HEADERS_TIMEOUT_MS),
+  }, koa.callback());
   server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -71,6 +91,7 @@ export async function startControlPlane(config: Config, options: ControlPlaneOpt
   let closing: Promise<void> | undefined;
   return {
     app,
+    access,
     server,
     url: `http://${host}:${port}`,
     close() {
@@ -82,7 +103,7 @@ export async function startControlPlane(config: Config, options: ControlPlaneOpt
         await closed;
         clearTimeout(timer);
         mailer.close();
-        await tokens.close();
+        for (const close of closers) await close();
         if (!options.store) await store.close();
         if (!options.db) await db.close();
       })();

@@ -3,6 +3,7 @@
 // list rather than at token expiry.
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
+import { entities } from '../../control-plane/src/capabilities.ts';
 import { openDatabase } from '../../control-plane/src/db/orm.ts';
 import { startControlPlane } from '../../control-plane/src/server.ts';
 import { createStore } from '../../control-plane/src/store/index.ts';
@@ -14,7 +15,7 @@ const services = await detectServices();
 
 t.test('logout and session revocation on replica A are refused on replica B', { skip: !(services.postgresUrl && services.redisUrl) && 'needs PostgreSQL and Redis' }, async (t) => {
   const a = await startTestControlPlane(t);
-  const dbB = await openDatabase({ databaseUrl: a.database.url!, dataDir: a.config.dataDir, poolMax: 2 });
+  const dbB = await openDatabase({ databaseUrl: a.database.url!, dataDir: a.config.dataDir, entities, poolMax: 2 });
   const storeB = createStore(a.config.REDIS_URL, a.storeKeyPrefix);
   const b = await startControlPlane(a.config, { db: dbB, store: storeB });
   t.teardown(async () => { await b.close(); await storeB.close(); await dbB.close(); });

@@ -8,6 +8,7 @@ import path from 'node:path';
 import pg from 'pg';
 import type { EntityClass } from '@mikro-orm/core';
 import { startEmbeddedPostgres } from '../../control-plane/src/db/embedded-postgres.ts';
+import { entities } from '../../control-plane/src/capabilities.ts';
 import { openDatabase, type Database } from '../../control-plane/src/db/orm.ts';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.ts';
 
@@ -31,7 +32,7 @@ export async function adminQuery(adminUrl: string, sql: string): Promise<void> {
 export async function createTemplateDatabase(adminUrl: string, prefix = 'sp_tpl'): Promise<string> {
   const name = `${prefix}_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
   await adminQuery(adminUrl, `create database ${name}`);
-  const db = await openDatabase({ databaseUrl: withDatabaseName(adminUrl, name), dataDir: os.tmpdir(), poolMax: 1 });
+  const db = await openDatabase({ databaseUrl: withDatabaseName(adminUrl, name), dataDir: os.tmpdir(), entities, poolMax: 1 });
   await db.close();
   return name;
 }
@@ -43,7 +44,7 @@ export async function dropDatabase(adminUrl: string, name: string): Promise<void
 /** A migrated PGlite data directory to copy from (embedded mode). */
 export async function createTemplateDataDir(): Promise<string> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'sp-pglite-tpl-'));
-  const db = await openDatabase({ dataDir: dir });
+  const db = await openDatabase({ dataDir: dir, entities });
   await db.close();
   return dir;
 }
@@ -92,7 +93,7 @@ export async function createTestDatabase(options: {
     cleanups.push(() => proxy!.cut().catch(() => {}));
   }
   // Migrations run here too: a no-op on a template copy, the whole set otherwise.
-  const db = await openDatabase({ databaseUrl: url, dataDir: os.tmpdir(), extraEntities: options.extraEntities, poolMax: options.postgresUrl ? 4 : 1 });
+  const db = await openDatabase({ databaseUrl: url, dataDir: os.tmpdir(), entities, extraEntities: options.extraEntities, poolMax: options.postgresUrl ? 4 : 1 });
   return {
     db,
     real: Boolean(options.postgresUrl),

@@ -3,11 +3,12 @@
 import { defineEntity, p } from '@mikro-orm/core';
 import { z } from 'zod';
 import type { Database } from '../../control-plane/src/db/orm.ts';
-import { assertIfMatch, etagFor } from '../../control-plane/src/http/etag.ts';
 import { ApiError, found } from '../../control-plane/src/http/errors.ts';
 import { paginate } from '../../control-plane/src/http/paging.ts';
-import { defineRoute, reply } from '../../control-plane/src/http/route.ts';
-import { pageQuery, sortParam, uuid } from '../../control-plane/src/http/schemas.ts';
+import { data, page, reply, routesFor, versioned } from '../../control-plane/src/http/route.ts';
+import { pageQuery, sortParam, timestamp, uuid } from '../../control-plane/src/http/schemas.ts';
+
+const defineRoute = routesFor();
 
 export const WidgetSchema = defineEntity({
   name: 'Widget',
@@ -31,8 +32,9 @@ export async function createWidgetTable(db: Database): Promise<void> {
   await db.orm.em.fork().execute(`create table if not exists test_widget_runs (n serial primary key)`);
 }
 
-const present = (w: Widget) => ({ id: w.id, name: w.name, size: w.size, created_at: w.created_at.toISOString(), version: w.version });
-const widgetOut = z.object({ id: z.uuid(), name: z.string(), size: z.number(), created_at: z.string(), version: z.number() });
+// The record is the presenter: the entity goes in, the JSON comes out.
+const widgetRecord = z.object({ id: z.uuid(), name: z.string(), size: z.number(), created_at: timestamp(), version: z.number() });
+const widget = versioned(widgetRecord);
 const widgetBody = z.strictObject({
   name: z.string().min(1).max(20).regex(/^[a-z0-9-]+$/, 'Must be lowercase letters, digits or dashes'),
   size: z.number().int().min(1).max(10).default(1),
@@ -41,50 +43,49 @@ const widgetBody = z.strictObject({
 export const widgetRoutes = [
   defineRoute({
     method: 'post', path: '/v1/test/widgets', summary: 'Create a widget', tags: ['test'], access: 'public',
-    body: widgetBody, idempotent: true, responses: { 201: z.object({ data: widgetOut }) },
-    async handler({ body, em }) {
+    body: widgetBody, idempotent: true, responses: { 201: data(widget) },
+    async handler({ body, rc: { em } }) {
       // Record every execution, so tests can prove an action ran exactly once.
       await em.execute('insert into test_widget_runs default values');
       // Slow enough that concurrent duplicates overlap.
       await new Promise((r) => setTimeout(r, 50));
-      const widget = em.create(Widget, { name: body.name, size: body.size } as never);
+      const created = em.create(Widget, { name: body.name, size: body.size } as never);
       await em.flush();
-      return reply.created(present(widget), `/v1/test/widgets/${widget.id}`);
+      return reply.created(created, `/v1/test/widgets/${created.id}`);
     },
   }),
   defineRoute({
     method: 'get', path: '/v1/test/widgets', summary: 'List widgets', tags: ['test'], access: 'public',
     query: pageQuery({ sort: sortParam(['name', 'created_at', 'size'], 'created_at'), name: z.string().max(20).optional() }),
-    responses: { 200: z.object({ data: z.array(widgetOut), meta: z.any() }) },
-    async handler({ query, em }) {
-      const page = await paginate(em, Widget, { where: query.name ? { name: query.name } : {}, limit: query.limit, cursor: query.cursor, sort: query.sort });
-      return reply.list(page.items.map(present), page.meta);
+    responses: { 200: page(widget) },
+    async handler({ query, rc: { em } }) {
+      return paginate(em, Widget, { where: query.name ? { name: query.name } : {}, limit: query.limit, cursor: query.cursor, sort: query.sort });
     },
   }),
   defineRoute({
     method: 'get', path: '/v1/test/widgets/:id', summary: 'Read a widget', tags: ['test'], access: 'public',
-    params: z.strictObject({ id: uuid() }), responses: { 200: z.object({ data: widgetOut }) }, errors: ['NOT_FOUND'],
-    async handler({ params, em }) {
-      const widget = found(await em.findOne(Widget, params.id), 'Widget');
-      return reply.data(present(widget), { etag: etagFor(widget.id, widget.version) });
+    params: z.strictObject({ id: uuid() }), responses: { 200: data(widget) },
+    async handler({ params, rc: { em } }) {
+      return found(await em.findOne(Widget, params.id), 'Widget');
     },
   }),
   defineRoute({
     method: 'patch', path: '/v1/test/widgets/:id', summary: 'Update a widget', tags: ['test'], access: 'public',
-    params: z.strictObject({ id: uuid() }), body: widgetBody.partial(), ifMatch: true,
-    responses: { 200: z.object({ data: widgetOut }) }, errors: ['NOT_FOUND'],
-    async handler({ params, body, em, ctx }) {
-      const widget = found(await em.findOne(Widget, params.id), 'Widget');
-      assertIfMatch(ctx, etagFor(widget.id, widget.version));
-      em.assign(widget, body);
+    params: z.strictObject({ id: uuid() }), body: widgetBody.partial(),
+    ifMatch: async ({ params, rc: { em } }) => found(await em.findOne(Widget, params.id), 'Widget'),
+    responses: { 200: data(widget) },
+    async handler({ params, body, rc: { em } }) {
+      const current = found(await em.findOne(Widget, params.id), 'Widget');
+      em.assign(current, body);
       await em.flush();
-      return reply.data(present(widget), { etag: etagFor(widget.id, widget.version) });
+      return current;
     },
   }),
   defineRoute({
     method: 'post', path: '/v1/test/declined', summary: 'An action that always ends in 402', tags: ['test'], access: 'public',
-    body: z.strictObject({ amount: z.number().int().min(1) }), idempotent: true, responses: { 200: z.object({ data: z.object({ ok: z.boolean() }) }) },
-    async handler({ em }) {
+    body: z.strictObject({ amount: z.number().int().min(1) }), idempotent: true, responses: { 200: data(z.object({ ok: z.boolean() })) },
+    errors: ['PAYMENT_FAILED'],
+    async handler({ rc: { em } }) {
       await em.execute('insert into test_widget_runs default values');
       throw new ApiError('PAYMENT_FAILED', 'Card declined');
     },
@@ -92,9 +93,9 @@ export const widgetRoutes = [
   defineRoute({
     method: 'post', path: '/v1/test/limited', summary: 'Rate-limited action', tags: ['test'], access: 'public',
     rateLimits: [{ name: 'test-limited', limit: 3, windowSeconds: 60, by: 'ip' }],
-    responses: { 200: z.object({ data: z.object({ ok: z.boolean() }) }) },
+    responses: { 200: data(z.object({ ok: z.boolean() })) },
     async handler() {
-      return reply.data({ ok: true });
+      return { ok: true };
     },
   }),
 ];

@@ -9,6 +9,7 @@ import { assignRole, syncRoleCatalog } from '../auth/permissions/permission-serv
 import { hashPassword, passwordSchema } from '../auth/primitives/password.ts';
 import { emailField } from '../auth/schemas.ts';
 import { ConfigError, loadConfig } from '../config/config.ts';
+import { entities } from '../capabilities.ts';
 import { openDatabase } from '../db/orm.ts';
 
 function fail(message: string): never {
@@ -41,7 +42,7 @@ try {
   throw error;
 }
 
-const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.dataDir });
+const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.dataDir, entities });
 try {
   const em = db.orm.em.fork();
   await syncRoleCatalog(em);

@@ -1,22 +1,20 @@
 // Administration: users (document 1 §4.6). Every route needs a global admin permission.
 import { z } from 'zod';
-import { presentUser, userRecord } from '../accounts/user-presenter.ts';
+import { countryCodeField, userResource, withRoles } from '../accounts/user-record.ts';
 import { User, USER_STATUSES } from '../accounts/user.entity.ts';
 import { activeRolesByUser } from '../auth/permissions/permission-service.ts';
-import { countryCodeField } from '../auth/schemas.ts';
-import { assertIfMatch, etagFor } from '../http/etag.ts';
+import { defineAuthRoute as defineRoute } from '../auth/services.ts';
 import { paginate } from '../http/paging.ts';
-import { defineRoute, reply } from '../http/route.ts';
-import { freeTextQuery, pageQuery, queryDateTime, sortParam, uuid } from '../http/schemas.ts';
+import { data, page } from '../http/route.ts';
+import { freeTextQuery, lineText, pageQuery, queryDateTime, sortParam, uuid } from '../http/schemas.ts';
 import { findUser, reinstateUser, suspendUser, updateUser } from './user-service.ts';
 
 const tags = ['Administration: users'];
 const userParams = z.strictObject({ user_id: uuid() });
-const dataUser = z.object({ data: userRecord });
 
-async function present(em: Parameters<typeof activeRolesByUser>[0], user: User) {
-  const roles = (await activeRolesByUser(em, [user.id])).get(user.id) ?? [];
-  return presentUser(user, roles);
+/** A user with its current roles, as the user record wants it. */
+async function withCurrentRoles(em: Parameters<typeof activeRolesByUser>[0], user: User) {
+  return withRoles(user, (await activeRolesByUser(em, [user.id])).get(user.id) ?? []);
 }
 
 export const listUsersRoute = defineRoute({
@@ -32,8 +30,9 @@ export const listUsersRoute = defineRoute({
     created_before: queryDateTime().optional(),
     sort: sortParam(['created_at', 'email'], '-created_at'),
   }),
-  responses: { 200: z.object({ data: z.array(userRecord), meta: z.any() }) },
-  async handler({ query, em }) {
+  responses: { 200: page(userResource) },
+  async handler({ query, rc }) {
+    const em = rc.em;
     const where: Record<string, unknown> = { status: query.status ?? { $ne: 'deleted' } };
     if (query.country_code) where.country_code = query.country_code;
     if (query.created_after || query.created_before) {
@@ -48,19 +47,18 @@ export const listUsersRoute = defineRoute({
         `select user_id from user_role where role_name = ? and (expires_at is null or expires_at > now())`, [query.role]);
       where.id = { $in: rows.map((r) => r.user_id) };
     }
-    const page = await paginate(em, User, { where, limit: query.limit, cursor: query.cursor, sort: query.sort });
-    const roles = await activeRolesByUser(em, page.items.map((u) => u.id));
-    return reply.list(page.items.map((u) => presentUser(u, roles.get(u.id) ?? [])), page.meta);
+    const found = await paginate(em, User, { where, limit: query.limit, cursor: query.cursor, sort: query.sort });
+    const roles = await activeRolesByUser(em, found.items.map((u) => u.id));
+    return { items: found.items.map((u) => withRoles(u, roles.get(u.id) ?? [])), meta: found.meta };
   },
 });
 
 export const readUserRoute = defineRoute({
   method: 'get', path: '/v1/admin/users/:user_id', tags, access: { permission: 'admin.users.read' },
   summary: 'Read a user', params: userParams,
-  responses: { 200: dataUser }, errors: ['NOT_FOUND'],
-  async handler({ params, em }) {
-    const user = await findUser(em, params.user_id);
-    return reply.data(await present(em, user), { etag: etagFor(user.id, user.version) });
+  responses: { 200: data(userResource) },
+  async handler({ params, rc }) {
+    return withCurrentRoles(rc.em, await findUser(rc.em, params.user_id));
   },
 });
 
@@ -73,13 +71,10 @@ export const updateUserRoute = defineRoute({
     status: z.enum(['active', 'suspended']).optional(),
     roles: z.array(z.enum(['subscriber', 'partner', 'admin', 'superadmin'])).min(1).max(4).optional(),
   }),
-  ifMatch: true,
-  responses: { 200: dataUser }, errors: ['NOT_FOUND', 'CONFLICT'],
-  async handler({ params, body, em, ctx, app }) {
-    const before = await findUser(em, params.user_id);
-    assertIfMatch(ctx, etagFor(before.id, before.version));
-    const user = await updateUser(app, em, ctx, params.user_id, body);
-    return reply.data(await present(em, user), { etag: etagFor(user.id, user.version) });
+  ifMatch: ({ params, rc }) => findUser(rc.em, params.user_id),
+  responses: { 200: data(userResource) }, errors: ['CONFLICT'],
+  async handler({ params, body, rc, app }) {
+    return withCurrentRoles(rc.em, await updateUser(app, rc, params.user_id, body));
   },
 });
 
@@ -88,11 +83,10 @@ export const suspendUserRoute = defineRoute({
   summary: 'Suspend a user',
   description: 'Immediate: every session ends and access tokens are refused at once. E-mails the user unless notify_user is false.',
   params: userParams,
-  body: z.strictObject({ reason: z.string().trim().min(1).max(500), notify_user: z.boolean().default(true) }),
-  responses: { 200: dataUser }, errors: ['NOT_FOUND', 'CONFLICT'],
-  async handler({ params, body, em, ctx, app }) {
-    const user = await suspendUser(app, em, ctx, params.user_id, body);
-    return reply.data(await present(em, user));
+  body: z.strictObject({ reason: lineText(500), notify_user: z.boolean().default(true) }),
+  responses: { 200: data(userResource) }, errors: ['CONFLICT'],
+  async handler({ params, body, rc, app }) {
+    return withCurrentRoles(rc.em, await suspendUser(app, rc, params.user_id, body));
   },
 });
 
@@ -100,11 +94,10 @@ export const reinstateUserRoute = defineRoute({
   method: 'post', path: '/v1/admin/users/:user_id/reinstate', tags, access: { permission: 'admin.users.suspend' },
   summary: 'Reinstate a suspended user',
   params: userParams,
-  body: z.strictObject({ note: z.string().trim().max(500).optional() }),
-  responses: { 200: dataUser }, errors: ['NOT_FOUND', 'CONFLICT'],
-  async handler({ params, body, em, ctx }) {
-    const user = await reinstateUser(em, ctx, params.user_id, body.note ?? null);
-    return reply.data(await present(em, user));
+  body: z.strictObject({ note: lineText(500, 0).optional() }),
+  responses: { 200: data(userResource) }, errors: ['CONFLICT'],
+  async handler({ params, body, rc }) {
+    return withCurrentRoles(rc.em, await reinstateUser(rc, params.user_id, body.note ?? null));
   },
 });
 

@@ -1,22 +1,22 @@
 // Administration of users (document 1 §4.6): suspension, reinstatement,
 // status and role changes, each audit-logged with the acting admin.
-import type { Context } from 'koa';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { User } from '../accounts/user.entity.ts';
 import { recordAudit } from '../audit/audit.ts';
-import { currentCaller } from '../auth/access-control.ts';
-import { matchPermission } from '../auth/permissions/catalog.ts';
+import { requireActor } from '../auth/access-control.ts';
 import { assignRole, loadUserGrants, removeRole } from '../auth/permissions/permission-service.ts';
+import type { AuthServices } from '../auth/services.ts';
+import type { RequestContext } from '../core/request-context.ts';
 import { ApiError, found } from '../http/errors.ts';
-import type { AppServices } from '../http/services.ts';
 import { deliver } from '../mail/deliver.ts';
+import { matchPermission } from '../permissions/catalog.ts';
 import { suspensionNotice } from '../mail/templates.ts';
 
 /** Superadmins are touched (suspended, re-roled) only by superadmins. */
-async function assertMayManage(em: EntityManager, ctx: Context, target: User): Promise<void> {
-  const caller = currentCaller(ctx);
-  const targetGrants = await loadUserGrants(em, target.id);
-  if (targetGrants.roles.includes('superadmin') && !(await isSuperadmin(em, caller.id))) {
+async function assertMayManage(rc: RequestContext, target: User): Promise<void> {
+  const caller = requireActor(rc);
+  const targetGrants = await loadUserGrants(rc.em, target.id);
+  if (targetGrants.roles.includes('superadmin') && !(await isSuperadmin(rc.em, caller.id))) {
     throw new ApiError('FORBIDDEN', 'Only a superadmin can change a superadmin');
   }
 }
@@ -31,15 +31,16 @@ export async function findUser(em: EntityManager, userId: string): Promise<User>
   return found(await em.findOne(User, userId), 'User');
 }
 
-export async function suspendUser(app: AppServices, em: EntityManager, ctx: Context, userId: string, input: { reason: string | null; notify_user: boolean }): Promise<User> {
+export async function suspendUser(app: AuthServices, rc: RequestContext, userId: string, input: { reason: string | null; notify_user: boolean }): Promise<User> {
+  const em = rc.em;
   const user = await findUser(em, userId);
-  if (user.id === currentCaller(ctx).id) throw new ApiError('CONFLICT', 'You cannot suspend your own account');
+  if (user.id === requireActor(rc).id) throw new ApiError('CONFLICT', 'You cannot suspend your own account');
   if (user.status === 'deleted') throw new ApiError('CONFLICT', 'The account is deleted');
-  await assertMayManage(em, ctx, user);
+  await assertMayManage(rc, user);
   const previous = user.status;
   user.status = 'suspended';
   user.suspended_reason = input.reason;
-  recordAudit(em, ctx, { action: 'user.suspended', resource_type: 'user', resource_id: user.id, metadata: { reason: input.reason, previous_status: previous, notify_user: input.notify_user } });
+  recordAudit(rc, { action: 'user.suspended', resource_type: 'user', resource_id: user.id, metadata: { reason: input.reason, previous_status: previous, notify_user: input.notify_user } });
   await em.flush();
   // Sessions end and their access tokens are refused from this moment.
   await app.sessions.revokeAll(em, user.id, 'suspended');
@@ -49,48 +50,51 @@ export async function suspendUser(app: AppServices, em: EntityManager, ctx: Cont
   return user;
 }
 
-export async function reinstateUser(em: EntityManager, ctx: Context, userId: string, note: string | null): Promise<User> {
+export async function reinstateUser(rc: RequestContext, userId: string, note: string | null): Promise<User> {
+  const em = rc.em;
   const user = await findUser(em, userId);
   if (user.status !== 'suspended') throw new ApiError('CONFLICT', 'Only a suspended account can be reinstated');
-  await assertMayManage(em, ctx, user);
+  await assertMayManage(rc, user);
   user.status = user.email_verified ? 'active' : 'pending_verification';
   user.suspended_reason = null;
-  recordAudit(em, ctx, { action: 'user.reinstated', resource_type: 'user', resource_id: user.id, metadata: { note } });
+  recordAudit(rc, { action: 'user.reinstated', resource_type: 'user', resource_id: user.id, metadata: { note } });
   await em.flush();
   return user;
 }
 
 const ASSIGNABLE = ['subscriber', 'partner', 'admin', 'superadmin'] as const;
 
-export async function updateUser(app: AppServices, em: EntityManager, ctx: Context, userId: string, input: { status?: 'active' | 'suspended'; roles?: string[] }): Promise<User> {
+export async function updateUser(app: AuthServices, rc: RequestContext, userId: string, input: { status?: 'active' | 'suspended'; roles?: string[] }): Promise<User> {
+  const em = rc.em;
+  const actor = requireActor(rc);
   let user = await findUser(em, userId);
-  await assertMayManage(em, ctx, user);
+  await assertMayManage(rc, user);
   if (input.roles) {
     const current = (await loadUserGrants(em, user.id)).roles;
     const wanted = new Set(input.roles);
     const touchesSuperadmin = wanted.has('superadmin') !== current.includes('superadmin');
-    if (touchesSuperadmin && !(await isSuperadmin(em, currentCaller(ctx).id))) {
+    if (touchesSuperadmin && !(await isSuperadmin(em, actor.id))) {
       throw new ApiError('FORBIDDEN', 'Granting or removing superadmin needs superadmin scope');
     }
-    if (user.id === currentCaller(ctx).id && current.some((r) => (r === 'admin' || r === 'superadmin') && !wanted.has(r))) {
+    if (user.id === actor.id && current.some((r) => (r === 'admin' || r === 'superadmin') && !wanted.has(r))) {
       throw new ApiError('CONFLICT', 'You cannot remove your own administrator role');
     }
     // Only the account roles listed in document 1 are managed here; CDN roles are kept.
     for (const role of ASSIGNABLE) {
-      if (wanted.has(role) && !current.includes(role)) await assignRole(em, user.id, role, { grantedBy: currentCaller(ctx).id });
+      if (wanted.has(role) && !current.includes(role)) await assignRole(em, user.id, role, { grantedBy: actor.id });
       if (!wanted.has(role) && current.includes(role)) await removeRole(em, user.id, role);
     }
-    recordAudit(em, ctx, { action: 'user.roles_changed', resource_type: 'user', resource_id: user.id, metadata: { from: current, to: [...wanted].sort() } });
+    recordAudit(rc, { action: 'user.roles_changed', resource_type: 'user', resource_id: user.id, metadata: { from: current, to: [...wanted].sort() } });
   }
   if (input.status && input.status !== user.status) {
     if (input.status === 'suspended') {
-      user = await suspendUser(app, em, ctx, user.id, { reason: null, notify_user: false });
+      user = await suspendUser(app, rc, user.id, { reason: null, notify_user: false });
     } else {
       if (user.status !== 'suspended') throw new ApiError('CONFLICT', `Cannot move an account from ${user.status} to active`);
-      user = await reinstateUser(em, ctx, user.id, null);
+      user = await reinstateUser(rc, user.id, null);
     }
   }
-  recordAudit(em, ctx, { action: 'user.updated', resource_type: 'user', resource_id: user.id, metadata: { fields: Object.keys(input) } });
+  recordAudit(rc, { action: 'user.updated', resource_type: 'user', resource_id: user.id, metadata: { fields: Object.keys(input) } });
   await em.flush();
   // Role changes apply to the next token; permissions are read from storage on every request anyway.
   return user;

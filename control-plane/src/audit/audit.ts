@@ -1,8 +1,6 @@
 // Audit records for operations the spec marks audit-logged: who (actor id,
 // type, role), what (action, resource) and from where (address, agent, request id).
-import type { Context } from 'koa';
-import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Caller } from '../http/services.ts';
+import type { RequestContext } from '../core/request-context.ts';
 import { AuditEntry } from './audit-entry.entity.ts';
 
 export interface AuditInput {
@@ -14,18 +12,18 @@ export interface AuditInput {
 }
 
 /** Queues an audit entry in the request's unit of work (flushed with the change it records). */
-export function recordAudit(em: EntityManager, ctx: Context | undefined, input: AuditInput): AuditEntry {
-  const caller = ctx?.state.auth as Caller | undefined;
-  return em.create(AuditEntry, {
+export function recordAudit(rc: RequestContext, input: AuditInput): AuditEntry {
+  const caller = rc.actor;
+  return rc.em.create(AuditEntry, {
     action: input.action,
     actor_id: caller?.id ?? null,
     actor_type: caller?.type ?? 'system',
     actor_role: caller?.roles?.find((r) => r === 'superadmin') ?? caller?.roles?.[0] ?? null,
     resource_type: input.resource_type,
     resource_id: input.resource_id ?? null,
-    ip_address: ctx?.ip ?? null,
-    user_agent: ctx?.get('user-agent')?.slice(0, 512) || null,
-    request_id: (ctx?.state.requestId as string | undefined) ?? null,
+    ip_address: rc.ip || null,
+    user_agent: rc.userAgent || null,
+    request_id: rc.requestId,
     metadata: input.metadata ?? {},
   } as never);
 }

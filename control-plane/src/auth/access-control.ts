@@ -3,42 +3,36 @@
 // for revocation on every request) or a machine API token (`cdn_...`, resolved
 // by the CDN module). Authorization: the rule's permission evaluated against
 // the caller's stored roles, exact → type-scoped → global.
-import type { Context } from 'koa';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Actor, RequestContext } from '../core/request-context.ts';
 import { ApiError } from '../http/errors.ts';
-import type { AccessRule } from '../http/route.ts';
-import type { AccessControl, Caller } from '../http/services.ts';
-import { matchPermission, type MatchTier, type PermissionGrant } from './permissions/catalog.ts';
+import type { AccessRule, RouteInput } from '../http/route.ts';
+import type { AccessControl } from '../http/services.ts';
+import { matchPermission, type PermissionGrant } from '../permissions/catalog.ts';
 import { loadRoleGrants } from './permissions/permission-service.ts';
 import { API_TOKEN_PREFIX } from './primitives/opaque-tokens.ts';
 import { TokenVerificationError } from './primitives/signing-keys.ts';
 import type { TokenService } from './token-service.ts';
 
 /** Resolves a machine API token to its caller (the CDN module registers one). */
-export type ApiTokenResolver = (em: EntityManager, token: string) => Promise<(Caller & { type: 'api_token' }) | null>;
+export type ApiTokenResolver = (em: EntityManager, token: string) => Promise<(Actor & { type: 'api_token' }) | null>;
 
-export function bearerToken(ctx: Context): string | undefined {
-  const header = ctx.get('authorization');
-  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+export function bearerToken(authorization: string): string | undefined {
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
   return match?.[1];
 }
 
-export function currentCaller(ctx: Context): Caller {
-  const caller = ctx.state.auth as Caller | undefined;
-  if (!caller) throw new ApiError('UNAUTHORIZED');
-  return caller;
-}
-
-/** The tier that satisfied the route's permission ('global' lets admins bypass ownership). */
-export function permissionTier(ctx: Context): MatchTier | undefined {
-  return ctx.state.permissionTier as MatchTier | undefined;
+/** The authenticated actor of a request (routes with an access rule other than public always have one). */
+export function requireActor(rc: RequestContext): Actor {
+  if (!rc.actor) throw new ApiError('UNAUTHORIZED');
+  return rc.actor;
 }
 
 /** Owners act on their own resources; holders of the permission globally act on anyone's (document 1 §4.0.6). */
-export function assertOwnerOrGlobal(ctx: Context, ownerId: string): void {
-  const caller = currentCaller(ctx);
-  if (caller.type === 'user' && caller.id === ownerId) return;
-  if (permissionTier(ctx) === 'global') return;
+export function assertOwnerOrGlobal(rc: RequestContext, ownerId: string): void {
+  const actor = requireActor(rc);
+  if (actor.type === 'user' && actor.id === ownerId) return;
+  if (rc.access === 'global') return;
   throw new ApiError('FORBIDDEN', 'You can only act on your own resources');
 }
 
@@ -58,14 +52,14 @@ export class TokenAccessControl implements AccessControl {
     this.#tokens = tokens;
   }
 
-  async authenticate(ctx: Context, rule: AccessRule): Promise<void> {
-    const token = bearerToken(ctx);
+  async authenticate(rc: RequestContext, authorization: string, rule: AccessRule): Promise<void> {
+    const token = authorization === '' ? undefined : bearerToken(authorization);
     if (!token) {
       if (rule === 'public') return;
       throw new ApiError('UNAUTHORIZED', 'Access token missing');
     }
     try {
-      ctx.state.auth = await this.#resolve(ctx, token);
+      rc.actor = await this.#resolve(rc, token);
     } catch (error) {
       // A bad token on a public route is ignored rather than refused.
       if (rule === 'public') return;
@@ -73,9 +67,9 @@ export class TokenAccessControl implements AccessControl {
     }
   }
 
-  async #resolve(ctx: Context, token: string): Promise<Caller> {
+  async #resolve(rc: RequestContext, token: string): Promise<Actor> {
     if (token.startsWith(API_TOKEN_PREFIX)) {
-      const caller = this.apiTokenResolver ? await this.apiTokenResolver(ctx.state.em, token) : null;
+      const caller = this.apiTokenResolver ? await this.apiTokenResolver(rc.em, token) : null;
       if (!caller) throw new ApiError('UNAUTHORIZED', 'API token invalid or revoked');
       return caller;
     }
@@ -90,10 +84,10 @@ export class TokenAccessControl implements AccessControl {
     }
   }
 
-  async authorize(ctx: Context, rule: AccessRule, input: { params: unknown; query: unknown; body: unknown }): Promise<void> {
+  async authorize(rc: RequestContext, rule: AccessRule, input: RouteInput): Promise<void> {
     if (typeof rule !== 'object') return;
-    const caller = currentCaller(ctx);
-    const em = ctx.state.em as EntityManager;
+    const caller = requireActor(rc);
+    const em = rc.em;
     let grants: PermissionGrant[];
     if (caller.type === 'api_token') {
       grants = await loadRoleGrants(em, caller.roles);
@@ -118,9 +112,9 @@ export class TokenAccessControl implements AccessControl {
     const tier = matchPermission(grants, {
       permission: rule.permission,
       resourceType: rule.resourceType,
-      resourceId: rule.resourceId?.(input as { params: unknown; query: unknown; body: unknown }),
+      resourceId: rule.resourceId?.(input),
     });
     if (!tier) throw new ApiError('FORBIDDEN');
-    ctx.state.permissionTier = tier;
+    rc.access = tier;
   }
 }

@@ -3,21 +3,22 @@
 // against the stored role permissions like any other caller's.
 import t from 'tap';
 import { z } from 'zod';
-import { defineRoute, reply } from '../http/route.ts';
+import { data, routesFor } from '../http/route.ts';
+import type { Permission } from '../permissions/catalog.ts';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import type { TokenAccessControl } from './access-control.ts';
 
-const probe = (permission: string) => defineRoute({
+const probe = (permission: Permission) => routesFor()({
   method: 'post', path: `/v1/test/${permission.replace(/\./g, '-')}`, summary: `Needs ${permission}`, tags: ['test'],
-  access: { permission }, responses: { 200: z.object({ data: z.object({ caller: z.string() }) }) },
-  async handler({ ctx }) {
-    return reply.data({ caller: `${ctx.state.auth.type}:${ctx.state.auth.id}` });
+  access: { permission }, responses: { 200: data(z.object({ caller: z.string() })) },
+  async handler({ rc }) {
+    return { caller: `${rc.actor!.type}:${rc.actor!.id}` };
   },
 });
 
 const cp = await startTestControlPlane(t, { extraRoutes: [probe('cdn.read'), probe('cdn.write')] });
 const tokens: Record<string, string> = { cdn_viewer_token: 'viewer', cdn_admin_token: 'admin' };
-(cp.app.access as TokenAccessControl).apiTokenResolver = async (_em, token) =>
+(cp.access as TokenAccessControl).apiTokenResolver = async (_em, token) =>
   tokens[token] ? { type: 'api_token', id: `tok-${tokens[token]}`, roles: [tokens[token]] } : null;
 
 const call = (path: string, token: string) => cp.request('POST', path, { headers: { authorization: `Bearer ${token}` } });

@@ -1,12 +1,12 @@
 // Business rules of document 2: registration, e-mail verification, login
 // (with MFA), refresh, logout, password reset and change. Route handlers call
 // these; nothing here knows about HTTP beyond the Koa context for addresses.
-import type { Context } from 'koa';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { defaultNotificationPreferences, User } from '../accounts/user.entity.ts';
-import { presentUser, type UserRecord } from '../accounts/user-presenter.ts';
+import { withRoles } from '../accounts/user-record.ts';
 import { ApiError } from '../http/errors.ts';
-import type { AppServices } from '../http/services.ts';
+import type { RequestContext } from '../core/request-context.ts';
+import type { AuthServices as AppServices } from './services.ts';
 import { deliver } from '../mail/deliver.ts';
 import { passwordResetEmail, registrationAttemptNotice, verificationEmail } from '../mail/templates.ts';
 import { OneTimeToken, RecoveryCode, Session, type OneTimeTokenPurpose } from './auth.entities.ts';
@@ -20,12 +20,6 @@ export const VERIFICATION_TOKEN_TTL_MS = 24 * 60 * 60 * 1000;
 export const RESET_TOKEN_TTL_MS = 15 * 60 * 1000;
 
 export const normalizeEmail = (email: string) => email.trim().toLowerCase();
-
-/** First language tag of Accept-Language, if it looks like BCP 47. */
-export function localeFromAcceptLanguage(header: string): string | null {
-  const first = header.split(',')[0]?.split(';')[0]?.trim();
-  return first && /^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$/.test(first) ? first : null;
-}
 
 
 async function issueOneTimeToken(app: AppServices, em: EntityManager, user: User, purpose: OneTimeTokenPurpose, ttlMs: number): Promise<string> {
@@ -68,9 +62,9 @@ export interface RegisterInput {
  * already registered, the caller sees the same response (a record that is
  * never stored) and the owner gets a notice instead: no enumeration.
  */
-export async function register(app: AppServices, em: EntityManager, ctx: Context, input: RegisterInput): Promise<UserRecord> {
+export async function register(app: AppServices, em: EntityManager, rc: RequestContext, input: RegisterInput): Promise<User & { roles: string[] }> {
   const email = normalizeEmail(input.email);
-  const locale = input.locale ?? localeFromAcceptLanguage(ctx.get('accept-language'));
+  const locale = input.locale ?? rc.locale;
   // Hash first in both branches so the response time does not tell them apart.
   const password_hash = await hashPassword(input.password);
   const now = new Date();
@@ -98,27 +92,27 @@ export async function register(app: AppServices, em: EntityManager, ctx: Context
     await assignRole(em, user.id, 'subscriber');
     const token = await issueOneTimeToken(app, em, user, 'email_verification', VERIFICATION_TOKEN_TTL_MS);
     await deliver(app, email, verificationEmail({ publicUrl: app.config.publicUrl, token, displayName: user.display_name ?? undefined }));
-    return presentUser(user, ['subscriber']);
+    return withRoles(user, ['subscriber']);
   }
   return registerExisting(app, email, fields, now);
 }
 
-async function registerExisting(app: AppServices, email: string, fields: Record<string, unknown>, now: Date): Promise<UserRecord> {
+async function registerExisting(app: AppServices, email: string, fields: Record<string, unknown>, now: Date): Promise<User & { roles: string[] }> {
   await deliver(app, email, registrationAttemptNotice({ publicUrl: app.config.publicUrl }));
   const shadow = Object.assign(new User(), {
     id: crypto.randomUUID(), ...fields, email_verified: false, phone_verified: false, mfa_enabled: false,
-    timezone: null, preferred_language: null, avatar_url: null, last_login_at: null, created_at: now, updated_at: now,
+    timezone: null, preferred_language: null, avatar_url: null, last_login_at: null, created_at: now, updated_at: now, version: 1,
   });
-  return presentUser(shadow as User, ['subscriber']);
+  return withRoles(shadow as User, ['subscriber']);
 }
 
-export async function verifyEmail(app: AppServices, em: EntityManager, token: string): Promise<UserRecord> {
+export async function verifyEmail(app: AppServices, em: EntityManager, token: string): Promise<User & { roles: string[] }> {
   const user = await consumeOneTimeToken(app, em, token, 'email_verification');
   user.email_verified = true;
   if (user.status === 'pending_verification') user.status = 'active';
   await em.flush();
   const { roles } = await loadUserGrants(em, user.id);
-  return presentUser(user, roles);
+  return withRoles(user, roles);
 }
 
 /** Sends a fresh verification link if the address belongs to an unverified account; silent otherwise. */
@@ -147,7 +141,7 @@ export interface LoginResult {
 
 const badCredentials = () => new ApiError('UNAUTHORIZED', 'Invalid e-mail or password');
 
-export async function login(app: AppServices, em: EntityManager, ctx: Context, input: LoginInput): Promise<LoginResult> {
+export async function login(app: AppServices, em: EntityManager, rc: RequestContext, input: LoginInput): Promise<LoginResult> {
   const user = await em.findOne(User, { email: normalizeEmail(input.email) });
   // Unknown address or no password: same work, same answer.
   const passwordOk = await verifyPasswordOrDummy(user?.status === 'deleted' ? null : user?.password_hash, input.password);
@@ -160,7 +154,7 @@ export async function login(app: AppServices, em: EntityManager, ctx: Context, i
   user.last_login_at = new Date();
   // A login invalidates outstanding reset links (document 2 §3).
   await em.nativeUpdate(OneTimeToken, { user: user.id, purpose: 'password_reset', used_at: null }, { used_at: new Date() });
-  const { session, refreshToken } = await app.sessions.start(em, user, ctx, { device_type: input.device_type, platform: input.platform });
+  const { session, refreshToken } = await app.sessions.start(em, user, rc, { device_type: input.device_type, platform: input.platform });
   const token = await accessTokenFor(app, em, user.id, session.id);
   return { token, refreshToken, session, user };
 }
@@ -232,7 +226,7 @@ export async function forgotPassword(app: AppServices, em: EntityManager, email:
   await deliver(app, user.email, passwordResetEmail({ publicUrl: app.config.publicUrl, token, expiresInMinutes: 15, displayName: user.display_name ?? undefined }));
 }
 
-export async function resetPassword(app: AppServices, em: EntityManager, ctx: Context, token: string, newPassword: string): Promise<LoginResult> {
+export async function resetPassword(app: AppServices, em: EntityManager, rc: RequestContext, token: string, newPassword: string): Promise<LoginResult> {
   const user = await consumeOneTimeToken(app, em, token, 'password_reset');
   if (user.status === 'suspended') throw new ApiError('ACCOUNT_SUSPENDED', 'This account is suspended');
   if (user.status === 'deleted') throw new ApiError('VALIDATION_ERROR', 'Invalid or expired token', { errors: [{ field: 'token', message: 'Invalid or expired token' }] });
@@ -244,7 +238,7 @@ export async function resetPassword(app: AppServices, em: EntityManager, ctx: Co
   }
   await em.flush();
   await app.sessions.revokeAll(em, user.id, 'password_reset');
-  const { session, refreshToken } = await app.sessions.start(em, user, ctx);
+  const { session, refreshToken } = await app.sessions.start(em, user, rc);
   const accessToken = await accessTokenFor(app, em, user.id, session.id);
   return { token: accessToken, refreshToken, session, user };
 }
@@ -256,7 +250,7 @@ export interface TokenSet extends AccessTokenResponse {
 }
 
 /** Changes the password, ends every other session, and renews this session's tokens. */
-export async function changePassword(app: AppServices, em: EntityManager, ctx: Context, caller: { id: string; sessionId?: string; tokenId?: string }, currentPassword: string, newPassword: string): Promise<TokenSet> {
+export async function changePassword(app: AppServices, em: EntityManager, rc: RequestContext, caller: { id: string; sessionId?: string; tokenId?: string }, currentPassword: string, newPassword: string): Promise<TokenSet> {
   const user = await em.findOneOrFail(User, caller.id);
   if (!user.password_hash || !(await verifyPassword(user.password_hash, currentPassword))) {
     throw new ApiError('VALIDATION_ERROR', undefined, { errors: [{ field: 'current_password', message: 'Incorrect password' }] });
@@ -272,7 +266,7 @@ export async function changePassword(app: AppServices, em: EntityManager, ctx: C
   let session = caller.sessionId ? await em.findOne(Session, { id: caller.sessionId, user: user.id, revoked_at: null }) : null;
   let refreshToken: string;
   if (session) refreshToken = await app.sessions.renew(em, session);
-  else ({ session, refreshToken } = await app.sessions.start(em, user, ctx));
+  else ({ session, refreshToken } = await app.sessions.start(em, user, rc));
   const access = await accessTokenFor(app, em, user.id, session.id);
   return { ...access, refresh_token: refreshToken, scope: ACCESS_TOKEN_SCOPE, id_token: await app.tokens.issueIdToken(user) };
 }

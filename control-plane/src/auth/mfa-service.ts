@@ -3,7 +3,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { User } from '../accounts/user.entity.ts';
 import { ApiError } from '../http/errors.ts';
-import type { AppServices } from '../http/services.ts';
+import type { AuthServices as AppServices } from './services.ts';
 import { RecoveryCode } from './auth.entities.ts';
 import { acceptTotp } from './auth-service.ts';
 import { generateRecoveryCodes, hashRecoveryCode } from './primitives/opaque-tokens.ts';
@@ -15,7 +15,7 @@ const invalidCode = () => new ApiError('VALIDATION_ERROR', 'Invalid or expired c
 
 export interface RecoveryCodes {
   codes: string[];
-  generated_at: string;
+  generated_at: Date;
 }
 
 export async function setupMfa(app: AppServices, em: EntityManager, userId: string): Promise<{ secret: string; otpauth_uri: string }> {
@@ -35,7 +35,7 @@ async function replaceRecoveryCodes(app: AppServices, em: EntityManager, user: U
   }
   user.recovery_codes_generated_at = new Date();
   await em.flush();
-  return { codes, generated_at: user.recovery_codes_generated_at.toISOString() };
+  return { codes, generated_at: user.recovery_codes_generated_at };
 }
 
 /**
@@ -82,7 +82,7 @@ export async function listRecoveryCodes(em: EntityManager, userId: string): Prom
   const codes = await em.find(RecoveryCode, { user: user.id, used_at: null }, { orderBy: { hint: 'asc' } });
   return {
     codes: codes.map((c) => `****-****-${c.hint}`),
-    generated_at: (user.recovery_codes_generated_at ?? new Date(0)).toISOString(),
+    generated_at: user.recovery_codes_generated_at ?? new Date(0),
     remaining: codes.length,
   };
 }

@@ -1,18 +1,20 @@
-// Routes of document 2 (paths in DESIGN.md §6). Each handler: validated input
-// → service call → response.
+// Routes of document 2 (paths in DESIGN.md §6), and the password change of
+// document 1 §4.1 (it ends sessions and issues tokens, so it is auth's). Each
+// handler: validated input → service call → value (presented by the router).
 import { z } from 'zod';
-import { presentUser, userRecord } from '../accounts/user-presenter.ts';
+import { userResource } from '../accounts/user-record.ts';
 import { ApiError } from '../http/errors.ts';
-import { defineRoute, reply, type RateLimitRule } from '../http/route.ts';
-import { currentCaller } from './access-control.ts';
+import { bare, data, empty, list, reply, type RateLimitRule } from '../http/route.ts';
+import { requireActor } from './access-control.ts';
 import { Session } from './auth.entities.ts';
 import * as auth from './auth-service.ts';
 import { clearRefreshCookie, readRefreshCookie, setRefreshCookie } from './cookies.ts';
 import * as mfa from './mfa-service.ts';
 import {
-  accessTokenResponse, emailOnlyBody, loginBody, messageResponse, recoveryCodesResponse, registerBody,
-  resetPasswordBody, sessionRecord, stepUpResponse, tokenBody, totpBody,
+  accessTokenResponse, changePasswordBody, emailOnlyBody, loginBody, messageRecord, recoveryCodesResponse, registerBody,
+  resetPasswordBody, sessionRecord, stepUpResponse, tokenBody, tokenSetResponse, totpBody,
 } from './schemas.ts';
+import { defineAuthRoute as defineRoute } from './services.ts';
 
 const tags = ['Authentication'];
 const byEmail = (input: { body: any }) => (typeof input.body?.email === 'string' ? auth.normalizeEmail(input.body.email) : undefined);
@@ -27,9 +29,9 @@ export const registerRoute = defineRoute({
   description: 'Creates an account in pending_verification and e-mails a verification link. The response is the same whether or not the address is already registered.',
   body: registerBody,
   rateLimits: [perIp('register', 10, 3600)],
-  responses: { 201: z.object({ data: userRecord }) },
-  async handler({ body, em, ctx, app }) {
-    const user = await auth.register(app, em, ctx, body);
+  responses: { 201: data(userResource) },
+  async handler({ body, rc, app }) {
+    const user = await auth.register(app, rc.em, rc, body);
     return reply.created(user, '/v1/users/me');
   },
 });
@@ -40,12 +42,12 @@ export const loginRoute = defineRoute({
   description: 'Returns an access token and sets the refresh-token cookie. Accounts with MFA also send totp_code or recovery_code (401 MFA_REQUIRED without).',
   body: loginBody,
   rateLimits: [perIp('login', 30, 900), perAccount('login', 10, 900)],
-  responses: { 200: z.object({ data: accessTokenResponse }) },
+  responses: { 200: data(accessTokenResponse) },
   errors: ['UNAUTHORIZED', 'MFA_REQUIRED', 'ACCOUNT_SUSPENDED'],
-  async handler({ body, em, ctx, app }) {
-    const result = await auth.login(app, em, ctx, body);
+  async handler({ body, rc, ctx, app }) {
+    const result = await auth.login(app, rc.em, rc, body);
     setRefreshCookie(ctx, app.config, result.refreshToken);
-    return reply.data(result.token);
+    return result.token;
   },
 });
 
@@ -54,15 +56,15 @@ export const refreshRoute = defineRoute({
   summary: 'Exchange the refresh-token cookie for a new token pair',
   description: 'Single use: every call rotates the cookie. Presenting an already used refresh token revokes its whole session.',
   rateLimits: [perIp('refresh', 120, 60)],
-  responses: { 200: z.object({ data: accessTokenResponse }) },
+  responses: { 200: data(accessTokenResponse) },
   errors: ['UNAUTHORIZED', 'ACCOUNT_SUSPENDED'],
-  async handler({ em, ctx, app }) {
+  async handler({ rc, ctx, app }) {
     const presented = readRefreshCookie(ctx);
     if (!presented) throw new ApiError('UNAUTHORIZED', 'Refresh token cookie missing');
     try {
-      const result = await auth.refresh(app, em, presented);
+      const result = await auth.refresh(app, rc.em, presented);
       setRefreshCookie(ctx, app.config, result.refreshToken);
-      return reply.data(result.token);
+      return result.token;
     } catch (error) {
       clearRefreshCookie(ctx, app.config);
       throw error;
@@ -74,11 +76,11 @@ export const logoutRoute = defineRoute({
   method: 'post', path: '/v1/auth/logout', tags, access: 'authenticated',
   summary: 'Log out',
   description: 'Revokes the current access token at once, ends the session and clears the refresh-token cookie.',
-  responses: { 200: messageResponse },
-  async handler({ em, ctx, app }) {
-    await auth.logout(app, em, currentCaller(ctx));
+  responses: { 200: data(messageRecord) },
+  async handler({ rc, ctx, app }) {
+    await auth.logout(app, rc.em, requireActor(rc));
     clearRefreshCookie(ctx, app.config);
-    return reply.data({ message: 'Logged out' });
+    return { message: 'Logged out' };
   },
 });
 
@@ -88,10 +90,10 @@ export const forgotPasswordRoute = defineRoute({
   description: 'Always 200, whether or not the address exists. The link is single use and valid 15 minutes.',
   body: emailOnlyBody,
   rateLimits: [perIp('forgot', 10, 3600), perAccount('forgot', 5, 3600)],
-  responses: { 200: messageResponse },
-  async handler({ body, em, app }) {
-    await auth.forgotPassword(app, em, body.email);
-    return reply.data({ message: 'If an account exists for this address, a reset link has been sent' });
+  responses: { 200: data(messageRecord) },
+  async handler({ body, rc, app }) {
+    await auth.forgotPassword(app, rc.em, body.email);
+    return { message: 'If an account exists for this address, a reset link has been sent' };
   },
 });
 
@@ -101,12 +103,12 @@ export const resetPasswordRoute = defineRoute({
   description: 'Revokes every session of the account and returns a new access token (bare) with a refresh-token cookie.',
   body: resetPasswordBody,
   rateLimits: [perIp('reset', 20, 3600)],
-  responses: { 200: accessTokenResponse },
+  responses: { 200: bare(accessTokenResponse) },
   errors: ['ACCOUNT_SUSPENDED'],
-  async handler({ body, em, ctx, app }) {
-    const result = await auth.resetPassword(app, em, ctx, body.token, body.new_password);
+  async handler({ body, rc, ctx, app }) {
+    const result = await auth.resetPassword(app, rc.em, rc, body.token, body.new_password);
     setRefreshCookie(ctx, app.config, result.refreshToken);
-    return reply.bare(result.token);
+    return result.token;
   },
 });
 
@@ -115,9 +117,9 @@ export const verifyEmailRoute = defineRoute({
   summary: 'Verify the e-mail address with the token from the link',
   body: tokenBody,
   rateLimits: [perIp('verify-email', 30, 3600)],
-  responses: { 200: z.object({ data: userRecord }) },
-  async handler({ body, em, app }) {
-    return reply.data(await auth.verifyEmail(app, em, body.token));
+  responses: { 200: data(userResource) },
+  async handler({ body, rc, app }) {
+    return auth.verifyEmail(app, rc.em, body.token);
   },
 });
 
@@ -127,31 +129,31 @@ export const resendVerificationRoute = defineRoute({
   description: 'Always 200. At most 3 requests per hour per account.',
   body: emailOnlyBody,
   rateLimits: [perAccount('resend', 3, 3600), perIp('resend', 20, 3600)],
-  responses: { 200: messageResponse },
-  async handler({ body, em, app }) {
-    await auth.resendVerification(app, em, body.email);
-    return reply.data({ message: 'If the account is awaiting verification, a new link has been sent' });
+  responses: { 200: data(messageRecord) },
+  async handler({ body, rc, app }) {
+    await auth.resendVerification(app, rc.em, body.email);
+    return { message: 'If the account is awaiting verification, a new link has been sent' };
   },
 });
 
-const presentSession = (s: Session, currentId: string | undefined) => ({
+const sessionValue = (s: Session, currentId: string | undefined) => ({
   session_id: s.id,
   device_type: s.device_type,
   platform: s.platform ?? null,
   ip_address_hint: s.ip_address_hint ?? null,
   is_current: s.id === currentId,
-  created_at: s.created_at.toISOString(),
-  last_active_at: s.last_active_at.toISOString(),
+  created_at: s.created_at,
+  last_active_at: s.last_active_at,
 });
 
 export const listSessionsRoute = defineRoute({
   method: 'get', path: '/v1/me/auth/sessions', tags, access: { permission: 'sessions.read', resourceType: 'user' },
   summary: 'List the active sessions of the current account',
-  responses: { 200: z.object({ data: z.array(sessionRecord) }) },
-  async handler({ em, ctx, app }) {
-    const caller = currentCaller(ctx);
-    const sessions = await app.sessions.active(em, caller.id);
-    return reply.data(sessions.map((s) => presentSession(s, caller.sessionId)));
+  responses: { 200: list(sessionRecord) },
+  async handler({ rc, app }) {
+    const caller = requireActor(rc);
+    const sessions = await app.sessions.active(rc.em, caller.id);
+    return sessions.map((s) => sessionValue(s, caller.sessionId));
   },
 });
 
@@ -159,10 +161,10 @@ export const revokeSessionRoute = defineRoute({
   method: 'delete', path: '/v1/me/auth/sessions/:session_id', tags, access: { permission: 'sessions.revoke', resourceType: 'user' },
   summary: 'Revoke one session (the literal `current` logs out)',
   params: z.strictObject({ session_id: z.union([z.literal('current'), z.uuid()], { message: 'Must be a session id or current' }) }),
-  responses: { 204: null },
-  errors: ['NOT_FOUND'],
-  async handler({ params, em, ctx, app }) {
-    const caller = currentCaller(ctx);
+  responses: { 204: empty },
+  async handler({ params, rc, ctx, app }) {
+    const caller = requireActor(rc);
+    const em = rc.em;
     if (params.session_id === 'current' || params.session_id === caller.sessionId) {
       await auth.logout(app, em, caller);
       clearRefreshCookie(ctx, app.config);
@@ -179,10 +181,10 @@ export const mfaSetupRoute = defineRoute({
   method: 'post', path: '/v1/me/auth/mfa/setup', tags, access: { permission: 'mfa.manage', resourceType: 'user' },
   summary: 'Start TOTP setup',
   description: 'Returns a new secret and otpauth URI; MFA is enabled once a code from it is confirmed with the verify operation.',
-  responses: { 200: z.object({ data: z.object({ secret: z.string(), otpauth_uri: z.string() }) }) },
+  responses: { 200: data(z.object({ secret: z.string(), otpauth_uri: z.string() })) },
   errors: ['CONFLICT'],
-  async handler({ em, ctx, app }) {
-    return reply.data(await mfa.setupMfa(app, em, currentCaller(ctx).id));
+  async handler({ rc, app }) {
+    return mfa.setupMfa(app, rc.em, requireActor(rc).id);
   },
 });
 
@@ -192,11 +194,11 @@ export const mfaVerifyRoute = defineRoute({
   description: 'Returns a step-up token (bare). The first verification after setup enables MFA and also returns recovery_codes, shown only this once.',
   body: totpBody,
   rateLimits: [totpLimit],
-  responses: { 200: stepUpResponse.extend({ recovery_codes: recoveryCodesResponse.optional() }) },
+  responses: { 200: bare(stepUpResponse.extend({ recovery_codes: recoveryCodesResponse.optional() })) },
   errors: ['CONFLICT'],
-  async handler({ body, em, ctx, app }) {
-    const caller = currentCaller(ctx);
-    return reply.bare(await mfa.verifyMfa(app, em, caller.id, caller.sessionId ?? '', body.totp_code));
+  async handler({ body, rc, app }) {
+    const caller = requireActor(rc);
+    return mfa.verifyMfa(app, rc.em, caller.id, caller.sessionId ?? '', body.totp_code);
   },
 });
 
@@ -205,12 +207,12 @@ export const mfaDisableRoute = defineRoute({
   summary: 'Disable MFA (revokes every session)',
   body: totpBody,
   rateLimits: [totpLimit],
-  responses: { 200: z.object({ data: z.object({ mfa_enabled: z.literal(false) }) }) },
+  responses: { 200: data(z.object({ mfa_enabled: z.literal(false) })) },
   errors: ['CONFLICT'],
-  async handler({ body, em, ctx, app }) {
-    await mfa.disableMfa(app, em, currentCaller(ctx).id, body.totp_code);
+  async handler({ body, rc, ctx, app }) {
+    await mfa.disableMfa(app, rc.em, requireActor(rc).id, body.totp_code);
     clearRefreshCookie(ctx, app.config);
-    return reply.data({ mfa_enabled: false as const });
+    return { mfa_enabled: false as const };
   },
 });
 
@@ -218,10 +220,10 @@ export const readRecoveryCodesRoute = defineRoute({
   method: 'get', path: '/v1/me/auth/mfa/recovery-codes', tags, access: { permission: 'mfa.manage', resourceType: 'user' },
   summary: 'List the unused recovery codes (masked)',
   description: 'Needs a step-up token in X-Step-Up-Token. Codes are stored hashed, so only their last characters are shown; regenerate to see new plaintext codes.',
-  responses: { 200: recoveryCodesResponse.extend({ remaining: z.number().int() }) },
+  responses: { 200: bare(recoveryCodesResponse.extend({ remaining: z.number().int() })) },
   errors: ['STEP_UP_REQUIRED', 'CONFLICT'],
-  async handler({ em, ctx, app }) {
-    const caller = currentCaller(ctx);
+  async handler({ rc, ctx, app }) {
+    const caller = requireActor(rc);
     const stepUp = ctx.get('x-step-up-token');
     if (!stepUp) throw new ApiError('STEP_UP_REQUIRED', 'A step-up token is required in X-Step-Up-Token');
     try {
@@ -229,7 +231,7 @@ export const readRecoveryCodesRoute = defineRoute({
     } catch {
       throw new ApiError('STEP_UP_REQUIRED', 'The step-up token is invalid or expired');
     }
-    return reply.bare(await mfa.listRecoveryCodes(em, caller.id));
+    return mfa.listRecoveryCodes(rc.em, caller.id);
   },
 });
 
@@ -238,20 +240,34 @@ export const regenerateRecoveryCodesRoute = defineRoute({
   summary: 'Replace the recovery codes (all earlier codes stop working)',
   body: totpBody,
   rateLimits: [totpLimit],
-  responses: { 200: recoveryCodesResponse },
+  responses: { 200: bare(recoveryCodesResponse) },
   errors: ['CONFLICT'],
-  async handler({ body, em, ctx, app }) {
-    return reply.bare(await mfa.regenerateRecoveryCodes(app, em, currentCaller(ctx).id, body.totp_code));
+  async handler({ body, rc, app }) {
+    return mfa.regenerateRecoveryCodes(app, rc.em, requireActor(rc).id, body.totp_code);
   },
 });
 
 export const jwksRoute = defineRoute({
   method: 'get', path: '/.well-known/jwks.json', tags, access: 'public',
   summary: 'Public keys that verify access tokens',
-  responses: { 200: z.object({ keys: z.array(z.record(z.string(), z.unknown())) }) },
-  async handler({ app, ctx }) {
-    ctx.set('cache-control', 'public, max-age=300');
-    return reply.bare(app.tokens.jwks());
+  responses: { 200: bare(z.object({ keys: z.array(z.record(z.string(), z.unknown())) })) },
+  async handler({ app }) {
+    return reply.with(200, app.tokens.jwks(), { 'cache-control': 'public, max-age=300' });
+  },
+});
+
+export const changePasswordRoute = defineRoute({
+  method: 'post', path: '/v1/users/me/password', tags: ['Account'],
+  access: { permission: 'users.update', resourceType: 'user' },
+  summary: 'Change the password',
+  description: 'Ends every other session; this session continues with the returned token set (the refresh token also comes as the cookie).',
+  body: changePasswordBody,
+  rateLimits: [{ name: 'change-password', limit: 10, windowSeconds: 3600, by: 'caller' }],
+  responses: { 200: data(tokenSetResponse) },
+  async handler({ body, rc, ctx, app }) {
+    const tokenSet = await auth.changePassword(app, rc.em, rc, requireActor(rc), body.current_password, body.new_password);
+    setRefreshCookie(ctx, app.config, tokenSet.refresh_token);
+    return tokenSet;
   },
 });
 
@@ -259,4 +275,5 @@ export const authRoutes = [
   registerRoute, loginRoute, refreshRoute, logoutRoute, forgotPasswordRoute, resetPasswordRoute,
   verifyEmailRoute, resendVerificationRoute, listSessionsRoute, revokeSessionRoute,
   mfaSetupRoute, mfaVerifyRoute, mfaDisableRoute, readRecoveryCodesRoute, regenerateRecoveryCodesRoute, jwksRoute,
+  changePasswordRoute,
 ];

@@ -1,17 +1,16 @@
 // Request and response schemas of document 2, with the limits of document 1 part 8.
 import { z } from 'zod';
+import { countryCodeField, localeField, phoneField } from '../accounts/user-record.ts';
+import { lineText, timestamp } from '../http/schemas.ts';
 import { newPasswordSchema, passwordSchema } from './primitives/password.ts';
 
 export const emailField = () => z.email({ message: 'Must be an e-mail address' }).max(254);
-export const phoneField = () => z.string().max(20).regex(/^\+[1-9]\d{1,14}$/, 'Must be an E.164 number such as +14155550123');
-export const countryCodeField = () => z.string().regex(/^[A-Za-z]{2}$/, 'Must be an ISO 3166-1 alpha-2 code').transform((v) => v.toUpperCase());
-export const localeField = () => z.string().max(35).regex(/^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$/, 'Must be a BCP 47 language tag such as en-GB');
 export const totpCodeField = () => z.string().regex(/^\d{6,8}$/, 'Must be 6 to 8 digits');
 
 export const registerBody = z.strictObject({
   email: emailField(),
   password: passwordSchema,
-  display_name: z.string().trim().min(1).max(100).optional(),
+  display_name: lineText(100).optional(),
   phone: phoneField().optional(),
   locale: localeField().optional(),
   country_code: countryCodeField().optional(),
@@ -24,7 +23,7 @@ export const loginBody = z.strictObject({
   totp_code: totpCodeField().optional(),
   recovery_code: z.string().min(8).max(32).optional(),
   device_type: z.string().max(30).regex(/^[a-z_]+$/).optional(),
-  platform: z.string().max(50).optional(),
+  platform: lineText(50).optional(),
 });
 
 export const emailOnlyBody = z.strictObject({ email: emailField() });
@@ -36,8 +35,8 @@ export const changePasswordBody = z.strictObject({ current_password: z.string().
 export const accessTokenResponse = z.object({ access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number().int() });
 export const tokenSetResponse = accessTokenResponse.extend({ refresh_token: z.string(), scope: z.string(), id_token: z.string() });
 export const stepUpResponse = z.object({ step_up_token: z.string(), expires_in: z.number().int() });
-export const recoveryCodesResponse = z.object({ codes: z.array(z.string()), generated_at: z.string() });
-export const messageResponse = z.object({ data: z.object({ message: z.string() }) });
+export const recoveryCodesResponse = z.object({ codes: z.array(z.string()), generated_at: timestamp() });
+export const messageRecord = z.object({ message: z.string() });
 
 export const sessionRecord = z.object({
   session_id: z.uuid(),
@@ -45,6 +44,6 @@ export const sessionRecord = z.object({
   platform: z.string().nullable(),
   ip_address_hint: z.string().nullable(),
   is_current: z.boolean(),
-  created_at: z.string(),
-  last_active_at: z.string(),
+  created_at: timestamp(),
+  last_active_at: timestamp(),
 });

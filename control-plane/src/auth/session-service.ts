@@ -2,7 +2,7 @@
 // use; presenting a spent one means it leaked, so the whole session (the
 // token family) is revoked.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Context } from 'koa';
+import type { RequestContext } from '../core/request-context.ts';
 import type { User } from '../accounts/user.entity.ts';
 import { ApiError } from '../http/errors.ts';
 import { RefreshToken, Session } from './auth.entities.ts';
@@ -26,13 +26,13 @@ export class SessionService {
   }
 
   /** A new session for a successful login, with its first refresh token. */
-  async start(em: EntityManager, user: User, ctx: Context, device: { device_type?: string; platform?: string } = {}): Promise<{ session: Session; refreshToken: string }> {
-    const ua = ctx.get('user-agent').slice(0, 512);
+  async start(em: EntityManager, user: User, rc: Pick<RequestContext, 'ip' | 'userAgent'>, device: { device_type?: string; platform?: string } = {}): Promise<{ session: Session; refreshToken: string }> {
+    const ua = rc.userAgent;
     const session = em.create(Session, {
       user,
       device_type: device.device_type ?? deviceTypeFromUserAgent(ua),
       platform: device.platform ?? platformFromUserAgent(ua),
-      ip_address_hint: maskIp(ctx.ip),
+      ip_address_hint: maskIp(rc.ip),
       user_agent: ua || null,
       expires_at: new Date(Date.now() + SESSION_LIFETIME_MS),
     } as never);

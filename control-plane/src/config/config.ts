@@ -31,6 +31,10 @@ const schema = z.object({
   MAIL_FROM: z.string().min(3).default('Streaming Platform <no-reply@localhost>'),
   CDN_PUBLISH_MODE: z.enum(['auto', 'manual']).default('auto'),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).max(120_000).default(10_000),
+  // A client must send a request's headers within this time, and the whole request (body included)
+  // within REQUEST_TIMEOUT_MS; slower connections are closed (slow-loris senders).
+  HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(20_000),
+  REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1_000).max(3_600_000).default(120_000),
 });
 
 export type Config = z.infer<typeof schema> & { publicUrl: string; dataDir: string };

@@ -6,6 +6,7 @@ import path from 'node:path';
 import t, { type Test } from 'tap';
 import { createTestDatabase } from '../../../test/support/database.ts';
 import { detectServices } from '../../../test/support/services.ts';
+import { entities } from '../capabilities.ts';
 import { openDatabase, type Database } from './orm.ts';
 import { migrationsList } from './migrations/index.ts';
 
@@ -20,12 +21,12 @@ async function checkMigrated(t: Test, db: Database) {
 t.test('migrations on embedded PGlite', async (t) => {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'sp-mig-'));
   t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
-  const db = await openDatabase({ dataDir: dir });
+  const db = await openDatabase({ dataDir: dir, entities });
   t.equal(db.embedded, true);
   await checkMigrated(t, db);
   await db.close();
   // Reopening a migrated directory runs nothing again and keeps the data.
-  const again = await openDatabase({ dataDir: dir });
+  const again = await openDatabase({ dataDir: dir, entities });
   await checkMigrated(t, again);
   await again.close();
 });

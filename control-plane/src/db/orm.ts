@@ -4,7 +4,6 @@ import type { Logger } from 'pino';
 import { Migrator } from '@mikro-orm/migrations';
 import { MikroORM, PostgreSqlDriver } from '@mikro-orm/postgresql';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.ts';
-import { entities as allEntities } from './entities.ts';
 import { migrationsList } from './migrations/index.ts';
 
 export interface Database {
@@ -19,6 +18,8 @@ export interface Database {
 export interface OpenDatabaseOptions {
   databaseUrl?: string;
   dataDir: string;
+  /** The entities to map (the composition root lists the capabilities'); none for migrations alone. */
+  entities?: readonly EntityClass<object>[];
   /** Extra entities (tests register fixture entities this way). */
   extraEntities?: EntityClass<object>[];
   migrate?: boolean;
@@ -39,7 +40,8 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
     orm = await MikroORM.init({
       driver: PostgreSqlDriver,
       clientUrl: url,
-      entities: [...allEntities, ...(options.extraEntities ?? [])],
+      entities: [...(options.entities ?? []), ...(options.extraEntities ?? [])],
+      discovery: { warnWhenNoEntities: false },
       extensions: [Migrator],
       // Migrations are hand-written: no schema snapshot files next to them.
       migrations: { migrationsList, transactional: true, allOrNothing: true, snapshot: false, snapshotOnMigrate: false },

@@ -1,13 +1,21 @@
 // Readiness (document 3 §4.13): no authentication; 200 when PostgreSQL and
 // the cache store (Redis) answer, 503 otherwise, with per-component latency.
 import { z } from 'zod';
-import { defineRoute, reply } from '../http/route.ts';
+import { timestamp } from '../http/schemas.ts';
+import type { CoreServices } from '../core/services.ts';
+import { bare, reply, routesFor } from '../http/route.ts';
+
+/** Readiness learns the edge configuration's health from the edge channel, when one runs. */
+export interface HealthServices extends CoreServices {
+  edgeConfigHealth?: () => Promise<{ status: 'ok' | 'error' | 'not_configured'; latency_ms: number | null }>;
+}
+const defineRoute = routesFor<HealthServices>();
 
 const component = z.object({ status: z.enum(['ok', 'error', 'not_configured']), latency_ms: z.number().int().nullable() });
 const readinessReport = z.object({
   status: z.enum(['ok', 'unavailable']),
   version: z.string(),
-  timestamp: z.string(),
+  timestamp: timestamp(),
   components: z.object({ postgresql: component, redis: component, edge_config: component }),
 });
 
@@ -34,7 +42,7 @@ export const readiness = defineRoute({
   summary: 'Readiness of the control plane',
   tags: ['CDN health'],
   access: 'public',
-  responses: { 200: readinessReport, 503: readinessReport },
+  responses: { 200: bare(readinessReport), 503: bare(readinessReport) },
   async handler({ app }) {
     const [postgresql, redis, edge_config] = await Promise.all([
       probe(() => app.db.ping()),
@@ -42,12 +50,12 @@ export const readiness = defineRoute({
       app.edgeConfigHealth ? app.edgeConfigHealth() : Promise.resolve({ status: 'not_configured' as const, latency_ms: null }),
     ]);
     const ready = postgresql.status === 'ok' && redis.status === 'ok' && edge_config.status !== 'error';
-    return reply.bare({
-      status: ready ? 'ok' : 'unavailable',
+    return reply.with(ready ? 200 : 503, {
+      status: ready ? 'ok' as const : 'unavailable' as const,
       version: app.version,
-      timestamp: new Date().toISOString(),
+      timestamp: new Date(),
       components: { postgresql, redis, edge_config },
-    }, ready ? 200 : 503);
+    });
   },
 });
 

@@ -1,7 +1,8 @@
 // The Koa application: one request frame (security headers → request context
-// → error mapping → access log → metrics by route), the per-client rate limit,
-// then one router holding the API routes and the system endpoints
-// (/openapi.json, /docs, /metrics, /healthz).
+// → routes → error mapping → access log → metrics by route), the per-client
+// rate limit, and one router holding the API routes and the system endpoints
+// (/openapi.json, /docs, /metrics, /healthz, and whatever the composition
+// root mounts through `mount`).
 import { randomUUID } from 'node:crypto';
 import Koa from 'koa';
 import { serveDocs } from './docs-page.ts';
@@ -10,91 +11,103 @@ import { respondWithError } from './error-handler.ts';
 import { RequestState } from './request-state.ts';
 import type { HttpMetrics } from './metrics.ts';
 import { buildOpenApi } from './openapi.ts';
-import { consumeRateLimit, rateLimited, rateLimitHeaders } from './rate-limit.ts';
+import { consumeRateLimit, rateLimited, rateLimitHeaders, type RateLimitResult } from './rate-limit.ts';
 import type { RouteDefinition } from './route.ts';
-import { buildRouter } from './router.ts';
-import type { AppServices } from './services.ts';
+import { buildRouter, type Router } from './router.ts';
+import type { AccessControl, HttpServices } from './services.ts';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-export interface AppOptions {
-  routes: RouteDefinition[];
+export interface AppOptions<S> {
+  routes: readonly RouteDefinition<S>[];
+  access: AccessControl;
   metrics: HttpMetrics;
   version: string;
+  /**
+   * Check every reply against its route's declaration (undeclared status,
+   * body off its schema, undeclared error code → 500 naming the difference).
+   * On outside production.
+   */
+  checkContract: boolean;
+  /** Adds system endpoints (pages, documents) to the router. */
+  mount?: (router: Router) => void;
 }
 
-export function createApp(app: AppServices, options: AppOptions): Koa {
+export function createApp<S extends HttpServices>(app: S, options: AppOptions<S>): Koa {
   const koa = new Koa({ proxy: app.config.TRUST_PROXY });
   koa.silent = true;
   const observe = routeObserver(options.metrics);
+  const router = buildRouter(options.routes, app, options.access);
+  const { checkContract } = options;
+  const globalLimit = app.config.RATE_LIMIT_PER_MINUTE;
+  const stateServices = { log: app.log, db: app.db };
 
-  // 1. The request frame, in one middleware so each request pays for one async
-  // frame rather than five: security headers → request context → (routes) →
-  // error mapping → access log → metrics by matched route.
-  koa.use(async (ctx, next) => {
+  // The whole request frame in one middleware, so each request pays for one
+  // async frame: security headers → request context → per-client budget →
+  // route → error mapping → access log → metrics by matched route.
+  koa.use(async (ctx) => {
     const started = performance.now();
     const res = ctx.res;
-    for (const [name, value] of SECURITY_HEADERS) res.setHeader(name, value);
+    for (let i = 0; i < SECURITY_HEADERS.length; i++) res.setHeader(SECURITY_HEADERS[i]![0], SECURITY_HEADERS[i]![1]);
     const incoming = ctx.get('x-request-id');
-    const requestId = REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    const requestId = incoming !== '' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     res.setHeader('x-request-id', requestId);
-    ctx.state = new RequestState(app, requestId);
+    const state = new RequestState(stateServices, ctx, requestId);
+    ctx.state = state;
     try {
-      await next();
-      if (ctx.status === 404 && ctx.body === undefined) throw new ApiError('NOT_FOUND', 'No such route');
+      if (globalLimit > 0) await applyGlobalLimit(ctx, state, app, globalLimit);
+      if (!(await router.dispatch(ctx))) throw new ApiError('NOT_FOUND', 'No such route');
     } catch (error) {
-      respondWithError(ctx, error);
+      respondWithError(ctx, error, checkContract);
     } finally {
-      const route = ctx._matchedRoute === undefined ? 'unmatched' : String(ctx._matchedRoute);
+      const route = state.routePath;
       const seconds = (performance.now() - started) / 1000;
       observe(ctx.method, route, ctx.status, seconds);
       const level = ctx.status >= 500 ? 'error' : 'info';
       // Path without query string: tokens never reach the log.
       if (app.log.isLevelEnabled(level)) {
-        ctx.state.log[level]({ method: ctx.method, path: ctx.path, route, status: ctx.status, duration_ms: Math.round(seconds * 100_000) / 100, ip: ctx.ip }, 'request');
+        state.log[level]({ method: ctx.method, path: ctx.path, route, status: ctx.status, duration_ms: Math.round(seconds * 100_000) / 100, ip: ctx.ip }, 'request');
       }
     }
   });
 
-  // 2. Per-client budget on the API (route-specific limits come on top). It
-  // fails open: with Redis down the API still answers (and readiness says why);
-  // the limits of sensitive routes (login, register...) fail closed instead.
-  if (app.config.RATE_LIMIT_PER_MINUTE > 0) {
-    koa.use(async (ctx, next) => {
-      if (ctx.path.startsWith('/v1/') && !ctx.path.startsWith('/v1/cdn/health/')) {
-        let result: Awaited<ReturnType<typeof consumeRateLimit>> | undefined;
-        try {
-          result = await consumeRateLimit(app.store, `global:${ctx.ip}`, app.config.RATE_LIMIT_PER_MINUTE, 60);
-        } catch (error) {
-          ctx.state.log.warn({ err: error }, 'global rate limit skipped: store unavailable');
-        }
-        if (result && !result.allowed) throw rateLimited(result);
-        if (result) ctx.set(rateLimitHeaders(result));
-      }
-      await next();
-    });
-  }
-
-  // 3. System endpoints and the API routes, in one router: one match per request.
-  const router = buildRouter(options.routes, app);
+  // System endpoints share the router: one match per request.
   let openApiDocument: Record<string, unknown> | undefined;
-  router.get('/openapi.json', (ctx) => {
-    openApiDocument ??= buildOpenApi(options.routes, { title: 'Streaming platform API', version: options.version, serverUrl: app.config.publicUrl });
+  router.on('get', '/openapi.json', async (ctx) => {
+    openApiDocument ??= buildOpenApi([...options.routes], { title: 'Streaming platform API', version: options.version, serverUrl: app.config.publicUrl });
     ctx.set('cache-control', 'no-cache');
     ctx.body = openApiDocument;
   });
-  router.get('/docs', (ctx) => serveDocs(ctx));
-  router.get('/docs/:asset', (ctx) => serveDocs(ctx, ctx.params.asset));
-  router.get('/metrics', async (ctx) => {
+  router.on('get', '/docs', (ctx) => serveDocs(ctx));
+  router.on('get', '/docs/:asset', (ctx, params) => serveDocs(ctx, params.asset));
+  router.on('get', '/metrics', async (ctx) => {
     ctx.type = options.metrics.registry.contentType;
     ctx.body = await options.metrics.registry.metrics();
   });
-  router.get('/healthz', (ctx) => {
+  router.on('get', '/healthz', async (ctx) => {
     ctx.body = { status: 'ok' };
   });
-  koa.use(router.routes());
-  koa.use(router.allowedMethods({ throw: true, methodNotAllowed: () => new ApiError('METHOD_NOT_ALLOWED', 'Method not allowed on this path'), notImplemented: () => new ApiError('METHOD_NOT_ALLOWED') }));
+  options.mount?.(router);
   return koa;
+}
+
+/**
+ * The per-client budget on the API (route-specific limits come on top). It
+ * fails open: with Redis down the API still answers (and readiness says why);
+ * the limits of sensitive routes (login, register...) fail closed instead.
+ */
+async function applyGlobalLimit(ctx: Koa.Context, state: RequestState, app: HttpServices, limit: number): Promise<void> {
+  const path = ctx.path;
+  if (!path.startsWith('/v1/') || path.startsWith('/v1/cdn/health/')) return;
+  let result: RateLimitResult | undefined;
+  try {
+    result = await consumeRateLimit(app.store, `global:${ctx.ip}`, limit, 60);
+  } catch (error) {
+    state.log.warn({ err: error }, 'global rate limit skipped: store unavailable');
+    return;
+  }
+  if (!result.allowed) throw rateLimited(result);
+  ctx.set(rateLimitHeaders(result));
 }
 
 const SECURITY_HEADERS: [string, string][] = [

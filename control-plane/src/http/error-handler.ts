@@ -2,7 +2,9 @@
 // internals: unknown errors become 500 INTERNAL_ERROR, logged with the request id.
 import type { Context } from 'koa';
 import { NotFoundError, OptimisticLockError, UniqueConstraintViolationException, ConnectionException } from '@mikro-orm/core';
-import { ApiError } from './errors.ts';
+import { ApiError, ContractViolation } from './errors.ts';
+import type { RequestState } from './request-state.ts';
+import { undeclaredError } from './route.ts';
 
 export function fromKnownError(error: unknown): ApiError | undefined {
   if (error instanceof ApiError) return error;
@@ -36,16 +38,26 @@ export function errorBody(error: ApiError, requestId: string): Record<string, un
   };
 }
 
-/** Writes the error response for any failure (logged when it is ours to fix). */
-export function respondWithError(ctx: Context, error: unknown): void {
+/**
+ * Writes the error response for any failure (logged when it is ours to fix).
+ * With `checkContract` (development and tests), a reply the route does not
+ * declare, or an error code it does not declare, becomes a 500 that names
+ * the route and the difference, so the suite fails on it.
+ */
+export function respondWithError(ctx: Context, error: unknown, checkContract: boolean): void {
+  const state = ctx.state as RequestState;
   let apiError = fromKnownError(error);
+  if (apiError && checkContract && undeclaredError(state.route, apiError.code)) {
+    error = new ContractViolation(state.route!, `answered error ${apiError.code}, which it does not declare`);
+    apiError = undefined;
+  }
   if (!apiError) {
-    ctx.state.log?.error({ err: error }, 'unhandled error');
-    apiError = new ApiError('INTERNAL_ERROR');
+    state.log.error({ err: error }, error instanceof ContractViolation ? 'reply contract violated' : 'unhandled error');
+    apiError = new ApiError('INTERNAL_ERROR', checkContract && error instanceof ContractViolation ? `Reply contract violated: ${error.message}` : undefined);
   } else if (apiError.status >= 500) {
-    ctx.state.log?.warn({ err: error }, 'dependency failure');
+    state.log.warn({ err: error }, 'dependency failure');
   }
   ctx.status = apiError.status;
   if (apiError.headers) ctx.set(apiError.headers);
-  ctx.body = errorBody(apiError, ctx.state.requestId as string);
+  ctx.body = errorBody(apiError, state.requestId);
 }

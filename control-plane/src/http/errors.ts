@@ -87,3 +87,11 @@ export function found<T>(record: T | null | undefined, what = 'Resource'): T {
   if (record === null || record === undefined) throw notFound(what);
   return record;
 }
+
+/** A reply that its route's declaration does not allow (a bug of ours, never the caller's). */
+export class ContractViolation extends Error {
+  constructor(route: { method: string; path: string }, detail: string) {
+    super(`${route.method.toUpperCase()} ${route.path}: ${detail}`);
+    this.name = 'ContractViolation';
+  }
+}

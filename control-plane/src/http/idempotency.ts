@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { KeyValueStore } from '../store/index.ts';
 import { ApiError } from './errors.ts';
 import { errorBody } from './error-handler.ts';
-import type { Reply } from './route.ts';
+import type { SentReply } from './route.ts';
 
 const REPLAY_WINDOW_MS = 24 * 60 * 60 * 1000;
 // A claim outlives no crash by long: after this the key can be used again.
@@ -16,7 +16,7 @@ const CLAIM_MS = 60_000;
 interface IdempotencyRecord {
   state: 'running' | 'done';
   fingerprint: string;
-  reply?: Reply;
+  reply?: SentReply;
 }
 
 export function requestFingerprint(method: string, path: string, body: unknown): string {
@@ -48,7 +48,7 @@ export interface IdempotencyOptions {
   waitMs?: number;
 }
 
-export async function withIdempotency(options: IdempotencyOptions, run: () => Promise<Reply>): Promise<Reply> {
+export async function withIdempotency(options: IdempotencyOptions, run: () => Promise<SentReply>): Promise<SentReply> {
   const { store, fingerprint } = options;
   const storeKey = `idem:${options.caller}:${createHash('sha256').update(options.key).digest('base64url')}`;
   const deadline = Date.now() + (options.waitMs ?? 10_000);
@@ -73,13 +73,13 @@ export async function withIdempotency(options: IdempotencyOptions, run: () => Pr
   }
 }
 
-async function runAndRecord(store: KeyValueStore, storeKey: string, fingerprint: string, requestId: string, run: () => Promise<Reply>): Promise<Reply> {
-  let reply: Reply;
+async function runAndRecord(store: KeyValueStore, storeKey: string, fingerprint: string, requestId: string, run: () => Promise<SentReply>): Promise<SentReply> {
+  let reply: SentReply;
   try {
     reply = await run();
   } catch (error) {
     if (isFinalError(error)) {
-      const errorReply: Reply = {
+      const errorReply: SentReply = {
         status: error.status,
         body: errorBody(error, requestId),
         headers: error.headers,

@@ -2,7 +2,7 @@
 // that validate requests describe them here, so the document cannot drift.
 import { z } from 'zod';
 import { errorStatus, type ErrorCode } from './errors.ts';
-import type { RouteDefinition } from './route.ts';
+import { allowedErrorCodes, type Responses, type RouteDefinition } from './route.ts';
 
 type JsonSchema = Record<string, unknown>;
 
@@ -42,18 +42,19 @@ export function buildOpenApi(routes: RouteDefinition[], info: { title: string; v
   for (const route of routes) {
     const path = route.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
     const responses: Record<string, unknown> = {};
-    for (const [status, schema] of Object.entries(route.responses)) {
-      responses[status] = schema
-        ? { description: 'Success', content: { 'application/json': { schema: toSchema(schema, 'output') } } }
+    let etagged = false;
+    for (const [status, spec] of Object.entries(route.responses as Responses)) {
+      etagged ||= Boolean(spec.etag);
+      responses[status] = spec.schema
+        ? {
+          description: Number(status) < 400 ? 'Success' : 'Answer',
+          ...(spec.etag ? { headers: { ETag: { description: 'Strong validator of this version', schema: { type: 'string' } } } } : {}),
+          content: { 'application/json': { schema: toSchema(spec.schema, 'output') } },
+        }
         : { description: 'Success (no body)' };
     }
-    const codes = new Set<ErrorCode>(route.errors ?? []);
-    if (route.query || route.params || route.body) codes.add('VALIDATION_ERROR');
-    if (route.access !== 'public') codes.add('UNAUTHORIZED');
-    if (typeof route.access === 'object') codes.add('FORBIDDEN');
-    if (route.ifMatch) codes.add('PRECONDITION_FAILED');
-    if (route.idempotent) codes.add('IDEMPOTENCY_KEY_REUSED');
-    if (route.rateLimits?.length) codes.add('RATE_LIMITED');
+    if (etagged && route.method === 'get') responses['304'] = { description: 'Not modified (If-None-Match holds the current ETag)' };
+    const codes = allowedErrorCodes(route);
     const byStatus = new Map<number, ErrorCode[]>();
     for (const code of codes) byStatus.set(errorStatus[code], [...(byStatus.get(errorStatus[code]) ?? []), code]);
     for (const [status, list] of byStatus) {
@@ -63,6 +64,7 @@ export function buildOpenApi(routes: RouteDefinition[], info: { title: string; v
     const headerParams: unknown[] = [];
     if (route.idempotent) headerParams.push({ name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', maxLength: 255 }, description: 'Replaying the same key within 24 hours returns the original result' });
     if (route.ifMatch) headerParams.push({ name: 'If-Match', in: 'header', required: false, schema: { type: 'string' }, description: 'ETag of the version last read; 412 when it no longer matches' });
+    if (etagged && route.method === 'get') headerParams.push({ name: 'If-None-Match', in: 'header', required: false, schema: { type: 'string' }, description: 'ETag held by the client; 304 when it is still current' });
 
     const operation: Record<string, unknown> = {
       operationId: route.operationId ?? `${route.method}${path.replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)/g, (_, c: string) => c.toUpperCase())}`,

@@ -1,31 +1,42 @@
 // One declaration per operation: method, path, access rule, schemas for
-// params / query / body / response, the statuses it may return, and the
-// handler. The same declaration validates requests (validation.ts), guards
-// access (the authorize hook), drives idempotency and rate limits, and is
-// walked to generate the OpenAPI document (openapi.ts).
+// params / query / body, the replies it may give (envelope + record), the
+// error codes it may answer, idempotency, versioning and rate limits, and the
+// handler. The router enforces the declaration: it validates the request,
+// guards access, presents the reply through the declared record (the zod
+// record *is* the presenter), sets ETags and checks If-Match for versioned
+// resources, and in development and tests refuses a reply the declaration
+// does not allow. openapi.ts walks the same declarations.
 import type { Context } from 'koa';
-import type { z } from 'zod';
-import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Logger } from 'pino';
+import { z } from 'zod';
+import type { RequestContext } from '../core/request-context.ts';
+import type { Permission } from '../permissions/catalog.ts';
+import { etagFor } from './etag.ts';
 import type { ErrorCode } from './errors.ts';
-import type { AppServices } from './services.ts';
+import { pageMeta, type PageMeta } from './paging.ts';
 
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
+
+/** The validated input of a request (what access rules and rate limits may look at). */
+export interface RouteInput {
+  params: any;
+  query: any;
+  body: any;
+}
 
 /**
  * Who may call a route. `public`: anyone; `authenticated`: any valid caller;
  * an object names the permission (and optional resource scope) the caller must
- * hold — the auth module evaluates it against stored roles on every request.
+ * hold — evaluated against stored roles on every request.
  */
 export type AccessRule =
   | 'public'
   | 'authenticated'
   | {
-    permission: string;
+    permission: Permission;
     /** Resource type of a scoped check (type-scoped permissions satisfy it). */
     resourceType?: string;
     /** Resolves the resource id for an exact-scope check from the validated input. */
-    resourceId?: (input: { params: any; query: any; body: any }) => string | undefined;
+    resourceId?: (input: RouteInput) => string | undefined;
     /** Allow callers whose account is not yet verified (DESIGN.md §5). */
     allowUnverified?: boolean;
   };
@@ -35,34 +46,127 @@ export interface RateLimitRule {
   name: string;
   limit: number;
   windowSeconds: number;
-  /** What the budget belongs to: the client address, or a key derived from the input (e.g. the e-mail). */
-  by: 'ip' | 'caller' | ((input: { params: any; query: any; body: any; ctx: Context }) => string | undefined);
+  /** What the budget belongs to: the client address, the caller, or a key derived from the input (e.g. the e-mail). */
+  by: 'ip' | 'caller' | ((input: RouteInput & { ctx: Context }) => string | undefined);
 }
 
-export interface Reply {
+// ---- replies ----------------------------------------------------------------
+
+/** How one success status is answered: the body schema (for OpenAPI and the check) and the presenter. */
+export interface ResponseSpec<V = any> {
+  readonly kind: 'data' | 'page' | 'bare' | 'empty';
+  /** Schema of the body as sent; null for no body. */
+  readonly schema: z.ZodType | null;
+  /** Turns the handler's value into the body, validating it (throws z.ZodError when off the schema). */
+  present(value: V): unknown;
+  /** Strong ETag of a versioned resource's value. */
+  readonly etag?: (value: V) => string;
+  /** Phantom: the value type the handler returns for this status. */
+  readonly __value?: V;
+}
+
+/**
+ * A record that carries a version (optimistic locking): its single-record
+ * replies get an ETag, and routes that update it check If-Match.
+ */
+export interface VersionedRecord<S extends z.ZodType> {
+  readonly record: S;
+  readonly versioned: true;
+}
+
+type RecordLike = z.ZodType | VersionedRecord<z.ZodType>;
+type RecordSchema<R> = R extends VersionedRecord<infer S> ? S : R extends z.ZodType ? R : never;
+/** What a handler hands over for one record: the schema's input (entities fit: dates are Date, extra fields are dropped). */
+type ValueOf<R> = R extends VersionedRecord<infer S> ? z.input<S> & { id: string; version: number } : R extends z.ZodType ? z.input<R> : never;
+
+export function versioned<S extends z.ZodType>(record: S): VersionedRecord<S> {
+  return { record, versioned: true };
+}
+
+const recordOf = (r: RecordLike): z.ZodType => ('versioned' in r ? r.record : r);
+const versionedEtag = (r: RecordLike) =>
+  ('versioned' in r ? (value: { id: string; version: number }) => etagFor(value.id, value.version) : undefined);
+
+/** `{data: record}` (account and auth single records). */
+export function data<R extends RecordLike>(r: R): ResponseSpec<ValueOf<R>> {
+  const record = recordOf(r);
+  const schema = z.object({ data: record });
+  return { kind: 'data', schema, present: (value) => ({ data: record.parse(value) }), etag: versionedEtag(r) as never };
+}
+
+/** `{data: [record], meta}` (every list); the handler returns `{items, meta}` as paginate() gives it. */
+export function page<R extends RecordLike>(r: R): ResponseSpec<{ items: ValueOf<R>[]; meta: PageMeta }> {
+  const record = recordOf(r);
+  const list = z.array(record);
+  const schema = z.object({ data: list, meta: pageMeta });
+  return { kind: 'page', schema, present: (value) => ({ data: list.parse(value.items), meta: pageMeta.parse(value.meta) }) };
+}
+
+/** `{data: [record]}`: a whole, unpaged list (sessions of the caller). */
+export function list<R extends RecordLike>(r: R): ResponseSpec<ValueOf<R>[]> {
+  const items = z.array(recordOf(r));
+  const schema = z.object({ data: items });
+  return { kind: 'data', schema, present: (value) => ({ data: items.parse(value) }) };
+}
+
+/** A bare record (CDN single records, and bodies the spec marks bare). */
+export function bare<R extends RecordLike>(r: R): ResponseSpec<ValueOf<R>> {
+  const record = recordOf(r);
+  return { kind: 'bare', schema: record, present: (value) => record.parse(value), etag: versionedEtag(r) as never };
+}
+
+/** No body (204). */
+export const empty: ResponseSpec<void> = { kind: 'empty', schema: null, present: () => undefined };
+
+/** A reply with an explicit status or headers; a handler may also return the bare value (lowest declared status). */
+export class Reply<V = unknown> {
+  readonly status: number;
+  readonly value: V;
+  readonly headers: Record<string, string> | undefined;
+  constructor(status: number, value: V, headers?: Record<string, string>) {
+    this.status = status;
+    this.value = value;
+    this.headers = headers;
+  }
+}
+
+/** A presented reply, ready to write (and to record for idempotent replays). */
+export interface SentReply {
   status: number;
   body?: unknown;
   headers?: Record<string, string>;
 }
 
-export interface HandlerInput<P, Q, B> {
+export const reply = {
+  with: <V>(status: number, value: V, headers?: Record<string, string>) => new Reply(status, value, headers),
+  created: <V>(value: V, location: string, headers?: Record<string, string>) => new Reply(201, value, { location, ...headers }),
+  accepted: <V>(value: V, headers?: Record<string, string>) => new Reply(202, value, headers),
+  noContent: () => new Reply<void>(204, undefined),
+};
+
+// ---- the declaration ------------------------------------------------------
+
+export type Responses = Record<number, ResponseSpec>;
+type HandlerValue<R extends Responses> = { [K in keyof R]: R[K] extends ResponseSpec<infer V> ? V : never }[keyof R];
+
+export interface HandlerInput<P, Q, B, S> {
   params: P;
   query: Q;
   body: B;
+  /** The request context services take (actor, address, request id, unit of work, logger). */
+  rc: RequestContext;
+  /** The services of the composition root. */
+  app: S;
+  /** Koa's context, for what only HTTP has (cookies, response headers); services never receive it. */
   ctx: Context;
-  /** Request-scoped entity manager (forked per request). */
-  em: EntityManager;
-  requestId: string;
-  log: Logger;
-  app: AppServices;
 }
 
 type Schema = z.ZodType;
-type Infer<S> = S extends z.ZodType ? z.output<S> : undefined;
+type Infer<T> = T extends z.ZodType ? z.output<T> : undefined;
 
-export interface RouteDefinition<P extends Schema | undefined = any, Q extends Schema | undefined = any, B extends Schema | undefined = any> {
+export interface RouteDefinition<S = any, P extends Schema | undefined = any, Q extends Schema | undefined = any, B extends Schema | undefined = any, R extends Responses = any> {
   method: HttpMethod;
-  /** Koa-router path, e.g. `/v1/users/:user_id`. */
+  /** Path with `:name` parameters, e.g. `/v1/users/:user_id`. Matched case-sensitively. */
   path: string;
   summary: string;
   description?: string;
@@ -74,35 +178,58 @@ export interface RouteDefinition<P extends Schema | undefined = any, Q extends S
   body?: B;
   /** multipart/form-data body (the body schema then validates the text fields). */
   multipart?: { maxFileBytes: number };
-  /** Success responses by status; a schema, or null for an empty body. */
-  responses: Record<number, Schema | null>;
-  /** Error codes the operation may answer with (documented in OpenAPI). */
+  /** Success replies by status. */
+  responses: R;
+  /** Error codes the operation may answer with beyond those every route may (see allowedErrorCodes). */
   errors?: ErrorCode[];
   /** Honour the Idempotency-Key header (DESIGN.md §4). */
   idempotent?: boolean;
-  /** Document and honour If-Match (the handler compares it against the record's ETag). */
-  ifMatch?: boolean;
+  /**
+   * The route updates a versioned resource: loads its current state so the
+   * router can compare If-Match (412 before the handler runs). The handler's
+   * later read of the same record comes from the identity map, and the
+   * version check is repeated by the update itself (optimistic lock).
+   */
+  ifMatch?: (input: { params: Infer<P>; query: Infer<Q>; body: Infer<B>; rc: RequestContext; app: S }) => Promise<{ id: string; version: number }>;
   rateLimits?: RateLimitRule[];
-  handler: (input: HandlerInput<Infer<P>, Infer<Q>, Infer<B>>) => Promise<Reply>;
+  handler: (input: HandlerInput<Infer<P>, Infer<Q>, Infer<B>, S>) => Promise<HandlerValue<R> | Reply<HandlerValue<R>>>;
 }
 
-/** Identity function that keeps the schema types flowing into the handler. */
-export function defineRoute<P extends Schema | undefined = undefined, Q extends Schema | undefined = undefined, B extends Schema | undefined = undefined>(
-  definition: RouteDefinition<P, Q, B>,
-): RouteDefinition<P, Q, B> {
-  return definition;
+/**
+ * Declares a route of a capability whose services are S. Identity at run
+ * time; keeps the schema types flowing into the handler and its replies.
+ */
+export function routesFor<S>() {
+  return function defineRoute<P extends Schema | undefined = undefined, Q extends Schema | undefined = undefined, B extends Schema | undefined = undefined, R extends Responses = Responses>(
+    definition: RouteDefinition<S, P, Q, B, R>,
+  ): RouteDefinition<S, P, Q, B, R> {
+    return definition;
+  };
 }
 
-// Reply builders: the envelopes of DESIGN.md §4.
-export const reply = {
-  /** `{data}` (account and auth APIs). */
-  data: (data: unknown, headers?: Record<string, string>): Reply => ({ status: 200, body: { data }, headers }),
-  /** 201 `{data}` with Location. */
-  created: (data: unknown, location: string, headers?: Record<string, string>): Reply => ({ status: 201, body: { data }, headers: { location, ...headers } }),
-  /** A bare record (CDN API single records, and bodies the spec marks bare). */
-  bare: (body: unknown, status = 200, headers?: Record<string, string>): Reply => ({ status, body, headers }),
-  /** `{data, meta}` list page. */
-  list: (data: unknown[], meta: unknown, extra?: Record<string, unknown>): Reply => ({ status: 200, body: { data, ...extra, meta } }),
-  accepted: (body: unknown, headers?: Record<string, string>): Reply => ({ status: 202, body, headers }),
-  noContent: (): Reply => ({ status: 204 }),
-};
+/** The error codes a route may answer: declared ones plus those its declaration implies. */
+export function allowedErrorCodes(route: RouteDefinition): Set<ErrorCode> {
+  const codes = new Set<ErrorCode>(route.errors ?? []);
+  // Every route: malformed input (any route refuses unknown query fields and control characters),
+  // unknown paths and records, the per-client budget, and failures that are not the caller's.
+  for (const code of ['VALIDATION_ERROR', 'NOT_FOUND', 'RATE_LIMITED', 'INTERNAL_ERROR', 'SERVICE_UNAVAILABLE'] as const) codes.add(code);
+  if (['post', 'put', 'patch', 'delete'].includes(route.method)) codes.add('PAYLOAD_TOO_LARGE').add('UNSUPPORTED_MEDIA_TYPE');
+  if (route.access !== 'public') codes.add('UNAUTHORIZED');
+  if (typeof route.access === 'object') {
+    codes.add('FORBIDDEN');
+    if (!route.access.allowUnverified) codes.add('EMAIL_NOT_VERIFIED');
+  }
+  if (route.ifMatch) codes.add('PRECONDITION_FAILED');
+  if (route.idempotent) codes.add('IDEMPOTENCY_KEY_REUSED').add('IDEMPOTENCY_KEY_IN_USE');
+  return codes;
+}
+
+const allowedCache = new WeakMap<RouteDefinition, Set<ErrorCode>>();
+
+/** True for an error code beyond a route's declaration (a bug of ours, reported as such in development and tests). */
+export function undeclaredError(route: RouteDefinition | undefined, code: ErrorCode): boolean {
+  if (!route) return false;
+  let allowed = allowedCache.get(route);
+  if (!allowed) allowedCache.set(route, (allowed = allowedErrorCodes(route)));
+  return !allowed.has(code);
+}

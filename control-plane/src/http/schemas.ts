@@ -8,10 +8,28 @@ export const uuid = () => z.uuid({ message: 'Must be a UUID' });
 export const queryBoolean = () =>
   z.enum(['true', 'false'], { message: 'Must be true or false' }).transform((v) => v === 'true');
 
-/** ISO 8601 date-time with offset (UTC `Z` or `+hh:mm`). */
-export const dateTime = () => z.iso.datetime({ offset: true, message: 'Must be an ISO 8601 date-time' });
+// PostgreSQL's timestamptz reaches from 4713 BC to 294276 AD, but ISO 8601's
+// year 0000 (1 BC) and the BC/AD conversion of drivers are a trap: accept the
+// years 0001..9999 that a four-digit ISO year can name, and nothing else.
+const MIN_DATE_MS = Date.UTC(1, 0, 1) - 14 * 3600_000; // 0001-01-01 in the earliest offset
+const MAX_DATE_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999) + 14 * 3600_000;
+
+/** True for a valid Date that PostgreSQL can store and return unchanged (years 0001..9999). */
+export function isStorableDate(date: Date): boolean {
+  const ms = date.getTime();
+  return Number.isFinite(ms) && ms >= MIN_DATE_MS && ms <= MAX_DATE_MS && date.getUTCFullYear() >= 1 && date.getUTCFullYear() <= 9999;
+}
+
+/** ISO 8601 date-time with offset (UTC `Z` or `+hh:mm`), years 0001..9999. */
+export const dateTime = () =>
+  z.iso.datetime({ offset: true, message: 'Must be an ISO 8601 date-time' })
+    .refine((v) => isStorableDate(new Date(v)), 'Must be a date-time between the years 0001 and 9999');
 
 export const queryDateTime = () => dateTime().transform((v) => new Date(v));
+
+/** A single line of text: trimmed, no tab or line breaks (names, reasons, notes). */
+export const lineText = (max: number, min = 1) =>
+  z.string().trim().min(min).max(max).regex(/^[^\t\n\r]*$/, 'Must be a single line of text');
 
 export const limitParam = (max = 100, fallback = 20) =>
   z.coerce.number({ message: `Must be an integer between 1 and ${max}` })
@@ -36,3 +54,25 @@ export const pageQuery = <T extends z.ZodRawShape>(shape: T) =>
 export const freeTextQuery = () => z.string().trim().max(200).optional();
 
 export const idempotencyKeyHeader = z.string().min(1).max(255);
+
+// ---- record pieces: a record schema is the presenter of its entity ---------
+// Its input is what the service holds (Date, undefined for an unset column),
+// its output the JSON the API shows; OpenAPI describes the output side.
+
+/** A timestamp: Date in, ISO 8601 string out. */
+export const timestamp = () =>
+  z.codec(z.date(), z.iso.datetime(), { decode: (date) => date.toISOString(), encode: (iso) => new Date(iso) });
+
+/** A timestamp that may be unset: Date, null or undefined in; ISO 8601 string or null out. */
+export const timestampOrNull = () =>
+  z.codec(z.date().nullish(), z.iso.datetime().nullable(), {
+    decode: (date) => (date ? date.toISOString() : null),
+    encode: (iso) => (iso === null ? null : new Date(iso)),
+  });
+
+/** A plain value that may be unset: null or undefined in, null out. */
+export const orNull = <S extends z.ZodType<unknown, unknown>>(schema: S) =>
+  z.codec(schema.nullish(), schema.nullable(), {
+    decode: (value) => (value ?? null) as never,
+    encode: (value) => value as never,
+  });

@@ -1,7 +1,7 @@
 // Reads a caller's grants from stored role assignments (never from the token)
 // and keeps the role tables in step with the catalog.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { roleCatalog, type PermissionGrant } from './catalog.ts';
+import { roleCatalog, type PermissionGrant } from '../../permissions/catalog.ts';
 
 export interface CallerGrants {
   roles: string[];

@@ -1,6 +1,8 @@
 // The roles of the platform and the permissions each carries (document 1
-// part 5, DESIGN.md §5). Code is the source of truth: syncRoleCatalog writes
-// it to the role tables at start, so every replica agrees.
+// part 5, DESIGN.md §5). Code is the source of truth: auth's syncRoleCatalog
+// writes it to the role tables at start, so every replica agrees. A framework
+// folder: route declarations name a `Permission` from here (a typo is a type
+// error), and the guard matches grants with `matchPermission`.
 
 export interface PermissionGrant {
   permission: string;
@@ -22,11 +24,11 @@ const subscriberPermissions = [
   'payment_methods.read', 'payment_methods.write',
   'invoices.read', 'coupons.validate', 'gift_cards.read', 'gift_cards.redeem',
   'notifications.read', 'notifications.write', 'exports.write',
-];
+] as const;
 
-const cdnRead = ['cdn.read'];
-const cdnOperate = [...cdnRead, 'cdn.purge', 'cdn.prefetch', 'cdn.log_drains.test'];
-const cdnAdmin = [...cdnOperate, 'cdn.write', 'cdn.admin_users.manage', 'cdn.api_tokens.manage', 'cdn.audit.read', 'cdn.config.publish'];
+const cdnRead = ['cdn.read'] as const;
+const cdnOperate = [...cdnRead, 'cdn.purge', 'cdn.prefetch', 'cdn.log_drains.test'] as const;
+const cdnAdmin = [...cdnOperate, 'cdn.write', 'cdn.admin_users.manage', 'cdn.api_tokens.manage', 'cdn.audit.read', 'cdn.config.publish'] as const;
 
 const adminPermissions = [
   ...subscriberPermissions,
@@ -34,11 +36,17 @@ const adminPermissions = [
   'admin.subscriptions.read', 'admin.subscriptions.manage',
   'audit.read',
   ...cdnAdmin,
-];
+] as const;
 
-const scoped = (permissions: string[], resourceType: string): PermissionGrant[] =>
+/** Held only through the superadmin wildcard: superadmin scope (granting superadmin, managing plans). */
+const superadminOnly = ['users.grant_superadmin', 'plans.manage'] as const;
+
+/** Every permission a route may require. */
+export type Permission = (typeof adminPermissions)[number] | (typeof superadminOnly)[number];
+
+const scoped = (permissions: readonly Permission[], resourceType: string): PermissionGrant[] =>
   permissions.map((permission) => ({ permission, resource_type: resourceType, resource_id: null }));
-const global = (permissions: string[]): PermissionGrant[] =>
+const global = (permissions: readonly (Permission | typeof ALL_PERMISSIONS)[]): PermissionGrant[] =>
   permissions.map((permission) => ({ permission, resource_type: null, resource_id: null }));
 
 export const ROLE_NAMES = ['subscriber', 'partner', 'admin', 'superadmin', 'viewer', 'operator'] as const;
@@ -56,7 +64,7 @@ export const roleCatalog: Record<RoleName, { description: string; grants: Permis
 export type MatchTier = 'exact' | 'type' | 'global';
 
 export interface PermissionCheck {
-  permission: string;
+  permission: Permission;
   resourceType?: string;
   resourceId?: string;
 }

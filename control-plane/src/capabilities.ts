@@ -1,0 +1,39 @@
+// The capabilities of the control plane, each one folder exporting one module
+// (its entities, routes and, where it adds services, a start hook). Adding a
+// capability is one folder and one line here.
+import type { EntityClass } from '@mikro-orm/core';
+import { accounts } from './accounts/index.ts';
+import { admin } from './admin/index.ts';
+import { AuditEntry } from './audit/audit-entry.entity.ts';
+import { auth, type AuthServices } from './auth/index.ts';
+import type { CoreServices } from './core/services.ts';
+import { health, type HealthServices } from './health/index.ts';
+import type { RouteDefinition } from './http/route.ts';
+import type { AccessControl } from './http/services.ts';
+
+/** Everything the capabilities' services may reach: the platform's and those capabilities add. */
+export type AppServices = CoreServices & AuthServices & HealthServices;
+
+export interface CapabilityStart {
+  /** Services the capability adds for the others (merged into AppServices). */
+  services?: Partial<AppServices>;
+  /** The guard of every route (one capability provides it: auth). */
+  access?: AccessControl;
+  close?: () => Promise<void>;
+}
+
+export interface Capability {
+  name: string;
+  entities?: readonly EntityClass<object>[];
+  routes?: readonly RouteDefinition<AppServices>[];
+  /** Runs once the platform services exist, in list order. */
+  start?: (services: AppServices) => Promise<CapabilityStart>;
+}
+
+export const capabilities: readonly Capability[] = [accounts, auth, admin, health];
+
+/** Every entity of the control plane: the framework's own (audit) and each capability's. */
+export const entities: EntityClass<object>[] = [AuditEntry, ...capabilities.flatMap((c) => c.entities ?? [])];
+
+/** Every API route, in capability order. */
+export const routes: RouteDefinition<AppServices>[] = capabilities.flatMap((c) => c.routes ?? []);

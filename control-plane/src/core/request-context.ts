@@ -1,0 +1,65 @@
+// What a service is told about the request it works for: who acts (actor),
+// from where (address, user agent), under which request id and locale, and
+// the unit of work (entity manager) and logger of that request. HTTP routes,
+// the gRPC channel and background jobs all build one, so services never see
+// Koa's ctx and every entry point calls the same services.
+import { randomUUID } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Logger } from 'pino';
+import type { MatchTier } from '../permissions/catalog.ts';
+
+/** Who acts: a person (access token), a machine (API token), or the platform itself (jobs). */
+export interface Actor {
+  type: 'user' | 'api_token' | 'system';
+  id: string;
+  /** Roles as evaluated for this request (informational; permissions are checked against stored data). */
+  roles: string[];
+  /** Session of a user's access token. */
+  sessionId?: string;
+  /** Access token id (jti), for revocation. */
+  tokenId?: string;
+  tokenExpiresAt?: number;
+}
+
+export interface RequestContext {
+  readonly requestId: string;
+  /** Client address ('' when no client: jobs). */
+  readonly ip: string;
+  readonly userAgent: string;
+  /** First BCP 47 tag of Accept-Language, if any. */
+  readonly locale: string | null;
+  /** Set by authentication; null for anonymous callers and jobs without an actor. */
+  actor: Actor | null;
+  /** The tier that satisfied the operation's permission ('global' acts on anyone's resources). */
+  access: MatchTier | null;
+  /** The request's unit of work (forked on first use). */
+  readonly em: EntityManager;
+  /** A logger carrying the request id. */
+  readonly log: Logger;
+}
+
+const LANGUAGE_TAG = /^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$/;
+
+/** First language tag of an Accept-Language header, if it looks like BCP 47. */
+export function localeFromAcceptLanguage(header: string | undefined): string | null {
+  if (!header) return null;
+  const first = header.split(',')[0]?.split(';')[0]?.trim();
+  return first && LANGUAGE_TAG.test(first) ? first : null;
+}
+
+/** A context for work that no client asked for (jobs, start-up tasks, CLIs). */
+export function systemContext(services: { db: { orm: { em: { fork(): unknown } } }; log: Logger }, options: { actor?: Actor | null; requestId?: string } = {}): RequestContext {
+  const requestId = options.requestId ?? `job-${randomUUID()}`;
+  let em: EntityManager | undefined;
+  let log: Logger | undefined;
+  return {
+    requestId,
+    ip: '',
+    userAgent: '',
+    locale: null,
+    actor: options.actor ?? null,
+    access: options.actor ? 'global' : null,
+    get em() { return (em ??= services.db.orm.em.fork() as EntityManager); },
+    get log() { return (log ??= services.log.child({ request_id: requestId })); },
+  };
+}
