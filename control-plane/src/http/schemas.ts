@@ -11,8 +11,9 @@ export const queryBoolean = () =>
 // PostgreSQL's timestamptz reaches from 4713 BC to 294276 AD, but ISO 8601's
 // year 0000 (1 BC) and the BC/AD conversion of drivers are a trap: accept the
 // years 0001..9999 that a four-digit ISO year can name, and nothing else.
-const MIN_DATE_MS = Date.UTC(1, 0, 1) - 14 * 3600_000; // 0001-01-01 in the earliest offset
-const MAX_DATE_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999) + 14 * 3600_000;
+// (Date.UTC maps the years 0..99 to 1900..1999: parse instead.)
+const MIN_DATE_MS = Date.parse('0001-01-01T00:00:00Z') - 14 * 3600_000; // in the earliest offset
+const MAX_DATE_MS = Date.parse('9999-12-31T23:59:59.999Z') + 14 * 3600_000;
 
 /** True for a valid Date that PostgreSQL can store and return unchanged (years 0001..9999). */
 export function isStorableDate(date: Date): boolean {
