@@ -1,4 +1,5 @@
 import t from 'tap';
+import { rawRequest } from '../../../test/support/raw-http.ts';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { widgetRoutes } from '../../../test/support/widgets-fixture.ts';
 
@@ -54,7 +55,12 @@ t.test('/docs serves the interactive reference with its assets', async (t) => {
   const bundle = await cp.request('GET', '/docs/swagger-ui-bundle.js');
   t.equal(bundle.status, 200);
   t.ok(bundle.text.length > 100_000);
-  t.equal((await cp.request('GET', '/docs/../package.json')).status, 404);
+  // Sent raw: fetch would remove the dot segment before sending, and the check could not fail.
+  for (const target of ['/docs/../package.json', '/docs/%2e%2e/package.json', '/docs/..%2fpackage.json']) {
+    const res = await rawRequest(cp.url, `GET ${target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`);
+    t.equal(res.status, 404, target);
+    t.notMatch(res.body, /"dependencies"/, `${target}: package.json not served`);
+  }
 });
 
 t.test('/metrics exposes process metrics and the request histogram by route', async (t) => {
