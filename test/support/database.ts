@@ -57,6 +57,8 @@ export interface TestDatabase {
   proxy?: TcpProxy;
   /** Connection URL of this database (for child processes such as CLIs). */
   url: string;
+  /** The SQL statements the app sends while `fn` runs (round trips, not timing). */
+  statementsDuring(fn: () => Promise<unknown>): Promise<string[]>;
   dispose(): Promise<void>;
 }
 
@@ -93,12 +95,25 @@ export async function createTestDatabase(options: {
     cleanups.push(() => proxy!.cut().catch(() => {}));
   }
   // Migrations run here too: a no-op on a template copy, the whole set otherwise.
-  const db = await openDatabase({ databaseUrl: url, dataDir: os.tmpdir(), entities, extraEntities: options.extraEntities, poolMax: options.postgresUrl ? 4 : 1 });
+  let recording: string[] | undefined;
+  const db = await openDatabase({
+    databaseUrl: url, dataDir: os.tmpdir(), entities, extraEntities: options.extraEntities, poolMax: options.postgresUrl ? 4 : 1,
+    onQuery: (sql) => recording?.push(sql),
+  });
   return {
     db,
     real: Boolean(options.postgresUrl),
     proxy,
     url,
+    async statementsDuring(fn) {
+      recording = [];
+      try {
+        await fn();
+        return recording;
+      } finally {
+        recording = undefined;
+      }
+    },
     async dispose() {
       await db.close().catch(() => {});
       for (const cleanup of cleanups.reverse()) await cleanup();

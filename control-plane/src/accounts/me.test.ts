@@ -18,6 +18,14 @@ t.test('GET /v1/users/me returns the current user with an ETag', async (t) => {
   t.equal((await cp.request('GET', '/v1/users/me')).status, 401);
 });
 
+t.test('GET /v1/users/me costs one round trip: the guard\'s read of the caller seeds the request\'s identity map', async (t) => {
+  const statements = await cp.database.statementsDuring(async () => {
+    t.equal((await cp.request('GET', '/v1/users/me', { headers: auth() })).status, 200);
+  });
+  t.equal(statements.length, 1, statements.join('\n'));
+  t.match(statements[0], /from app_user u/);
+});
+
 t.test('PATCH /v1/users/me updates the given fields only', async (t) => {
   const res = await cp.request('PATCH', '/v1/users/me', {
     headers: auth(),

@@ -4,6 +4,7 @@
 // by the CDN module). Authorization: the rule's permission evaluated against
 // the caller's stored roles, exact → type-scoped → global.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { User } from '../accounts/user.entity.ts';
 import type { Actor, RequestContext } from '../core/request-context.ts';
 import { ApiError } from '../http/errors.ts';
 import type { AccessRule, RouteInput } from '../http/route.ts';
@@ -36,13 +37,19 @@ export function assertOwnerOrGlobal(rc: RequestContext, ownerId: string): void {
   throw new ApiError('FORBIDDEN', 'You can only act on your own resources');
 }
 
-interface UserAccessRow {
-  status: string;
-  role_name: string | null;
-  permission: string | null;
-  resource_type: string | null;
-  resource_id: string | null;
-}
+/** The caller's user row, with the roles and grants it holds now (role, permission, resource type, resource id). */
+type UserAccessRow = Record<string, unknown> & { status: string; access: [string, string | null, string | null, string | null][] };
+
+// One round trip: the user's row (it seeds the request's identity map, so a
+// route reading the caller's own record needs no second query) and, folded
+// into one JSON column, every unexpired role with the permissions it carries.
+const USER_ACCESS_SQL = `
+  select u.*, coalesce((
+    select json_agg(json_build_array(ur.role_name, rp.permission, rp.resource_type, rp.resource_id))
+      from user_role ur left join role_permission rp on rp.role_name = ur.role_name
+     where ur.user_id = u.id and (ur.expires_at is null or ur.expires_at > now())
+  ), '[]'::json) as access
+  from app_user u where u.id = ?`;
 
 export class TokenAccessControl implements AccessControl {
   readonly #tokens: TokenService;
@@ -92,22 +99,16 @@ export class TokenAccessControl implements AccessControl {
     if (caller.type === 'api_token') {
       grants = await loadRoleGrants(em, caller.roles);
     } else {
-      // Status and grants in one query: every request is judged on stored data, not on the token.
-      const rows = await em.execute<UserAccessRow[]>(
-        `select u.status, ur.role_name, rp.permission, rp.resource_type, rp.resource_id
-           from app_user u
-           left join user_role ur on ur.user_id = u.id and (ur.expires_at is null or ur.expires_at > now())
-           left join role_permission rp on rp.role_name = ur.role_name
-          where u.id = ?`,
-        [caller.id],
-      );
-      const user = rows[0];
-      if (!user || user.status === 'deleted' || user.status === 'suspended') throw new ApiError('UNAUTHORIZED', 'Account is not active');
-      if (user.status === 'pending_verification' && !rule.allowUnverified) {
+      // Status and grants read on every request: the caller is judged on stored data, not on the token.
+      const [row] = await em.execute<UserAccessRow[]>(USER_ACCESS_SQL, [caller.id]);
+      if (!row || row.status === 'deleted' || row.status === 'suspended') throw new ApiError('UNAUTHORIZED', 'Account is not active');
+      if (row.status === 'pending_verification' && !rule.allowUnverified) {
         throw new ApiError('EMAIL_NOT_VERIFIED', 'Verify your e-mail address first');
       }
-      caller.roles = [...new Set(rows.map((r) => r.role_name).filter((r): r is string => r !== null))].sort();
-      grants = rows.filter((r) => r.permission !== null).map((r) => ({ permission: r.permission!, resource_type: r.resource_type, resource_id: r.resource_id }));
+      const { access, ...userRow } = row;
+      em.map(User, userRow as never);
+      caller.roles = [...new Set(access.map(([role]) => role))].sort();
+      grants = access.filter(([, permission]) => permission !== null).map(([, permission, resource_type, resource_id]) => ({ permission: permission!, resource_type, resource_id }));
     }
     const tier = matchPermission(grants, {
       permission: rule.permission,

@@ -26,6 +26,8 @@ export interface OpenDatabaseOptions {
   poolMax?: number;
   /** Receives the migrator's progress lines; silent without one. */
   log?: Logger;
+  /** Sees every SQL statement sent (tests count round trips with it). */
+  onQuery?: (sql: string) => void;
 }
 
 export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
@@ -47,6 +49,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
       migrations: { migrationsList, transactional: true, allOrNothing: true, snapshot: false, snapshotOnMigrate: false },
       pool: embedded ? { min: 0, max: 1 } : { min: 0, max: options.poolMax ?? 10 },
       forceUtcTimezone: true,
+      ...(options.onQuery ? { onQuery: (sql: string) => (options.onQuery!(sql), sql) } : {}),
       // Each request forks its own context (http/request-context.ts); the global one is a bug.
       allowGlobalContext: false,
       debug: false,

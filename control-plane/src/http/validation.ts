@@ -77,15 +77,21 @@ export interface RawInput {
 /** Operations that declare no query or body still refuse unknown query fields and a non-empty body. */
 const NONE = z.strictObject({});
 
+function hasKeys(value: object): boolean {
+  for (const _ in value) return true;
+  return false;
+}
+
 export function validateRequest(
   raw: RawInput,
   schemas: { params?: z.ZodType; query?: z.ZodType; body?: z.ZodType },
 ): ValidatedInput {
-  const errors: FieldError[] = [
-    ...findUnsafeStrings(raw.params, true),
-    ...findUnsafeStrings(raw.query, true),
-    ...findUnsafeStrings(raw.body, false),
-  ];
+  // Most requests carry no query, no body or neither: those parts cost nothing.
+  const queryGiven = hasKeys(raw.query);
+  const errors: FieldError[] = [];
+  if (hasKeys(raw.params)) findUnsafeStrings(raw.params, true, [], errors);
+  if (queryGiven) findUnsafeStrings(raw.query, true, [], errors);
+  if (raw.body !== undefined) findUnsafeStrings(raw.body, false, [], errors);
   if (errors.length) throw new ApiError('VALIDATION_ERROR', undefined, { errors });
   const take = (schema: z.ZodType, value: unknown) => {
     const result = schema.safeParse(value);
@@ -94,8 +100,8 @@ export function validateRequest(
     return undefined;
   };
   const params = schemas.params ? take(schemas.params, raw.params) : {};
-  const query = take(schemas.query ?? NONE, raw.query);
-  const body = schemas.body ? take(schemas.body, raw.body ?? {}) : (take(NONE, raw.body ?? {}), undefined);
+  const query = schemas.query ? take(schemas.query, raw.query) : queryGiven ? take(NONE, raw.query) : {};
+  const body = schemas.body ? take(schemas.body, raw.body ?? {}) : raw.body === undefined ? undefined : (take(NONE, raw.body), undefined);
   if (errors.length) throw new ApiError('VALIDATION_ERROR', undefined, { errors });
   return { params, query, body };
 }
