@@ -4,6 +4,7 @@
 // (/openapi.json, /docs, /metrics, /healthz).
 import { randomUUID } from 'node:crypto';
 import Koa from 'koa';
+import { mountPages } from '../pages/pages.ts';
 import { serveDocs } from './docs-page.ts';
 import { ApiError } from './errors.ts';
 import { respondWithError } from './error-handler.ts';
@@ -92,6 +93,7 @@ export function createApp(app: AppServices, options: AppOptions): Koa {
   router.get('/healthz', (ctx) => {
     ctx.body = { status: 'ok' };
   });
+  mountPages(router, { version: options.version, publicUrl: app.config.publicUrl });
   koa.use(router.routes());
   koa.use(router.allowedMethods({ throw: true, methodNotAllowed: () => new ApiError('METHOD_NOT_ALLOWED', 'Method not allowed on this path'), notImplemented: () => new ApiError('METHOD_NOT_ALLOWED') }));
   return koa;
