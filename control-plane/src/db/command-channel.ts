@@ -166,8 +166,11 @@ export async function serveCommands(options: {
   const running = new Set<Promise<unknown>>();
 
   if (process.platform !== 'win32') {
-    fs.mkdirSync(path.dirname(socketPath), { recursive: true, mode: 0o700 });
-    fs.chmodSync(path.dirname(socketPath), 0o700);
+    const dir = path.dirname(socketPath);
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    // In a shared temp folder the directory could be someone else's: only ours will do.
+    if (fs.statSync(dir).uid !== process.getuid!()) throw new Error(`${dir} belongs to another user; set DATA_DIR to a shorter path of yours`);
+    fs.chmodSync(dir, 0o700);
     // We hold the directory's lock, so a socket file left here is a dead owner's.
     fs.rmSync(socketPath, { force: true });
   }
