@@ -1,42 +1,105 @@
 // Process entry of the control plane: `npm run control-plane` (or `npm start`
 // for control plane + edge agent together).
+//
+// On the embedded database this process owns the data directory: it holds its
+// lock while it runs and runs commands (admin:create, migrate) for other
+// processes on its command socket. On an empty database it creates the first
+// superadmin and prints the credentials once, on stdout (never into the log).
+import { createAdminCommand, ensureFirstSuperadmin } from './admin/create-admin.ts';
+import { syncRoleCatalog } from './auth/permissions/permission-service.ts';
+import { entities } from './capabilities.ts';
 import { ConfigError, loadConfig, type Config } from './config/config.ts';
+import { serveCommands } from './db/command-channel.ts';
+import { DataDirBusyError } from './db/data-dir-lock.ts';
+import { EmbeddedDatabaseError } from './db/embedded-postgres.ts';
+import { migrateCommand } from './db/migrate-cli.ts';
+import { openDatabase, type Database } from './db/orm.ts';
 import { createLogger } from './http/logger.ts';
 import { startControlPlane } from './server.ts';
+
+/** Commands other processes may run through this one while it owns the embedded database. */
+const commands = [createAdminCommand, migrateCommand];
+
+function fatal(message: string): never {
+  console.error(`control-plane: ${message}`);
+  process.exit(1);
+}
 
 let config: Config;
 try {
   config = loadConfig(process.env, process.argv.slice(2));
 } catch (error) {
-  if (error instanceof ConfigError) {
-    console.error(`control-plane: invalid configuration: ${error.message}`);
-    process.exit(1);
-  }
+  if (error instanceof ConfigError) fatal(`invalid configuration: ${error.message}`);
   throw error;
 }
 
 const log = createLogger(config.LOG_LEVEL);
-const controlPlane = await startControlPlane(config, { log });
-const { db, store } = controlPlane.app;
+let db: Database;
+try {
+  db = await openDatabase({
+    databaseUrl: config.DATABASE_URL,
+    dataDir: config.dataDir,
+    entities,
+    log,
+    embeddedOptions: {
+      role: 'control-plane',
+      whenBusy(holder) {
+        // Another control plane will not let go; a command (admin:create, migrate) soon will.
+        if (holder?.role === 'control-plane') return false;
+        console.error(`control-plane: ${config.dataDir} is in use by ${holder ? `${holder.role} (pid ${holder.pid})` : 'another process'}; waiting for it to finish...`);
+        return true;
+      },
+    },
+  });
+} catch (error) {
+  if (error instanceof EmbeddedDatabaseError) fatal(error.message);
+  if (error instanceof DataDirBusyError) {
+    fatal(`${config.dataDir} is in use by ${error.holder ? `another ${error.holder.role} (pid ${error.holder.pid})` : 'another process'}; stop it, or give this one its own --data-dir`);
+  }
+  throw error;
+}
+
+// Before the HTTP server answers, so whoever waits for readiness (npm start) has read them.
+if (config.NODE_ENV !== 'production') {
+  await syncRoleCatalog(db.orm.em.fork());
+  const first = await ensureFirstSuperadmin(db, config.ADMIN_EMAIL);
+  if (first) {
+    console.log([
+      'First superadmin created (the password is shown this once; store it safely):',
+      `  e-mail:   ${first.email}`,
+      `  password: ${first.password}`,
+    ].join('\n'));
+  }
+}
+
+const controlPlane = await startControlPlane(config, { log, db });
+const { store } = controlPlane.app;
+const port = Number(new URL(controlPlane.url).port);
+const url = config.PUBLIC_URL ? config.publicUrl : `http://localhost:${port}`;
+const commandServer = await serveCommands({ db, commands, publicUrl: url, log });
 log.info({
-  url: controlPlane.url,
-  database: db.embedded ? `embedded PGlite in ${config.dataDir}/pg` : 'PostgreSQL',
+  url,
+  database: db.embedded ? `embedded PGlite in ${db.embeddedDir}` : 'PostgreSQL',
   store: store.kind === 'redis' ? 'Redis' : 'in-process (single replica only)',
+  commands: commandServer?.path,
 }, 'control plane listening');
 
 let stopping = false;
-for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  process.on(signal, async () => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal }, 'shutting down: finishing in-flight requests');
-    try {
-      await controlPlane.close();
-      log.info('stopped');
-      process.exit(0);
-    } catch (error) {
-      log.error({ err: error }, 'shutdown failed');
-      process.exit(1);
-    }
-  });
+async function shutdown(reason: string): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  log.info({ reason }, 'shutting down: finishing in-flight requests');
+  try {
+    await commandServer?.close();
+    await controlPlane.close();
+    await db.close();
+    log.info('stopped');
+    process.exit(0);
+  } catch (error) {
+    log.error({ err: error }, 'shutdown failed');
+    process.exit(1);
+  }
 }
+for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => void shutdown(signal));
+// Started by `npm start` with an IPC channel: stop when that parent goes away, however it ended.
+if (process.connected) process.on('disconnect', () => void shutdown('parent exited'));

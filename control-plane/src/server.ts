@@ -19,6 +19,7 @@ import { createHttpMetrics } from './http/metrics.ts';
 import type { RouteDefinition } from './http/route.ts';
 import type { AccessControl } from './http/services.ts';
 import { createMailer } from './mail/mailer.ts';
+import { mountPages } from './pages/pages.ts';
 import { createStore, type KeyValueStore } from './store/index.ts';
 
 export type { AppServices } from './capabilities.ts';
@@ -72,7 +73,12 @@ export async function startControlPlane(config: Config, options: ControlPlaneOpt
 
   const metrics = createHttpMetrics();
   const routes = [...capabilityRoutes, ...(options.extraRoutes ?? [])];
-  const koa = createApp(app, { routes, access, metrics, version, checkContract: config.NODE_ENV !== 'production' });
+  const koa = createApp(app, {
+    routes, access, metrics, version,
+    checkContract: config.NODE_ENV !== 'production',
+    // The index at / and the pages the e-mail links open.
+    mount: (router) => mountPages(router, { version, publicUrl: config.publicUrl }),
+  });
 
   const server = http.createServer({
     // Slow senders of headers or bodies are cut off (the edge agent does the same).

@@ -91,14 +91,14 @@ export async function register(app: AppServices, em: EntityManager, rc: RequestC
     }
     await assignRole(em, user.id, 'subscriber');
     const token = await issueOneTimeToken(app, em, user, 'email_verification', VERIFICATION_TOKEN_TTL_MS);
-    await deliver(app, email, verificationEmail({ publicUrl: app.config.publicUrl, token, displayName: user.display_name ?? undefined }));
+    await deliver(app, email, verificationEmail({ publicUrl: app.config.linkBaseUrl, token, displayName: user.display_name ?? undefined }));
     return withRoles(user, ['subscriber']);
   }
   return registerExisting(app, email, fields, now);
 }
 
 async function registerExisting(app: AppServices, email: string, fields: Record<string, unknown>, now: Date): Promise<User & { roles: string[] }> {
-  await deliver(app, email, registrationAttemptNotice({ publicUrl: app.config.publicUrl }));
+  await deliver(app, email, registrationAttemptNotice({ publicUrl: app.config.linkBaseUrl }));
   const shadow = Object.assign(new User(), {
     id: crypto.randomUUID(), ...fields, email_verified: false, phone_verified: false, mfa_enabled: false,
     timezone: null, preferred_language: null, avatar_url: null, last_login_at: null, created_at: now, updated_at: now, version: 1,
@@ -120,7 +120,7 @@ export async function resendVerification(app: AppServices, em: EntityManager, em
   const user = await em.findOne(User, { email: normalizeEmail(email) });
   if (!user || user.email_verified || user.status !== 'pending_verification') return;
   const token = await issueOneTimeToken(app, em, user, 'email_verification', VERIFICATION_TOKEN_TTL_MS);
-  await deliver(app, user.email, verificationEmail({ publicUrl: app.config.publicUrl, token, displayName: user.display_name ?? undefined }));
+  await deliver(app, user.email, verificationEmail({ publicUrl: app.config.linkBaseUrl, token, displayName: user.display_name ?? undefined }));
 }
 
 export interface LoginInput {
@@ -223,7 +223,7 @@ export async function forgotPassword(app: AppServices, em: EntityManager, email:
     return;
   }
   const token = await issueOneTimeToken(app, em, user, 'password_reset', RESET_TOKEN_TTL_MS);
-  await deliver(app, user.email, passwordResetEmail({ publicUrl: app.config.publicUrl, token, expiresInMinutes: 15, displayName: user.display_name ?? undefined }));
+  await deliver(app, user.email, passwordResetEmail({ publicUrl: app.config.linkBaseUrl, token, expiresInMinutes: 15, displayName: user.display_name ?? undefined }));
 }
 
 export async function resetPassword(app: AppServices, em: EntityManager, rc: RequestContext, token: string, newPassword: string): Promise<LoginResult> {

@@ -38,6 +38,21 @@ t.test('flags override environment variables', async (t) => {
   t.throws(() => flagsToEnv(['--port']), /PORT: missing value/);
 });
 
+t.test('a flag naming no variable, or a stray argument, is refused with one line (it used to be ignored)', async (t) => {
+  t.throws(() => loadConfig({}, ['--prot', '9000']), /^unknown flag --prot$/);
+  t.throws(() => loadConfig({}, ['9000']), /unexpected argument "9000"/);
+  t.equal(loadConfig({}, ['--data-dir', '/tmp/x', '--app-url=https://app.example.com']).DATA_DIR, '/tmp/x');
+});
+
+t.test('links in e-mails point at APP_URL when set, otherwise at PUBLIC_URL', async (t) => {
+  t.equal(loadConfig({ PORT: '9000' }).linkBaseUrl, 'http://localhost:9000');
+  t.equal(loadConfig({ PUBLIC_URL: 'https://api.example.com/' }).linkBaseUrl, 'https://api.example.com');
+  const c = loadConfig({ PUBLIC_URL: 'https://api.example.com', APP_URL: 'https://app.example.com/' });
+  t.equal(c.linkBaseUrl, 'https://app.example.com');
+  t.equal(c.publicUrl, 'https://api.example.com', 'the token issuer stays PUBLIC_URL');
+  t.throws(() => loadConfig({ APP_URL: 'ftp://x' }), /^APP_URL: /);
+});
+
 t.test('empty variables count as unset', async (t) => {
   t.equal(loadConfig({ DATABASE_URL: '' }).DATABASE_URL, undefined);
 });

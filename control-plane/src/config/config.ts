@@ -17,6 +17,11 @@ const schema = z.object({
   REDIS_URL: z.url({ protocol: /^rediss?$/ }).optional(),
   SMTP_URL: z.url({ protocol: /^smtps?$/ }).optional(),
   PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
+  // A front end's base URL: when set, links in e-mails (verify e-mail, reset password, invitation) point there
+  // instead of the small pages the control plane serves itself.
+  APP_URL: z.url({ protocol: /^https?$/ }).optional(),
+  // The superadmin created on the first start of an empty database (its generated password is printed once).
+  ADMIN_EMAIL: z.email().max(254).default('admin@example.com'),
   SECRETS_KEY: z.string().min(32).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   // Upper bound for JSON and form bodies; multipart uploads have their own limit (avatar: 5 MB).
@@ -37,18 +42,33 @@ const schema = z.object({
   REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1_000).max(3_600_000).default(120_000),
 });
 
-export type Config = z.infer<typeof schema> & { publicUrl: string; dataDir: string };
+export type Config = z.infer<typeof schema> & {
+  publicUrl: string;
+  /** Base of the links in e-mails: APP_URL when set, otherwise PUBLIC_URL (the control plane's own pages). */
+  linkBaseUrl: string;
+  dataDir: string;
+};
+
+/** Every variable the control plane reads; each is also a flag (`GRPC_PORT` ↔ `--grpc-port`). */
+export const configVariables: readonly string[] = Object.keys(schema.shape);
 
 export class ConfigError extends Error {}
 
-/** Reads `--flag value` / `--flag=value` pairs into ENV_NAME keys (`--grpc-port` → GRPC_PORT). */
-export function flagsToEnv(argv: string[]): Record<string, string> {
+/**
+ * Reads `--flag value` / `--flag=value` pairs into ENV_NAME keys (`--grpc-port` → GRPC_PORT).
+ * With `known`, a flag naming no known variable, or a stray argument, is an error.
+ */
+export function flagsToEnv(argv: string[], known?: readonly string[]): Record<string, string> {
   const out: Record<string, string> = {};
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
-    if (!arg.startsWith('--')) continue;
+    if (!arg.startsWith('--')) {
+      if (known) throw new ConfigError(`unexpected argument ${JSON.stringify(arg)} (flags look like --port 9000)`);
+      continue;
+    }
     const eq = arg.indexOf('=');
     const name = (eq === -1 ? arg.slice(2) : arg.slice(2, eq)).replace(/-/g, '_').toUpperCase();
+    if (known && !known.includes(name)) throw new ConfigError(`unknown flag ${eq === -1 ? arg : arg.slice(0, eq)}`);
     const value = eq === -1 ? argv[++i] : arg.slice(eq + 1);
     if (value === undefined) throw new ConfigError(`${name}: missing value for --${arg.slice(2)}`);
     out[name] = value;
@@ -57,7 +77,7 @@ export function flagsToEnv(argv: string[]): Record<string, string> {
 }
 
 export function loadConfig(env: Record<string, string | undefined> = process.env, argv: string[] = []): Config {
-  const source: Record<string, string | undefined> = { ...env, ...flagsToEnv(argv) };
+  const source: Record<string, string | undefined> = { ...env, ...flagsToEnv(argv, configVariables) };
   // Empty variables count as unset, as in most twelve-factor tooling.
   for (const key of Object.keys(source)) if (source[key] === '') delete source[key];
   const parsed = schema.safeParse(source);
@@ -68,9 +88,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(`${name}: ${issue.message}${shown}`);
   }
   const c = parsed.data;
+  const publicUrl = (c.PUBLIC_URL ?? `http://localhost:${c.PORT}`).replace(/\/$/, '');
   return {
     ...c,
     dataDir: path.resolve(c.DATA_DIR),
-    publicUrl: (c.PUBLIC_URL ?? `http://localhost:${c.PORT}`).replace(/\/$/, ''),
+    publicUrl,
+    linkBaseUrl: c.APP_URL?.replace(/\/$/, '') ?? publicUrl,
   };
 }

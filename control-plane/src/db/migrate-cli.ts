@@ -1,23 +1,30 @@
 // `npm run migrate`: applies pending migrations to DATABASE_URL (or the
-// embedded database in DATA_DIR) and lists what ran. The control plane also
-// migrates at start; this is for deployments that migrate as a separate step.
+// embedded database in DATA_DIR, through the running control plane when one
+// holds it) and lists what ran. The control plane also migrates at start; this
+// is for deployments that migrate as a separate step.
+import { z } from 'zod';
 import { ConfigError, loadConfig } from '../config/config.ts';
-import { openDatabase } from './orm.ts';
+import { defineCommand, runCommand } from './command-channel.ts';
 
-try {
-  const config = loadConfig(process.env, process.argv.slice(2));
-  const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.dataDir, migrate: false });
-  try {
+export const migrateCommand = defineCommand({
+  name: 'migrate',
+  args: z.strictObject({}),
+  migrateOnOpen: false,
+  async run({ db, io }) {
     const pending = await db.orm.migrator.getPending();
-    if (!pending.length) console.log('No pending migrations.');
-    for (const migration of await db.orm.migrator.up()) console.log(`Applied ${migration.name}`);
-  } finally {
-    await db.close();
-  }
-} catch (error) {
-  if (error instanceof ConfigError) {
+    if (!pending.length) io.out('No pending migrations.');
+    for (const migration of await db.orm.migrator.up()) io.out(`Applied ${migration.name}`);
+  },
+});
+
+if (import.meta.main) {
+  let config;
+  try {
+    config = loadConfig(process.env, process.argv.slice(2));
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
     console.error(`migrate: invalid configuration: ${error.message}`);
     process.exit(1);
   }
-  throw error;
+  process.exit(await runCommand(migrateCommand, {}, config));
 }

@@ -3,13 +3,15 @@ import type { EntityClass } from '@mikro-orm/core';
 import type { Logger } from 'pino';
 import { Migrator } from '@mikro-orm/migrations';
 import { MikroORM, PostgreSqlDriver } from '@mikro-orm/postgresql';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.ts';
+import { startEmbeddedPostgres, type EmbeddedOptions, type EmbeddedPostgres } from './embedded-postgres.ts';
 import { migrationsList } from './migrations/index.ts';
 
 export interface Database {
   orm: MikroORM;
   /** True when running on the embedded PGlite rather than a PostgreSQL server. */
   embedded: boolean;
+  /** The embedded PGlite directory (its owner's lock and command socket derive from it); undefined on PostgreSQL. */
+  embeddedDir?: string;
   /** Round-trip time of `select 1` in milliseconds; throws when the database does not answer. */
   ping(): Promise<number>;
   close(): Promise<void>;
@@ -28,13 +30,15 @@ export interface OpenDatabaseOptions {
   log?: Logger;
   /** Sees every SQL statement sent (tests count round trips with it). */
   onQuery?: (sql: string) => void;
+  /** How to take the embedded directory's lock (who we are, wait or fail when it is held). */
+  embeddedOptions?: EmbeddedOptions;
 }
 
 export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
   let embedded: EmbeddedPostgres | undefined;
   let url = options.databaseUrl;
   if (!url) {
-    embedded = await startEmbeddedPostgres(path.join(options.dataDir, 'pg'));
+    embedded = await startEmbeddedPostgres(path.join(options.dataDir, 'pg'), options.embeddedOptions);
     url = embedded.url;
   }
   let orm: MikroORM;
@@ -59,10 +63,19 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
     await embedded?.close();
     throw error;
   }
-  if (options.migrate !== false) await orm.migrator.up();
+  if (options.migrate !== false) {
+    try {
+      await orm.migrator.up();
+    } catch (error) {
+      await orm.close(true);
+      await embedded?.close();
+      throw error;
+    }
+  }
   return {
     orm,
     embedded: Boolean(embedded),
+    embeddedDir: embedded?.dir,
     async ping() {
       const started = performance.now();
       await orm.em.fork().getConnection().execute('select 1');

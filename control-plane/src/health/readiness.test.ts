@@ -10,7 +10,9 @@ t.test('GET /v1/cdn/health/ready: 200 with components while PostgreSQL and Redis
   t.ok(!Number.isNaN(Date.parse(ready.body.timestamp)));
   t.equal(ready.body.components.postgresql.status, 'ok');
   t.type(ready.body.components.postgresql.latency_ms, 'number');
+  t.equal(ready.body.components.postgresql.backend, cp.database.db.embedded ? 'embedded' : 'postgresql', 'names what it runs on');
   t.equal(ready.body.components.redis.status, 'ok');
+  t.equal(ready.body.components.redis.backend, cp.config.REDIS_URL ? 'redis' : 'in-process');
   t.type(ready.body.components.redis.latency_ms, 'number');
   t.ok('edge_config' in ready.body.components);
 

@@ -1,5 +1,8 @@
 // Readiness (document 3 §4.13): no authentication; 200 when PostgreSQL and
 // the cache store (Redis) answer, 503 otherwise, with per-component latency.
+// Beyond the spec's {status, latency_ms}, the database and store components
+// name what they run on: `embedded` (PGlite) or `postgresql`, `in-process` or
+// `redis`, so a report never claims a server that is not there.
 import { z } from 'zod';
 import { timestamp } from '../http/schemas.ts';
 import type { CoreServices } from '../core/services.ts';
@@ -16,7 +19,11 @@ const readinessReport = z.object({
   status: z.enum(['ok', 'unavailable']),
   version: z.string(),
   timestamp: timestamp(),
-  components: z.object({ postgresql: component, redis: component, edge_config: component }),
+  components: z.object({
+    postgresql: component.extend({ backend: z.enum(['embedded', 'postgresql']).describe('embedded: PGlite inside the control plane; postgresql: a PostgreSQL server (DATABASE_URL)') }),
+    redis: component.extend({ backend: z.enum(['in-process', 'redis']).describe('in-process: the single-replica store inside the control plane; redis: a Redis server (REDIS_URL)') }),
+    edge_config: component,
+  }),
 });
 
 const PROBE_TIMEOUT_MS = 2000;
@@ -54,7 +61,11 @@ export const readiness = defineRoute({
       status: ready ? 'ok' as const : 'unavailable' as const,
       version: app.version,
       timestamp: new Date(),
-      components: { postgresql, redis, edge_config },
+      components: {
+        postgresql: { ...postgresql, backend: app.db.embedded ? 'embedded' as const : 'postgresql' as const },
+        redis: { ...redis, backend: app.store.kind === 'redis' ? 'redis' as const : 'in-process' as const },
+        edge_config,
+      },
     });
   },
 });

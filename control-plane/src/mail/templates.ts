@@ -2,7 +2,7 @@
 export type EmailContent = { subject: string; text: string; html: string };
 
 export type TemplateContext = {
-  /** PUBLIC_URL: base of every link (may carry a path prefix). */
+  /** Base of every link (may carry a path prefix): APP_URL when a front end is configured, else PUBLIC_URL, where the control plane serves its own pages (config.linkBaseUrl). */
   publicUrl: string;
   productName?: string;
 };

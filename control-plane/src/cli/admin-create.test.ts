@@ -8,7 +8,7 @@ import { detectServices } from '../../../test/support/services.ts';
 import { verifyPassword } from '../auth/primitives/password.ts';
 
 const services = await detectServices();
-const cli = path.resolve(import.meta.dirname, 'create-admin-cli.ts');
+const cli = path.resolve(import.meta.dirname, 'admin-create.ts');
 
 t.test('admin:create creates a verified superadmin with the printed password, grants on re-run, refuses bad arguments', { skip: services.postgresUrl ? false : 'needs a real PostgreSQL' }, async (t) => {
   const database = await createTestDatabase({ postgresUrl: services.postgresUrl });

@@ -1,0 +1,82 @@
+// The admin:create command (its CLI is control-plane/src/cli/admin-create.ts):
+// creates a superadmin or admin, or grants the role to an existing account,
+// and creates the first superadmin of a fresh database.
+import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { User, defaultNotificationPreferences } from '../accounts/user.entity.ts';
+import { normalizeEmail } from '../auth/auth-service.ts';
+import { assignRole, syncRoleCatalog } from '../auth/permissions/permission-service.ts';
+import { hashPassword, passwordSchema } from '../auth/primitives/password.ts';
+import { emailField } from '../auth/schemas.ts';
+import { defineCommand } from '../db/command-channel.ts';
+import type { Database } from '../db/orm.ts';
+
+export const createAdminArgs = z.strictObject({
+  email: emailField(),
+  /** Absent: generate one and print it. */
+  password: passwordSchema.optional(),
+  display_name: z.string().trim().min(1).max(100).optional(),
+  role: z.enum(['superadmin', 'admin']).default('superadmin'),
+});
+
+export function generatePassword(): string {
+  // 144 random bits, plus one character of each class the policy asks for.
+  return `${randomBytes(18).toString('base64url')}aA1!`;
+}
+
+/** Creates the account (active, verified) or finds it; grants the role and `subscriber`. */
+async function upsertAdmin(em: EntityManager, input: { email: string; password?: string; displayName?: string; role: string }): Promise<{ created: boolean; password: string }> {
+  const email = normalizeEmail(input.email);
+  const password = input.password ?? generatePassword();
+  let user = await em.findOne(User, { email });
+  const created = !user;
+  if (user) {
+    if (input.password !== undefined) user.password_hash = await hashPassword(password);
+  } else {
+    user = em.create(User, {
+      email,
+      password_hash: await hashPassword(password),
+      display_name: input.displayName ?? null,
+      status: 'active',
+      email_verified: true,
+      terms_accepted_at: new Date(),
+      notification_preferences: { ...defaultNotificationPreferences },
+    } as never);
+  }
+  await em.flush();
+  await assignRole(em, user.id, input.role);
+  await assignRole(em, user.id, 'subscriber');
+  return { created, password };
+}
+
+export const createAdminCommand = defineCommand({
+  name: 'admin:create',
+  args: createAdminArgs,
+  async run({ db, publicUrl, io }, input) {
+    const em = db.orm.em.fork();
+    await syncRoleCatalog(em);
+    const email = normalizeEmail(input.email);
+    const { created, password } = await upsertAdmin(em, { email, password: input.password, displayName: input.display_name, role: input.role });
+    if (created) io.out(`Created ${email} (${input.role}).`);
+    else io.out(`Account ${email} exists: granted ${input.role}${input.password !== undefined ? ' and set the given password' : ''}.`);
+    if (created && input.password === undefined) io.out(`Generated password (shown once, store it safely): ${password}`);
+    io.out(`Log in: POST ${publicUrl}/v1/auth/login with {"email": "${email}", "password": "..."}`);
+  },
+});
+
+/**
+ * On a database where nobody holds the superadmin role (a fresh data
+ * directory), creates one with a generated password and returns the
+ * credentials for the caller to show once; otherwise returns undefined. Runs
+ * under an advisory lock, so replicas starting together create one account.
+ */
+export async function ensureFirstSuperadmin(db: Database, email: string): Promise<{ email: string; password: string } | undefined> {
+  return db.orm.em.fork().transactional(async (em) => {
+    await em.execute('select pg_advisory_xact_lock(727002)');
+    const [{ n }] = await em.execute(`select count(*)::int as n from user_role where role_name = 'superadmin' and (expires_at is null or expires_at > now())`);
+    if (n > 0) return undefined;
+    const result = await upsertAdmin(em, { email, role: 'superadmin' });
+    return { email: normalizeEmail(email), password: result.password };
+  });
+}

@@ -1,0 +1,150 @@
+import t from 'tap';
+import { startTestControlPlane, type TestControlPlane } from '../../../test/support/control-plane.ts';
+import { openPage } from '../../../test/support/pages.ts';
+import { login, OTHER_PASSWORD, PASSWORD, register, RESET_SUBJECT, uniqueEmail, VERIFY_SUBJECT, outboxDir } from '../../../test/support/auth.ts';
+import { waitForMessage } from '../mail/outbox.ts';
+import { cdnAdminInvitation } from '../mail/templates.ts';
+import { PAGES_CSP } from './pages.ts';
+
+/** The e-mailed link, re-pointed at the test server (its PUBLIC_URL names port 0). */
+async function emailedLink(cp: TestControlPlane, to: string, subject: RegExp): Promise<URL> {
+  const message = await waitForMessage(outboxDir(cp), { to, subject });
+  const link = new URL(message.links.find((l) => new URL(l).searchParams.has('token'))!);
+  return new URL(link.pathname + link.search, cp.url);
+}
+
+t.test('GET / answers a small index (HTML for browsers, JSON otherwise) whose links all work', async (t) => {
+  const cp = await startTestControlPlane(t);
+  const html = await fetch(cp.url + '/', { headers: { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' } });
+  t.equal(html.status, 200);
+  t.match(html.headers.get('content-type'), /text\/html/);
+  t.equal(html.headers.get('content-security-policy'), PAGES_CSP);
+  const body = await html.text();
+  for (const text of ['/docs', '/openapi.json', '/v1/cdn/health/ready', '/metrics', 'edge-agent']) t.match(body, text);
+  const hrefs = [...body.matchAll(/href="(\/[^"]*)"/g)].map((m) => m[1]!);
+  t.ok(hrefs.length >= 8, 'links to the API, health and pages');
+  for (const href of hrefs) {
+    const res = await fetch(cp.url + href);
+    t.equal(res.status, 200, `${href} answers`);
+    await res.arrayBuffer();
+  }
+
+  const json = await cp.request('GET', '/', { headers: { accept: '*/*' } });
+  t.equal(json.status, 200);
+  t.match(json.body, { version: String, links: { docs: '/docs', openapi: '/openapi.json', readiness: '/v1/cdn/health/ready' } });
+});
+
+t.test('the verify-email link opens a page that confirms the address through the API, once', async (t) => {
+  const cp = await startTestControlPlane(t);
+  const { email } = await register(cp);
+  const link = await emailedLink(cp, email, VERIFY_SUBJECT);
+  t.equal(link.pathname, '/verify-email');
+
+  const page = await openPage(link.href);
+  t.equal(page.status, 200);
+  t.equal(page.headers.get('content-security-policy'), PAGES_CSP);
+  t.equal(page.headers.get('referrer-policy'), 'no-referrer', 'the token in the address never leaves as a Referer');
+  t.notMatch(page.html, /<script>|<style>|\son\w+=/, 'no inline script, style or handler');
+  await page.submit();
+  t.same(page.message().kind, 'ok', page.message().text);
+  t.equal(page.element('form').hidden, true);
+  const session = await login(cp, email);
+  const me = await cp.request('GET', '/v1/users/me', { headers: { authorization: `Bearer ${session.accessToken}` } });
+  t.equal(me.body.data.email_verified, true);
+
+  const again = await openPage(link.href);
+  await again.submit();
+  t.equal(again.message().kind, 'error');
+  t.match(again.message().text, /invalid, has expired or was already used/);
+});
+
+t.test('a link without its token says so and offers no form', async (t) => {
+  const cp = await startTestControlPlane(t);
+  for (const path of ['/verify-email', '/reset-password', '/accept-invitation']) {
+    const page = await openPage(cp.url + path);
+    t.equal(page.status, 200);
+    t.equal(page.element('form').hidden, true, path);
+    t.match(page.message(), { kind: 'error', text: /incomplete/ }, path);
+  }
+});
+
+t.test('the reset-password link opens a page that sets the new password through the API; bad input changes nothing', async (t) => {
+  const cp = await startTestControlPlane(t);
+  const { email } = await register(cp);
+  const forgot = await openPage(cp.url + '/forgot-password');
+  forgot.fill('email', email);
+  await forgot.submit();
+  t.equal(forgot.message().kind, 'ok', forgot.message().text);
+  const link = await emailedLink(cp, email, RESET_SUBJECT);
+  t.equal(link.pathname, '/reset-password');
+
+  const page = await openPage(link.href);
+  page.fill('password', OTHER_PASSWORD);
+  page.fill('password-again', 'Something-else-1');
+  await page.submit();
+  t.match(page.message(), { kind: 'error', text: /differ/ });
+  page.fill('password', 'weak');
+  page.fill('password-again', 'weak');
+  await page.submit();
+  t.match(page.message(), { kind: 'error', text: /new password/ }, 'the API names the field');
+  await login(cp, email, PASSWORD); // still the old password (and the login voids the reset link)
+
+  const forgotAgain = await openPage(cp.url + '/forgot-password');
+  forgotAgain.fill('email', email);
+  const since = new Date();
+  await forgotAgain.submit();
+  const message = await waitForMessage(outboxDir(cp), { to: email, subject: RESET_SUBJECT, since });
+  const fresh = new URL(message.links.find((l) => l.includes('token='))!);
+  const retry = await openPage(new URL(fresh.pathname + fresh.search, cp.url).href);
+  retry.fill('password', OTHER_PASSWORD);
+  retry.fill('password-again', OTHER_PASSWORD);
+  await retry.submit();
+  t.equal(retry.message().kind, 'ok', retry.message().text);
+  await login(cp, email, OTHER_PASSWORD);
+});
+
+t.test('the sign-in page logs in through the API and names the account; a wrong password is refused', async (t) => {
+  const cp = await startTestControlPlane(t);
+  const { email } = await register(cp);
+  const wrong = await openPage(cp.url + '/login');
+  wrong.fill('email', email);
+  wrong.fill('password', 'Not-the-password-1');
+  await wrong.submit();
+  t.equal(wrong.message().kind, 'error');
+  const page = await openPage(cp.url + '/login');
+  page.fill('email', email);
+  page.fill('password', PASSWORD);
+  await page.submit();
+  t.match(page.message(), { kind: 'ok', text: `Signed in as ${email}` });
+});
+
+t.test('the invitation link opens its page, which says plainly that this server does not accept invitations yet', async (t) => {
+  const cp = await startTestControlPlane(t);
+  const mail = cdnAdminInvitation({ publicUrl: cp.url, token: 'a'.repeat(43), role: 'operator' });
+  const link = new URL(/https?:\/\/\S+accept-invitation\S+/.exec(mail.text)![0]);
+  t.equal(link.pathname, '/accept-invitation');
+  const page = await openPage(link.href);
+  t.equal(page.status, 200);
+  page.fill('password', OTHER_PASSWORD);
+  page.fill('password-again', OTHER_PASSWORD);
+  await page.submit();
+  t.match(page.message(), { kind: 'error', text: /does not accept invitations yet/ });
+});
+
+t.test('with APP_URL set, e-mailed links point at the front end instead of these pages', async (t) => {
+  const cp = await startTestControlPlane(t, { env: { APP_URL: 'https://app.example.com/account/' } });
+  const { email } = await register(cp, { email: uniqueEmail('front') });
+  const message = await waitForMessage(outboxDir(cp), { to: email, subject: VERIFY_SUBJECT });
+  t.match(message.links[0], /^https:\/\/app\.example\.com\/account\/verify-email\?token=/);
+});
+
+t.test('page assets: the script and style come from the control plane; an unknown asset is a 404', async (t) => {
+  const cp = await startTestControlPlane(t);
+  const script = await fetch(cp.url + '/pages/pages.js');
+  t.equal(script.status, 200);
+  t.match(script.headers.get('content-type'), /javascript/);
+  await script.text();
+  const missing = await cp.request('GET', '/pages/nope.js');
+  t.equal(missing.status, 404);
+  t.equal(missing.body.code, 'NOT_FOUND');
+});

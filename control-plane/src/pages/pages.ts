@@ -1,0 +1,133 @@
+// The control plane's own small HTML pages: the index at `/`, and the pages
+// the links in e-mails open when no front end is configured (APP_URL unset):
+// verify e-mail, reset password, accept an invitation, plus the sign-in and
+// forgot-password pages the registration notice links to. Each page completes
+// its action through the public API from assets/pages.js; the pages carry their
+// own Content-Security-Policy (scripts and styles from 'self' only, no inline
+// code), like /docs does.
+import fs from 'node:fs';
+import type { Context } from 'koa';
+import { ApiError } from '../http/errors.ts';
+import type { Router } from '../http/router.ts';
+import { escapeHtml } from '../mail/templates.ts';
+
+export const PAGES_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+const assets: Record<string, { type: string; body: Buffer }> = {
+  'pages.js': { type: 'application/javascript; charset=utf-8', body: fs.readFileSync(new URL('./assets/pages.js', import.meta.url)) },
+  'pages.css': { type: 'text/css; charset=utf-8', body: fs.readFileSync(new URL('./assets/pages.css', import.meta.url)) },
+};
+
+export interface PagesInfo {
+  version: string;
+  /** Where the API is reached (PUBLIC_URL). */
+  publicUrl: string;
+}
+
+function layout(title: string, page: string, body: string): string {
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${escapeHtml(title)} · Streaming Platform</title>
+<link rel="stylesheet" href="/pages/pages.css"></head>
+<body data-page="${page}"><main>
+<h1>${escapeHtml(title)}</h1>
+${body}
+</main>
+<script src="/pages/pages.js"></script></body></html>`;
+}
+
+const status = '<p id="status" role="status" aria-live="polite"></p>';
+const newPasswordFields = `<label>New password <input id="password" name="password" type="password" autocomplete="new-password" required minlength="10" maxlength="128"></label>
+<label>Repeat it <input id="password-again" name="password-again" type="password" autocomplete="new-password" required minlength="10" maxlength="128"></label>
+<p class="hint">10 to 128 characters, with an uppercase and a lowercase letter, a digit and a special character.</p>`;
+
+const actionPages: Record<string, { title: string; body: string }> = {
+  'verify-email': {
+    title: 'Confirm your e-mail address',
+    body: `<form id="form"><p>Confirm that this address is yours to finish setting up the account.</p>
+<button id="submit" type="submit">Confirm my address</button></form>
+${status}`,
+  },
+  'reset-password': {
+    title: 'Choose a new password',
+    body: `<form id="form"><p>The link works once, for 15 minutes. Changing the password signs you out on every device.</p>
+${newPasswordFields}
+<button id="submit" type="submit">Set the new password</button></form>
+${status}
+<p class="links"><a href="/forgot-password">Ask for a new link</a></p>`,
+  },
+  'accept-invitation': {
+    title: 'Accept your invitation',
+    body: `<form id="form"><p>Choose the password of your new account to activate it.</p>
+${newPasswordFields}
+<button id="submit" type="submit">Activate my account</button></form>
+${status}`,
+  },
+  'forgot-password': {
+    title: 'Forgot your password?',
+    body: `<form id="form"><p>Enter the address of your account: we send it a link to choose a new password.</p>
+<label>E-mail address <input id="email" name="email" type="email" autocomplete="email" required maxlength="254"></label>
+<button id="submit" type="submit">Send the link</button></form>
+${status}`,
+  },
+  login: {
+    title: 'Sign in',
+    body: `<form id="form">
+<label>E-mail address <input id="email" name="email" type="email" autocomplete="username" required maxlength="254"></label>
+<label>Password <input id="password" name="password" type="password" autocomplete="current-password" required maxlength="1024"></label>
+<label id="code-field" hidden>Authenticator or recovery code <input id="code" name="code" autocomplete="one-time-code" maxlength="32"></label>
+<button id="submit" type="submit">Sign in</button></form>
+${status}
+<p class="links"><a href="/forgot-password">Forgot your password?</a></p>`,
+  },
+};
+
+function indexPage(info: PagesInfo): string {
+  const base = escapeHtml(info.publicUrl);
+  return layout('Streaming platform control plane', 'index', `<p>Version ${escapeHtml(info.version)}. This server runs the account, authentication and CDN management APIs under <code>/v1</code>.</p>
+<h2>API</h2>
+<ul>
+<li><a href="/docs">API reference</a> (interactive) and the <a href="/openapi.json">OpenAPI 3.1 document</a></li>
+<li>Base URL: <code>${base}/v1</code>; tokens are verified with the keys at <a href="/.well-known/jwks.json"><code>/.well-known/jwks.json</code></a></li>
+<li>Register: <code>POST /v1/auth/register</code>; sign in: <code>POST /v1/auth/login</code> (or <a href="/login">this page</a>)</li>
+</ul>
+<h2>Health</h2>
+<ul>
+<li><a href="/v1/cdn/health/ready">Readiness</a> (database, store and edge configuration, each with what it runs on)</li>
+<li><a href="/healthz">Liveness</a> and <a href="/metrics">Prometheus metrics</a></li>
+</ul>
+<h2>Edge agent</h2>
+<p>Edge agents serve the CDN traffic: one per node or region. Start one with <code>npm run edge-agent -- --config-file snapshot.json</code> (or <code>npx edge-agent</code>); <code>npm start</code> runs one beside this control plane with a demo endpoint at <code>demo.localhost</code>. Each agent exposes <code>/metrics</code> and <code>/healthz</code> on its metrics port.</p>`);
+}
+
+/** Answers the page's HTML or asset with the pages' CSP. */
+function send(ctx: Context, type: string, body: string | Buffer, cache = 'no-store'): void {
+  ctx.set('content-security-policy', PAGES_CSP);
+  ctx.set('cache-control', cache);
+  ctx.type = type;
+  ctx.body = body;
+}
+
+export function mountPages(router: Router, info: PagesInfo): void {
+  router.on('get', '/', async (ctx) => {
+    // API clients (curl's */*) get the same links as JSON; browsers get the page.
+    if (ctx.accepts('json', 'html') === 'json') {
+      ctx.body = {
+        name: 'Streaming platform control plane',
+        version: info.version,
+        links: { api: `${info.publicUrl}/v1`, docs: '/docs', openapi: '/openapi.json', readiness: '/v1/cdn/health/ready', liveness: '/healthz', metrics: '/metrics', jwks: '/.well-known/jwks.json' },
+      };
+      return;
+    }
+    send(ctx, 'text/html; charset=utf-8', indexPage(info));
+  });
+  for (const [name, page] of Object.entries(actionPages)) {
+    // Tokens ride in the query string: the frame's `Referrer-Policy: no-referrer` keeps them from leaking, and the access log records paths only.
+    router.on('get', `/${name}`, async (ctx) => send(ctx, 'text/html; charset=utf-8', layout(page.title, name, page.body)));
+  }
+  router.on('get', '/pages/:asset', async (ctx, params) => {
+    const asset = Object.hasOwn(assets, params.asset!) ? assets[params.asset!] : undefined;
+    if (!asset) throw new ApiError('NOT_FOUND', 'No such page asset');
+    send(ctx, asset.type, asset.body, 'public, max-age=3600');
+  });
+}

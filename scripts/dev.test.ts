@@ -1,0 +1,135 @@
+// `npm start` as a newcomer runs it: flags through npm, a fresh data
+// directory, every URL and command it prints tried as printed, the e-mailed
+// verification link opened, and SIGTERM to the npm process stopping everything.
+import t from 'tap';
+import fs from 'node:fs/promises';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { lockDataDir } from '../control-plane/src/db/data-dir-lock.ts';
+import { waitForMessage } from '../control-plane/src/mail/outbox.ts';
+import { openPage } from '../test/support/pages.ts';
+import { embeddedEnv, runToEnd, startProcess } from '../test/support/processes.ts';
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** The parts of one of the printed curl commands. */
+function parseCurl(command: string): { method: string; url: string; headers: Record<string, string>; body?: string } {
+  const words = [...command.matchAll(/'([^']*)'|(\S+)/g)].map((m) => m[1] ?? m[2]!);
+  const headers: Record<string, string> = {};
+  let method = 'GET';
+  let url = '';
+  let body: string | undefined;
+  for (let i = 1; i < words.length; i++) {
+    const word = words[i]!;
+    if (word === '-X') method = words[++i]!;
+    else if (word === '-H') {
+      const [name, ...value] = words[++i]!.split(':');
+      headers[name!.toLowerCase()] = value.join(':').trim();
+    } else if (word === '-d') body = words[++i];
+    else if (word === '-sI' || word === '-I') method = 'HEAD';
+    else if (word.startsWith('http')) url = word;
+  }
+  return { method, url, headers, body };
+}
+
+/** http.request rather than fetch: a Host header is sent as given. */
+function request(spec: { method: string; url: string; headers: Record<string, string>; body?: string }): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  return new Promise((resolve, reject) => {
+    const url = new URL(spec.url.replace('//localhost:', '//127.0.0.1:'));
+    const req = http.request(url, { method: spec.method, headers: spec.headers }, (res) => {
+      let body = '';
+      res.setEncoding('utf8').on('data', (c: string) => (body += c)).on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end(spec.body);
+  });
+}
+
+function refused(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    socket.once('connect', () => { socket.destroy(); resolve(false); });
+    socket.once('error', () => resolve(true));
+  });
+}
+
+t.test('npm start with flags on a fresh data directory: every printed URL and command works, the verify link too, and SIGTERM to npm stops every child', async (t) => {
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'sp-start-'));
+  t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
+  const [port, agentPort, metricsPort] = [await freePort(), await freePort(), await freePort()];
+  const env = { ...embeddedEnv(dataDir), DATA_DIR: '', LOG_LEVEL: '' };
+  const start = startProcess(t, 'npm', ['start', '--', '--port', String(port), '--http-port', String(agentPort), '--metrics-port', String(metricsPort), '--data-dir', dataDir], env);
+  await start.waitForLine(/^Ctrl-C stops both processes\.$/);
+  const printed = start.stdout().slice(start.stdout().indexOf('Ready.'));
+  t.match(printed, `http://localhost:${port}/docs`, 'the --port flag reached the control plane');
+
+  // Every URL printed answers (the demo endpoint's host resolves to loopback, as *.localhost does in browsers).
+  // (URLs on curl lines are tried below, with the command's own headers.)
+  const plain = printed.split('\n').filter((line) => !line.includes('curl ')).join('\n');
+  const urls = [...new Set([...plain.matchAll(/https?:\/\/[^\s'"()]+/g)].map((m) => m[0].replace(/[.,]$/, '')))];
+  t.ok(urls.length >= 8, `${urls.length} URLs printed`);
+  for (const url of urls) {
+    const target = new URL(url);
+    const host: Record<string, string> = target.hostname === 'demo.localhost' ? { host: `demo.localhost:${target.port}` } : {};
+    const res = await request({ method: 'GET', url: url.replace('demo.localhost', '127.0.0.1'), headers: host });
+    t.equal(res.status, 200, `${url} answers`);
+  }
+
+  // The cache demo, as printed: MISS then HIT.
+  const demo = parseCurl(/curl -sI .*\.css/.exec(printed)![0]);
+  t.equal((await request(demo)).headers['x-cache-status'], 'MISS');
+  t.equal((await request(demo)).headers['x-cache-status'], 'HIT');
+
+  // The first superadmin's credentials, and the printed login command works with them.
+  const email = /^\s+e-mail\s+(\S+)$/m.exec(printed)?.[1];
+  const password = /^\s+password\s+(\S+)$/m.exec(printed)?.[1];
+  t.equal(email, 'admin@example.com');
+  t.ok(password);
+  const loginCommand = parseCurl(/curl -s -X POST \S+\/v1\/auth\/login .*/.exec(printed)![0]);
+  t.match(loginCommand.body, password!);
+  t.equal((await request(loginCommand)).status, 200, 'the printed login command logs in');
+
+  // Register as printed, then open the e-mailed verification link and confirm through the page.
+  const registerCommand = parseCurl(/curl -s -X POST \S+\/v1\/auth\/register[^\n]*\\\n[^\n]*/.exec(printed)![0].replace(/\\\n/, ' '));
+  t.equal((await request(registerCommand)).status, 201, 'the printed register command registers');
+  const outbox = /e-mail is written to (\S+);/.exec(printed)![1]!;
+  const message = await waitForMessage(outbox, { to: JSON.parse(registerCommand.body!).email, subject: /^Confirm your e-mail address/ });
+  const link = message.links.find((l) => l.includes('/verify-email?token='))!;
+  t.match(link, `http://localhost:${port}/verify-email?token=`, 'the link points at this control plane');
+  const page = await openPage(link.replace('//localhost:', '//127.0.0.1:'));
+  t.equal(page.status, 200);
+  await page.submit();
+  t.equal(page.message().kind, 'ok', page.message().text);
+
+  // The printed admin command, run as printed while everything runs.
+  const adminCommand = /npm run admin:create -- .*/.exec(printed)![0];
+  const admin = await runToEnd('sh', ['-c', adminCommand], env);
+  t.equal(admin.code, 0, admin.stderr);
+  t.match(admin.stdout, `Log in: POST http://localhost:${port}/v1/auth/login`);
+
+  // SIGTERM to the npm process (not the terminal's process group) stops both children.
+  const exit = await start.stop('SIGTERM');
+  t.ok(exit.code === 0 || exit.signal === 'SIGTERM', `npm exited (${JSON.stringify(exit)})`);
+  t.ok(await refused(port), 'the control plane is gone');
+  t.ok(await refused(metricsPort), 'the edge agent is gone');
+  const lock = lockDataDir(path.join(dataDir, 'pg.lock'), 'test');
+  lock.release();
+  t.pass('nobody holds the data directory any more');
+});
+
+t.test('npm start refuses an unknown flag or a bad value with one line', async (t) => {
+  for (const [args, pattern] of [[['--prot', '9000'], /unknown flag --prot/], [['--port', 'eighty'], /^npm start: PORT: /]] as const) {
+    const res = await runToEnd(process.execPath, ['scripts/dev.ts', ...args], {});
+    t.equal(res.code, 1);
+    t.match(res.stderr, pattern);
+    t.equal(res.stderr.trim().split('\n').length, 1);
+  }
+});
