@@ -36,7 +36,7 @@ export interface AppOptions<S> {
 export function createApp<S extends HttpServices>(app: S, options: AppOptions<S>): Koa {
   const koa = new Koa({ proxy: app.config.TRUST_PROXY });
   koa.silent = true;
-  const observe = routeObserver(options.metrics);
+  const { metrics } = options;
   const router = buildRouter(options.routes, app, options.access);
   const { checkContract } = options;
   const globalLimit = app.config.RATE_LIMIT_PER_MINUTE;
@@ -62,7 +62,7 @@ export function createApp<S extends HttpServices>(app: S, options: AppOptions<S>
     } finally {
       const route = state.routePath;
       const seconds = (performance.now() - started) / 1000;
-      observe(ctx.method, route, ctx.status, seconds);
+      metrics.observe(ctx.method, route, ctx.status, seconds);
       const level = ctx.status >= 500 ? 'error' : 'info';
       // Path without query string: tokens never reach the log.
       if (app.log.isLevelEnabled(level)) {
@@ -119,17 +119,3 @@ const SECURITY_HEADERS: [string, string][] = [
   ['content-security-policy', "default-src 'none'; frame-ancestors 'none'"],
   ['cache-control', 'no-store'],
 ];
-
-/** Observes the request histogram through a cached child per label set (label hashing once, not per request). */
-function routeObserver(metrics: HttpMetrics): (method: string, route: string, status: number, seconds: number) => void {
-  const children = new Map<string, { observe(value: number): void }>();
-  return (method, route, status, seconds) => {
-    const key = `${method} ${status} ${route}`;
-    let child = children.get(key);
-    if (!child) {
-      child = metrics.requestDuration.labels({ method, route, status: String(status) });
-      children.set(key, child);
-    }
-    child.observe(seconds);
-  };
-}

@@ -91,14 +91,19 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
   const readRequestBody = takesBody ? readBody(route, app.config.BODY_LIMIT_BYTES) : undefined;
   const fallbackStatus = defaultStatus(route);
   const etagged = Object.values(route.responses as Responses).some((spec) => spec.etag);
+  const isPublic = route.access === 'public';
+  const checksPermission = typeof route.access === 'object';
 
   return async (ctx, params) => {
     const rc = ctx.state as RequestState;
     rc.route = route;
+    rc.routePath = route.path;
     if (readRequestBody) await readRequestBody(ctx);
     else if (hasBody(ctx)) throw new ApiError('VALIDATION_ERROR', 'This operation takes no request body', { errors: [{ field: '(body)', message: 'Must be empty' }] });
 
-    await access.authenticate(rc, ctx.get('authorization'), route.access);
+    const authorization = ctx.get('authorization');
+    // A public route without credentials has nobody to authenticate.
+    if (!(isPublic && authorization === '')) await access.authenticate(rc, authorization, route.access);
     const requestBody = (ctx.request as { body?: unknown }).body;
     for (const rule of route.rateLimits ?? []) {
       const subject = rule.by === 'ip' ? `ip:${ctx.ip}` : rule.by === 'caller' ? callerKey(ctx) : rule.by({ params, query: ctx.query, body: requestBody, ctx });
@@ -108,7 +113,7 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
       ctx.set(rateLimitHeaders(result));
     }
     const input = validateRequest({ params, query: ctx.query, body: requestBody }, route);
-    await access.authorize(rc, route.access, input);
+    if (checksPermission) await access.authorize(rc, route.access, input);
 
     if (route.ifMatch && ctx.get('if-match')) {
       const current = await route.ifMatch({ ...(input as { params: never; query: never; body: never }), rc, app });
@@ -142,7 +147,11 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
     }
     ctx.status = sent.status;
     if (sent.headers) ctx.set(sent.headers);
-    if (sent.body !== undefined && sent.status !== 204) ctx.body = sent.body;
+    if (sent.body !== undefined && sent.status !== 204) {
+      // Named up front, so Koa does not look the media type up for every JSON body.
+      ctx.res.setHeader('content-type', 'application/json; charset=utf-8');
+      ctx.body = sent.body;
+    }
   };
 }
 
@@ -157,16 +166,18 @@ const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD'] as const;
 
 export function buildRouter<S extends HttpServices>(routes: readonly RouteDefinition<S>[], app: S, access: AccessControl): Router {
   const tree = FindMyWay({ caseSensitive: true, ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 256 });
-  const on = (method: HttpMethod, path: string, handler: RequestHandler) => {
-    const labelled: RequestHandler = (ctx, params) => {
+  const add = (method: HttpMethod, path: string, handler: RequestHandler) => {
+    tree.on(method.toUpperCase() as never, path, handler as never);
+    // HEAD answers like GET (Koa sends no body for HEAD).
+    if (method === 'get') tree.on('HEAD', path, handler as never);
+  };
+  // Declared routes label their metrics themselves (compile); plain handlers are labelled here.
+  for (const route of routes) add(route.method, route.path, compile(route, app, access));
+  const on = (method: HttpMethod, path: string, handler: RequestHandler) =>
+    add(method, path, (ctx, params) => {
       (ctx.state as RequestState).routePath = path;
       return handler(ctx, params);
-    };
-    tree.on(method.toUpperCase() as never, path, labelled as never);
-    // HEAD answers like GET (Koa sends no body for HEAD).
-    if (method === 'get') tree.on('HEAD', path, labelled as never);
-  };
-  for (const route of routes) on(route.method, route.path, compile(route, app, access));
+    });
 
   return {
     on,
