@@ -5,7 +5,7 @@ import { data, routesFor } from '../http/route.ts';
 import { lineText } from '../http/schemas.ts';
 import type { CoreServices } from '../core/services.ts';
 import { countryCodeField, localeField, phoneField, timezoneField, userResource, withRoles } from './user-record.ts';
-import { currentUser, updateCurrentUser } from './user-service.ts';
+import { currentUser, currentUserRow, updateCurrentUser } from './user-service.ts';
 
 const defineRoute = routesFor<CoreServices>();
 const tags = ['Account'];
@@ -16,8 +16,8 @@ export const readMeRoute = defineRoute({
   summary: 'Read the current user',
   responses: { 200: data(userResource) },
   async handler({ rc }) {
-    // The guard has just read the caller's roles from storage for this request.
-    return withRoles(await currentUser(rc), rc.actor!.roles);
+    // The guard has just read the caller's row and roles from storage for this request.
+    return withRoles(await currentUserRow(rc), rc.actor!.roles);
   },
 });
 

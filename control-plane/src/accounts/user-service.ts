@@ -1,12 +1,23 @@
 // The subscriber's own account (document 1 §4.1): read and update.
 import type { RequestContext } from '../core/request-context.ts';
 import { ApiError } from '../http/errors.ts';
+import type { UserRow } from './user-record.ts';
 import { User, type NotificationPreferences } from './user.entity.ts';
 
-/** The caller's own user record. */
+/** The caller's own user, as an entity to change. */
 export async function currentUser(rc: RequestContext): Promise<User> {
   if (!rc.actor || rc.actor.type !== 'user') throw new ApiError('UNAUTHORIZED');
   return rc.em.findOneOrFail(User, rc.actor.id);
+}
+
+/** The caller's own stored row, to read: the one authorization has just read, or a fresh read. */
+export async function currentUserRow(rc: RequestContext): Promise<UserRow> {
+  const actor = rc.actor;
+  if (!actor || actor.type !== 'user') throw new ApiError('UNAUTHORIZED');
+  if (actor.record?.id === actor.id) return actor.record as UserRow;
+  const [row] = await rc.em.execute<UserRow[]>('select * from app_user where id = ?', [actor.id]);
+  if (!row) throw new ApiError('NOT_FOUND', 'User not found');
+  return row;
 }
 
 export interface UserUpdate {

@@ -4,8 +4,8 @@
 // by the CDN module). Authorization: the rule's permission evaluated against
 // the caller's stored roles, exact → type-scoped → global.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { User } from '../accounts/user.entity.ts';
 import type { Actor, RequestContext } from '../core/request-context.ts';
+import type { Database } from '../db/orm.ts';
 import { ApiError } from '../http/errors.ts';
 import type { AccessRule, RouteInput } from '../http/route.ts';
 import type { AccessControl } from '../http/services.ts';
@@ -40,9 +40,9 @@ export function assertOwnerOrGlobal(rc: RequestContext, ownerId: string): void {
 /** The caller's user row, with the roles and grants it holds now (role, permission, resource type, resource id). */
 type UserAccessRow = Record<string, unknown> & { status: string; access: [string, string | null, string | null, string | null][] };
 
-// One round trip: the user's row (it seeds the request's identity map, so a
-// route reading the caller's own record needs no second query) and, folded
-// into one JSON column, every unexpired role with the permissions it carries.
+// One round trip: the user's row (kept on the actor, so a route reading the
+// caller's own record needs no second query) and, folded into one JSON
+// column, every unexpired role with the permissions it carries.
 const USER_ACCESS_SQL = `
   select u.*, coalesce((
     select json_agg(json_build_array(ur.role_name, rp.permission, rp.resource_type, rp.resource_id))
@@ -53,10 +53,12 @@ const USER_ACCESS_SQL = `
 
 export class TokenAccessControl implements AccessControl {
   readonly #tokens: TokenService;
+  readonly #db: Database;
   apiTokenResolver?: ApiTokenResolver;
 
-  constructor(tokens: TokenService) {
+  constructor(tokens: TokenService, db: Database) {
     this.#tokens = tokens;
+    this.#db = db;
   }
 
   async authenticate(rc: RequestContext, authorization: string, rule: AccessRule): Promise<void> {
@@ -94,19 +96,19 @@ export class TokenAccessControl implements AccessControl {
   async authorize(rc: RequestContext, rule: AccessRule, input: RouteInput): Promise<void> {
     if (typeof rule !== 'object') return;
     const caller = requireActor(rc);
-    const em = rc.em;
     let grants: PermissionGrant[];
     if (caller.type === 'api_token') {
-      grants = await loadRoleGrants(em, caller.roles);
+      grants = await loadRoleGrants(rc.em, caller.roles);
     } else {
       // Status and grants read on every request: the caller is judged on stored data, not on the token.
-      const [row] = await em.execute<UserAccessRow[]>(USER_ACCESS_SQL, [caller.id]);
+      // Straight on the pool: a read outside any unit of work needs no forked entity manager.
+      const [row] = await this.#db.orm.em.getConnection().execute<UserAccessRow[]>(USER_ACCESS_SQL, [caller.id]);
       if (!row || row.status === 'deleted' || row.status === 'suspended') throw new ApiError('UNAUTHORIZED', 'Account is not active');
       if (row.status === 'pending_verification' && !rule.allowUnverified) {
         throw new ApiError('EMAIL_NOT_VERIFIED', 'Verify your e-mail address first');
       }
-      const { access, ...userRow } = row;
-      em.map(User, userRow as never);
+      const { access, ...record } = row;
+      caller.record = record;
       caller.roles = [...new Set(access.map(([role]) => role))].sort();
       grants = access.filter(([, permission]) => permission !== null).map(([, permission, resource_type, resource_id]) => ({ permission: permission!, resource_type, resource_id }));
     }

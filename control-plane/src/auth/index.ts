@@ -23,7 +23,7 @@ export const auth = {
     const sessions = new SessionService(core.tokenPepper, tokens);
     return {
       services: { tokens, sessions },
-      access: new TokenAccessControl(tokens),
+      access: new TokenAccessControl(tokens, core.db),
       close: () => tokens.close(),
     };
   },

@@ -19,6 +19,12 @@ export interface Actor {
   /** Access token id (jti), for revocation. */
   tokenId?: string;
   tokenExpiresAt?: number;
+  /**
+   * A user actor's stored row as authorization read it for this request (its
+   * status and roles were judged on it), so the request needs no second read
+   * of the caller's own record. Columns as the database returns them.
+   */
+  record?: Readonly<Record<string, unknown>>;
 }
 
 export interface RequestContext {

@@ -60,14 +60,19 @@ export const idempotencyKeyHeader = z.string().min(1).max(255);
 // Its input is what the service holds (Date, undefined for an unset column),
 // its output the JSON the API shows; OpenAPI describes the output side.
 
-/** A timestamp: Date in, ISO 8601 string out. */
-export const timestamp = () =>
-  z.codec(z.date(), z.iso.datetime(), { decode: (date) => date.toISOString(), encode: (iso) => new Date(iso) });
+// Timestamps come in as Date (entities) or as the database's text form (raw
+// rows: `2026-11-22 18:55:01.123+00`) and always leave as ISO 8601 in UTC.
+const storedTimestamp = z.union([z.date(), z.string()]);
+const isoOf = (value: Date | string) => (typeof value === 'string' ? new Date(value) : value).toISOString();
 
-/** A timestamp that may be unset: Date, null or undefined in; ISO 8601 string or null out. */
+/** A timestamp: Date (or stored text) in, ISO 8601 string out. */
+export const timestamp = () =>
+  z.codec(storedTimestamp, z.iso.datetime(), { decode: isoOf, encode: (iso) => new Date(iso) });
+
+/** A timestamp that may be unset: Date, stored text, null or undefined in; ISO 8601 string or null out. */
 export const timestampOrNull = () =>
-  z.codec(z.date().nullish(), z.iso.datetime().nullable(), {
-    decode: (date) => (date ? date.toISOString() : null),
+  z.codec(storedTimestamp.nullish(), z.iso.datetime().nullable(), {
+    decode: (value) => (value === null || value === undefined ? null : isoOf(value)),
     encode: (iso) => (iso === null ? null : new Date(iso)),
   });
 
