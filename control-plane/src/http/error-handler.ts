@@ -6,9 +6,13 @@ import { ApiError, ContractViolation } from './errors.ts';
 import type { RequestState } from './request-state.ts';
 import { undeclaredError } from './route.ts';
 
-export function fromKnownError(error: unknown): ApiError | undefined {
+export function fromKnownError(error: unknown, route?: { ifMatch?: unknown }): ApiError | undefined {
   if (error instanceof ApiError) return error;
-  if (error instanceof OptimisticLockError) return new ApiError('PRECONDITION_FAILED');
+  // A stale version: the client's If-Match where the route takes one; otherwise another
+  // request changed the record while this one ran (a conflict to retry, which the route declares).
+  if (error instanceof OptimisticLockError) {
+    return route?.ifMatch ? new ApiError('PRECONDITION_FAILED') : new ApiError('CONFLICT', 'The record changed while this request ran; retry');
+  }
   if (error instanceof NotFoundError) return new ApiError('NOT_FOUND');
   if (error instanceof UniqueConstraintViolationException) return new ApiError('CONFLICT', 'A resource with these values already exists');
   if (error instanceof ConnectionException) return new ApiError('SERVICE_UNAVAILABLE', 'The database is unavailable; retry later');
@@ -46,7 +50,7 @@ export function errorBody(error: ApiError, requestId: string): Record<string, un
  */
 export function respondWithError(ctx: Context, error: unknown, checkContract: boolean): void {
   const state = ctx.state as RequestState;
-  let apiError = fromKnownError(error);
+  let apiError = fromKnownError(error, state.route);
   if (apiError && checkContract && undeclaredError(state.route, apiError.code)) {
     error = new ContractViolation(state.route!, `answered error ${apiError.code}, which it does not declare`);
     apiError = undefined;
