@@ -18,6 +18,7 @@ import { syncRoleCatalog } from './auth/permissions/permission-service.ts';
 import { SessionService } from './auth/session-service.ts';
 import { TokenService } from './auth/token-service.ts';
 import { deriveKey, loadSecretsKey, SecretBox } from './crypto/secret-box.ts';
+import { DeferredTasks } from './jobs/deferred-tasks.ts';
 import { createMailer } from './mail/mailer.ts';
 import { routes as allRoutes } from './routes.ts';
 import { createStore, type KeyValueStore } from './store/index.ts';
@@ -54,7 +55,8 @@ export async function startControlPlane(config: Config, options: ControlPlaneOpt
   const sessions = new SessionService(tokenPepper, tokens);
   const mailer = createMailer({ smtpUrl: config.SMTP_URL, dataDir: config.dataDir, from: config.MAIL_FROM, logger: log.child({ component: 'mail' }) });
   const access = new TokenAccessControl(tokens);
-  const app: AppServices = { config, db, store, log, access, version, mailer, secretBox, tokenPepper, tokens, sessions };
+  const deferred = new DeferredTasks(log.child({ component: 'deferred' }));
+  const app: AppServices = { config, db, store, log, access, version, mailer, secretBox, tokenPepper, tokens, sessions, deferred };
   const metrics = createHttpMetrics();
   const routes = [...allRoutes, ...(options.extraRoutes ?? [])];
   const koa = createApp(app, { routes, metrics, version });
@@ -81,6 +83,8 @@ export async function startControlPlane(config: Config, options: ControlPlaneOpt
         const timer = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_TIMEOUT_MS);
         await closed;
         clearTimeout(timer);
+        // Work the finished requests handed off still needs the database and the mailer.
+        await deferred.close();
         mailer.close();
         await tokens.close();
         if (!options.store) await store.close();

@@ -59,7 +59,17 @@ export const cookieHeader = (refreshToken: string) => ({ cookie: `refresh_token=
 
 export const outboxDir = (cp: TestControlPlane) => path.join(cp.config.dataDir, 'outbox');
 
+/**
+ * Waits until the work that requests handed off (e-mail sent after the
+ * response) has finished: after it, the outbox holds every message the
+ * requests made so far will ever send, so "nothing was sent" can be asserted.
+ */
+export async function settled(cp: TestControlPlane): Promise<void> {
+  await cp.app.deferred.idle();
+}
+
 export async function messagesTo(cp: TestControlPlane, to: string): Promise<OutboxEntry[]> {
+  await settled(cp);
   return (await readOutbox(outboxDir(cp))).filter((m) => m.to.toLowerCase() === to.toLowerCase());
 }
 
@@ -70,6 +80,7 @@ export const REGISTRATION_NOTICE_SUBJECT = /^Someone tried to create/;
 
 /** The `token` query parameter of the first link of the newest matching message. */
 export async function tokenFromLatest(cp: TestControlPlane, to: string, subject: RegExp): Promise<string> {
+  await settled(cp); // else an older message could be taken for the newest
   const message = await waitForMessage(outboxDir(cp), { to, subject });
   const link = message.links.find((l) => new URL(l).searchParams.has('token'));
   if (!link) throw new Error(`no link with a token in "${message.subject}" to ${to}`);
@@ -77,6 +88,7 @@ export async function tokenFromLatest(cp: TestControlPlane, to: string, subject:
 }
 
 export async function latestMessage(cp: TestControlPlane, to: string, subject?: RegExp) {
+  await settled(cp);
   return findLatestMessage(outboxDir(cp), { to, subject });
 }
 

@@ -2,17 +2,19 @@
 // (with MFA), refresh, logout, password reset and change. Route handlers call
 // these; nothing here knows about HTTP beyond the Koa context for addresses.
 import type { Context } from 'koa';
+import type { Logger } from 'pino';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { defaultNotificationPreferences, User } from '../accounts/user.entity.ts';
 import { presentUser, type UserRecord } from '../accounts/user-presenter.ts';
+import { recordAudit } from '../audit/audit.ts';
 import { ApiError } from '../http/errors.ts';
 import type { AppServices } from '../http/services.ts';
 import { deliver } from '../mail/deliver.ts';
 import { passwordResetEmail, registrationAttemptNotice, verificationEmail } from '../mail/templates.ts';
 import { OneTimeToken, RecoveryCode, Session, type OneTimeTokenPurpose } from './auth.entities.ts';
-import { assignRole, loadUserGrants } from './permissions/permission-service.ts';
+import { loadUserGrants } from './permissions/permission-service.ts';
 import { generateOpaqueToken, hashToken, matchRecoveryCode } from './primitives/opaque-tokens.ts';
-import { dummyVerify, hashPassword, needsRehash, verifyPassword, verifyPasswordOrDummy } from './primitives/password.ts';
+import { hashPassword, needsRehash, verifyPassword, verifyPasswordOrDummy } from './primitives/password.ts';
 import { verifyTotp } from './primitives/totp.ts';
 import { ACCESS_TOKEN_SCOPE, type AccessTokenResponse } from './token-service.ts';
 
@@ -65,51 +67,98 @@ export interface RegisterInput {
 
 /**
  * Creates a pending account and e-mails a verification link. For an address
- * already registered, the caller sees the same response (a record that is
- * never stored) and the owner gets a notice instead: no enumeration.
+ * already registered, the caller sees the same response (a record built the
+ * same way, never stored) and the owner gets a notice instead: no enumeration.
+ * Both branches do the same work while the client waits (one password hash,
+ * one insert statement that does nothing on a taken address, one audit entry);
+ * the e-mail of either branch is sent after the response.
  */
-export async function register(app: AppServices, em: EntityManager, ctx: Context, input: RegisterInput): Promise<UserRecord> {
+export async function register(app: AppServices, em: EntityManager, ctx: Context, input: RegisterInput, log?: Logger): Promise<UserRecord> {
   const email = normalizeEmail(input.email);
-  const locale = input.locale ?? localeFromAcceptLanguage(ctx.get('accept-language'));
-  // Hash first in both branches so the response time does not tell them apart.
-  const password_hash = await hashPassword(input.password);
   const now = new Date();
-  const fields = {
+  // The record as it is stored (new address) or answered without being stored (taken address).
+  const candidate = Object.assign(new User(), {
+    id: crypto.randomUUID(),
     email,
+    email_verified: false,
     display_name: input.display_name ?? null,
     phone: input.phone ?? null,
-    locale,
+    phone_verified: false,
+    locale: input.locale ?? localeFromAcceptLanguage(ctx.get('accept-language')),
+    timezone: null,
     country_code: input.country_code ?? null,
-    terms_accepted_at: now,
-    notification_preferences: { ...defaultNotificationPreferences },
+    preferred_language: null,
     status: 'pending_verification' as const,
-  };
-  const existing = await em.findOne(User, { email });
-  if (!existing) {
-    const user = em.create(User, { ...fields, password_hash } as never);
-    try {
-      await em.flush();
-    } catch (error) {
-      // A concurrent registration of the same address won: answer as for an existing one.
-      if ((error as { name?: string }).name !== 'UniqueConstraintViolationException') throw error;
-      em.clear();
-      return registerExisting(app, email, fields, now);
-    }
-    await assignRole(em, user.id, 'subscriber');
-    const token = await issueOneTimeToken(app, em, user, 'email_verification', VERIFICATION_TOKEN_TTL_MS);
-    await deliver(app, email, verificationEmail({ publicUrl: app.config.publicUrl, token, displayName: user.display_name ?? undefined }));
-    return presentUser(user, ['subscriber']);
+    mfa_enabled: false,
+    notification_preferences: { ...defaultNotificationPreferences },
+    avatar_url: null,
+    terms_accepted_at: now,
+    last_login_at: null,
+    created_at: now,
+    updated_at: now,
+  });
+  const password_hash = await hashPassword(input.password);
+  const created = await em.transactional(async (tx) => {
+    const { createdId, existingId } = await insertPendingUser(tx, candidate, password_hash);
+    // Both branches write (and so wait for the same commit to reach the disk): the audit trail
+    // records every registration, and attempts on a taken address, which may be someone probing.
+    recordAudit(tx, ctx, {
+      action: createdId ? 'user.registered' : 'user.registration_attempted',
+      resource_type: 'user',
+      resource_id: createdId ?? existingId,
+    });
+    return createdId !== null;
+  });
+  if (created) {
+    app.deferred.defer('verification-mail', () => sendVerificationLink(app, candidate.id), log);
+  } else {
+    app.deferred.defer('registration-attempt-notice', () => deliver(app, email, registrationAttemptNotice({ publicUrl: app.config.publicUrl })), log);
   }
-  return registerExisting(app, email, fields, now);
+  return presentUser(candidate, [SUBSCRIBER]);
 }
 
-async function registerExisting(app: AppServices, email: string, fields: Record<string, unknown>, now: Date): Promise<UserRecord> {
-  await deliver(app, email, registrationAttemptNotice({ publicUrl: app.config.publicUrl }));
-  const shadow = Object.assign(new User(), {
-    id: crypto.randomUUID(), ...fields, email_verified: false, phone_verified: false, mfa_enabled: false,
-    timezone: null, preferred_language: null, avatar_url: null, last_login_at: null, created_at: now, updated_at: now,
-  });
-  return presentUser(shadow as User, ['subscriber']);
+const SUBSCRIBER = 'subscriber';
+
+/**
+ * Inserts the user and grants the subscriber role in one statement that does
+ * nothing when the address is taken (also against a concurrent registration).
+ * Returns the new account's id, or the id of the account holding the address.
+ */
+async function insertPendingUser(em: EntityManager, user: User, passwordHash: string): Promise<{ createdId: string | null; existingId: string | null }> {
+  const row: Record<string, unknown> = {
+    id: user.id, email: user.email, email_verified: user.email_verified, password_hash: passwordHash,
+    display_name: user.display_name, phone: user.phone, phone_verified: user.phone_verified, locale: user.locale,
+    timezone: user.timezone, country_code: user.country_code, preferred_language: user.preferred_language,
+    status: user.status, mfa_enabled: user.mfa_enabled, notification_preferences: JSON.stringify(user.notification_preferences),
+    avatar_url: user.avatar_url, terms_accepted_at: user.terms_accepted_at, last_login_at: user.last_login_at,
+    created_at: user.created_at, updated_at: user.updated_at,
+  };
+  const columns = Object.keys(row);
+  const values = columns.map((c) => (c === 'notification_preferences' ? '?::jsonb' : '?'));
+  // The last select reads the snapshot from before the insert: it finds only an account that already held the address.
+  const [result] = await em.execute<{ created_id: string | null; existing_id: string | null }[]>(
+    `with inserted as (
+       insert into app_user (${columns.join(', ')}) values (${values.join(', ')})
+       on conflict (email) do nothing
+       returning id
+     ), granted as (
+       insert into user_role (id, user_id, role_name, created_at)
+       select gen_random_uuid(), id, ?, ? from inserted
+       returning user_id
+     )
+     select (select user_id from granted) as created_id, (select id from app_user where email = ?) as existing_id`,
+    [...Object.values(row), SUBSCRIBER, user.created_at, user.email],
+  );
+  return { createdId: result?.created_id ?? null, existingId: result?.existing_id ?? null };
+}
+
+/** Issues a verification token and e-mails its link, if the account still awaits verification. */
+async function sendVerificationLink(app: AppServices, userId: string): Promise<void> {
+  const em = app.db.orm.em.fork() as EntityManager;
+  const user = await em.findOne(User, userId);
+  if (!user || user.email_verified || user.status !== 'pending_verification') return;
+  const token = await issueOneTimeToken(app, em, user, 'email_verification', VERIFICATION_TOKEN_TTL_MS);
+  await deliver(app, user.email, verificationEmail({ publicUrl: app.config.publicUrl, token, displayName: user.display_name ?? undefined }));
 }
 
 export async function verifyEmail(app: AppServices, em: EntityManager, token: string): Promise<UserRecord> {
@@ -121,12 +170,18 @@ export async function verifyEmail(app: AppServices, em: EntityManager, token: st
   return presentUser(user, roles);
 }
 
-/** Sends a fresh verification link if the address belongs to an unverified account; silent otherwise. */
-export async function resendVerification(app: AppServices, em: EntityManager, email: string): Promise<void> {
-  const user = await em.findOne(User, { email: normalizeEmail(email) });
-  if (!user || user.email_verified || user.status !== 'pending_verification') return;
-  const token = await issueOneTimeToken(app, em, user, 'email_verification', VERIFICATION_TOKEN_TTL_MS);
-  await deliver(app, user.email, verificationEmail({ publicUrl: app.config.publicUrl, token, displayName: user.display_name ?? undefined }));
+/**
+ * Sends a fresh verification link if the address belongs to an unverified
+ * account; silent otherwise. The look-up and the e-mail happen after the
+ * response, so the answer and its timing are the same for every address.
+ */
+export function resendVerification(app: AppServices, email: string, log?: Logger): void {
+  const address = normalizeEmail(email);
+  app.deferred.defer('verification-mail', async () => {
+    const em = app.db.orm.em.fork() as EntityManager;
+    const user = await em.findOne(User, { email: address });
+    if (user) await sendVerificationLink(app, user.id);
+  }, log);
 }
 
 export interface LoginInput {
@@ -221,15 +276,20 @@ export async function logout(app: AppServices, em: EntityManager, caller: { id: 
   }
 }
 
-/** E-mails a reset link when the address belongs to an account; silent otherwise. */
-export async function forgotPassword(app: AppServices, em: EntityManager, email: string): Promise<void> {
-  const user = await em.findOne(User, { email: normalizeEmail(email) });
-  if (!user || user.status === 'deleted') {
-    await dummyVerify('timing-equaliser'); // about the cost of the real branch's database and mail work
-    return;
-  }
-  const token = await issueOneTimeToken(app, em, user, 'password_reset', RESET_TOKEN_TTL_MS);
-  await deliver(app, user.email, passwordResetEmail({ publicUrl: app.config.publicUrl, token, expiresInMinutes: 15, displayName: user.display_name ?? undefined }));
+/**
+ * E-mails a reset link when the address belongs to an account; silent
+ * otherwise. The look-up and the e-mail happen after the response, so the
+ * answer and its timing are the same whether or not the address exists.
+ */
+export function forgotPassword(app: AppServices, email: string, log?: Logger): void {
+  const address = normalizeEmail(email);
+  app.deferred.defer('password-reset-mail', async () => {
+    const em = app.db.orm.em.fork() as EntityManager;
+    const user = await em.findOne(User, { email: address });
+    if (!user || user.status === 'deleted') return;
+    const token = await issueOneTimeToken(app, em, user, 'password_reset', RESET_TOKEN_TTL_MS);
+    await deliver(app, user.email, passwordResetEmail({ publicUrl: app.config.publicUrl, token, expiresInMinutes: 15, displayName: user.display_name ?? undefined }));
+  }, log);
 }
 
 export async function resetPassword(app: AppServices, em: EntityManager, ctx: Context, token: string, newPassword: string): Promise<LoginResult> {

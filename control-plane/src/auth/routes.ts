@@ -28,8 +28,8 @@ export const registerRoute = defineRoute({
   body: registerBody,
   rateLimits: [perIp('register', 10, 3600)],
   responses: { 201: z.object({ data: userRecord }) },
-  async handler({ body, em, ctx, app }) {
-    const user = await auth.register(app, em, ctx, body);
+  async handler({ body, em, ctx, app, log }) {
+    const user = await auth.register(app, em, ctx, body, log);
     return reply.created(user, '/v1/users/me');
   },
 });
@@ -85,12 +85,12 @@ export const logoutRoute = defineRoute({
 export const forgotPasswordRoute = defineRoute({
   method: 'post', path: '/v1/auth/password/forgot', tags, access: 'public',
   summary: 'Request a password-reset link',
-  description: 'Always 200, whether or not the address exists. The link is single use and valid 15 minutes.',
+  description: 'Always 200, whether or not the address exists, and in the same time: the reset link is e-mailed after the response. The link is single use and valid 15 minutes.',
   body: emailOnlyBody,
   rateLimits: [perIp('forgot', 10, 3600), perAccount('forgot', 5, 3600)],
   responses: { 200: messageResponse },
-  async handler({ body, em, app }) {
-    await auth.forgotPassword(app, em, body.email);
+  async handler({ body, app, log }) {
+    auth.forgotPassword(app, body.email, log);
     return reply.data({ message: 'If an account exists for this address, a reset link has been sent' });
   },
 });
@@ -124,12 +124,12 @@ export const verifyEmailRoute = defineRoute({
 export const resendVerificationRoute = defineRoute({
   method: 'post', path: '/v1/auth/email/resend', tags, access: 'public',
   summary: 'Send the verification e-mail again',
-  description: 'Always 200. At most 3 requests per hour per account.',
+  description: 'Always 200, and in the same time whatever the address: the link is e-mailed after the response. At most 3 requests per hour per account.',
   body: emailOnlyBody,
   rateLimits: [perAccount('resend', 3, 3600), perIp('resend', 20, 3600)],
   responses: { 200: messageResponse },
-  async handler({ body, em, app }) {
-    await auth.resendVerification(app, em, body.email);
+  async handler({ body, app, log }) {
+    auth.resendVerification(app, body.email, log);
     return reply.data({ message: 'If the account is awaiting verification, a new link has been sent' });
   },
 });

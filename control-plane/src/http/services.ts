@@ -7,6 +7,7 @@ import type { SessionService } from '../auth/session-service.ts';
 import type { TokenService } from '../auth/token-service.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
 import type { Database } from '../db/orm.ts';
+import type { DeferredTasks } from '../jobs/deferred-tasks.ts';
 import type { Mailer } from '../mail/mailer.ts';
 import type { KeyValueStore } from '../store/index.ts';
 import type { AccessRule } from './route.ts';
@@ -46,6 +47,8 @@ export interface AppServices {
   tokenPepper: Buffer;
   tokens: TokenService;
   sessions: SessionService;
+  /** Work handed off to run after the response (e-mail that must not show in response times). */
+  deferred: DeferredTasks;
   /** Health of the configuration pushed to edge nodes (the edge channel provides it). */
   edgeConfigHealth?: () => Promise<{ status: 'ok' | 'error' | 'not_configured'; latency_ms: number | null }>;
 }
