@@ -204,6 +204,16 @@ export async function totpCode(secret: string, offset = 0): Promise<string> {
   return generate({ secret, epoch, period: PERIOD, digits: 6, algorithm: 'sha1' });
 }
 
+/** setup → verify with the previous step's code: MFA on; returns the secret, the recovery codes and a step-up token. */
+export async function enableMfa(cp: TestControlPlane, account: { accessToken: string }) {
+  const setup = await cp.request('POST', '/v1/me/auth/mfa/setup', { headers: bearer(account.accessToken) });
+  if (setup.status !== 200) throw new Error(`setup: ${setup.status} ${setup.text}`);
+  const secret: string = setup.body.data.secret;
+  const verify = await cp.request('POST', '/v1/me/auth/mfa/verify', { headers: bearer(account.accessToken), json: { totp_code: await totpCode(secret, -1) } });
+  if (verify.status !== 200) throw new Error(`verify: ${verify.status} ${verify.text}`);
+  return { secret, codes: verify.body.recovery_codes.codes as string[], stepUp: verify.body.step_up_token as string };
+}
+
 /** Test shortcut: forget the last spent TOTP step so one more code of the window can be used. */
 export async function forgetSpentTotpStep(cp: TestControlPlane, userId: string): Promise<void> {
   await cp.database.db.orm.em.fork().getConnection().execute('update app_user set totp_last_step = null where id = ?', [userId]);

@@ -8,10 +8,12 @@ import { defaultNotificationPreferences, User } from '../accounts/user.entity.ts
 import { presentUser, type UserRecord } from '../accounts/user-presenter.ts';
 import { recordAudit } from '../audit/audit.ts';
 import { ApiError } from '../http/errors.ts';
+import { enforceRateLimit } from '../http/rate-limit.ts';
 import type { AppServices } from '../http/services.ts';
 import { deliver } from '../mail/deliver.ts';
 import { passwordResetEmail, registrationAttemptNotice, verificationEmail } from '../mail/templates.ts';
 import { OneTimeToken, RecoveryCode, Session, type OneTimeTokenPurpose } from './auth.entities.ts';
+import { TOTP_BUDGET, totpBudgetKey } from './limits.ts';
 import { loadUserGrants } from './permissions/permission-service.ts';
 import { generateOpaqueToken, hashToken, matchRecoveryCode } from './primitives/opaque-tokens.ts';
 import { hashPassword, needsRehash, verifyPassword, verifyPasswordOrDummy } from './primitives/password.ts';
@@ -39,13 +41,25 @@ async function issueOneTimeToken(app: AppServices, em: EntityManager, user: User
   return token;
 }
 
+const invalidToken = () => new ApiError('VALIDATION_ERROR', 'Invalid or expired token', { errors: [{ field: 'token', message: 'Invalid or expired token' }] });
+
+/** A one-time token that is live (unspent, unexpired), with its user; 400 on `token` otherwise. */
+async function findLiveOneTimeToken(app: AppServices, em: EntityManager, token: string, purpose: OneTimeTokenPurpose): Promise<OneTimeToken> {
+  const record = await em.findOne(OneTimeToken, { token_hash: hashToken(token, app.tokenPepper), purpose }, { populate: ['user'] });
+  if (!record || record.used_at || record.expires_at <= new Date()) throw invalidToken();
+  return record;
+}
+
+/** Spends a live one-time token: a conditional update, so one token works once even under concurrency. */
+async function spendOneTimeToken(em: EntityManager, record: OneTimeToken): Promise<void> {
+  const spent = await em.nativeUpdate(OneTimeToken, { id: record.id, used_at: null }, { used_at: new Date() });
+  if (spent !== 1) throw invalidToken();
+}
+
 /** Spends a one-time token: exactly once, before it expires. */
 async function consumeOneTimeToken(app: AppServices, em: EntityManager, token: string, purpose: OneTimeTokenPurpose): Promise<User> {
-  const record = await em.findOne(OneTimeToken, { token_hash: hashToken(token, app.tokenPepper), purpose }, { populate: ['user'] });
-  const invalid = () => new ApiError('VALIDATION_ERROR', 'Invalid or expired token', { errors: [{ field: 'token', message: 'Invalid or expired token' }] });
-  if (!record || record.used_at || record.expires_at <= new Date()) throw invalid();
-  const spent = await em.nativeUpdate(OneTimeToken, { id: record.id, used_at: null }, { used_at: new Date() });
-  if (spent !== 1) throw invalid();
+  const record = await findLiveOneTimeToken(app, em, token, purpose);
+  await spendOneTimeToken(em, record);
   return record.user as unknown as User;
 }
 
@@ -220,10 +234,16 @@ export async function login(app: AppServices, em: EntityManager, ctx: Context, i
   return { token, refreshToken, session, user };
 }
 
-async function checkSecondFactor(app: AppServices, em: EntityManager, user: User, input: LoginInput): Promise<void> {
+/**
+ * The second factor of an account with MFA: a TOTP code or a recovery code.
+ * With `budget`, each code presented spends one unit of the account's TOTP
+ * budget first (429 once it is spent).
+ */
+async function checkSecondFactor(app: AppServices, em: EntityManager, user: User, input: { totp_code?: string; recovery_code?: string }, options: { budget?: boolean } = {}): Promise<void> {
   if (!input.totp_code && !input.recovery_code) {
     throw new ApiError('MFA_REQUIRED', 'A TOTP code or recovery code is required for this account');
   }
+  if (options.budget) await enforceRateLimit(app.store, totpBudgetKey(user.id), TOTP_BUDGET.limit, TOTP_BUDGET.windowSeconds);
   if (input.totp_code) {
     if (!(await acceptTotp(app, em, user, input.totp_code))) throw new ApiError('UNAUTHORIZED', 'Invalid authentication code');
     return;
@@ -292,11 +312,28 @@ export function forgotPassword(app: AppServices, email: string, log?: Logger): v
   }, log);
 }
 
-export async function resetPassword(app: AppServices, em: EntityManager, ctx: Context, token: string, newPassword: string): Promise<LoginResult> {
-  const user = await consumeOneTimeToken(app, em, token, 'password_reset');
+export interface ResetPasswordInput {
+  token: string;
+  new_password: string;
+  totp_code?: string;
+  recovery_code?: string;
+}
+
+/**
+ * Sets a new password with a reset token, revokes every session and starts a
+ * new one. An account with MFA also needs a TOTP or recovery code: a mailbox
+ * alone must not take the account. Without one → 401 MFA_REQUIRED, a wrong
+ * one → 401 (counted against the account's TOTP budget); either way the
+ * reset token stays unspent, so the user can retry with the code.
+ */
+export async function resetPassword(app: AppServices, em: EntityManager, ctx: Context, input: ResetPasswordInput): Promise<LoginResult> {
+  const record = await findLiveOneTimeToken(app, em, input.token, 'password_reset');
+  const user = record.user as unknown as User;
   if (user.status === 'suspended') throw new ApiError('ACCOUNT_SUSPENDED', 'This account is suspended');
-  if (user.status === 'deleted') throw new ApiError('VALIDATION_ERROR', 'Invalid or expired token', { errors: [{ field: 'token', message: 'Invalid or expired token' }] });
-  user.password_hash = await hashPassword(newPassword);
+  if (user.status === 'deleted') throw invalidToken();
+  if (user.mfa_enabled) await checkSecondFactor(app, em, user, input, { budget: true });
+  await spendOneTimeToken(em, record);
+  user.password_hash = await hashPassword(input.new_password);
   // The link arrived at the address, which proves it as well as a verification link would.
   if (!user.email_verified) {
     user.email_verified = true;

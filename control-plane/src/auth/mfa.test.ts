@@ -1,7 +1,7 @@
 import t from 'tap';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import {
-  bearer, countRows, createLoggedInUser, forgetSpentTotpStep, login, query, refreshCookieLine, RELAXED_LIMITS, resetRateLimit, totpCode,
+  bearer, countRows, createLoggedInUser, enableMfa as enableMfaFor, forgetSpentTotpStep, login, query, refreshCookieLine, RELAXED_LIMITS, resetRateLimit, totpCode,
   type TestAccount,
 } from '../../../test/support/auth.ts';
 
@@ -12,15 +12,7 @@ const post = (account: TestAccount, path: string, json?: unknown, headers: Recor
 const loginWith = (account: TestAccount, extra: Record<string, unknown> = {}) =>
   cp.request('POST', '/v1/auth/login', { json: { email: account.email, password: account.password, ...extra } });
 
-/** setup → verify with the previous step's code: MFA on, recovery codes and a step-up token returned. */
-async function enableMfa(account: TestAccount) {
-  const setup = await post(account, '/v1/me/auth/mfa/setup');
-  if (setup.status !== 200) throw new Error(`setup: ${setup.status} ${setup.text}`);
-  const secret: string = setup.body.data.secret;
-  const verify = await post(account, '/v1/me/auth/mfa/verify', { totp_code: await totpCode(secret, -1) });
-  if (verify.status !== 200) throw new Error(`verify: ${verify.status} ${verify.text}`);
-  return { secret, codes: verify.body.recovery_codes.codes as string[], stepUp: verify.body.step_up_token as string };
-}
+const enableMfa = (account: TestAccount) => enableMfaFor(cp, account);
 
 t.test('POST /v1/me/auth/mfa/setup returns a secret and otpauth URI; MFA stays off until confirmed', async (t) => {
   const a = await createLoggedInUser(cp);

@@ -8,6 +8,7 @@ import { currentCaller } from './access-control.ts';
 import { Session } from './auth.entities.ts';
 import * as auth from './auth-service.ts';
 import { clearRefreshCookie, readRefreshCookie, setRefreshCookie } from './cookies.ts';
+import { totpLimit } from './limits.ts';
 import * as mfa from './mfa-service.ts';
 import {
   accessTokenResponse, emailOnlyBody, loginBody, messageResponse, recoveryCodesResponse, registerBody,
@@ -18,8 +19,6 @@ const tags = ['Authentication'];
 const byEmail = (input: { body: any }) => (typeof input.body?.email === 'string' ? auth.normalizeEmail(input.body.email) : undefined);
 const perIp = (name: string, limit: number, windowSeconds: number): RateLimitRule => ({ name: `${name}:ip`, limit, windowSeconds, by: 'ip' });
 const perAccount = (name: string, limit: number, windowSeconds: number): RateLimitRule => ({ name: `${name}:account`, limit, windowSeconds, by: byEmail });
-// TOTP guesses: 5 per 5 minutes per account.
-const totpLimit: RateLimitRule = { name: 'totp:account', limit: 5, windowSeconds: 300, by: 'caller' };
 
 export const registerRoute = defineRoute({
   method: 'post', path: '/v1/auth/register', tags, access: 'public',
@@ -98,13 +97,16 @@ export const forgotPasswordRoute = defineRoute({
 export const resetPasswordRoute = defineRoute({
   method: 'post', path: '/v1/auth/password/reset', tags, access: 'public',
   summary: 'Set a new password with a reset token',
-  description: 'Revokes every session of the account and returns a new access token (bare) with a refresh-token cookie.',
+  description: 'Revokes every session of the account and returns a new access token (bare) with a refresh-token cookie. '
+    + 'An account with MFA also sends totp_code or recovery_code: without one the answer is 401 MFA_REQUIRED, with a wrong one 401 UNAUTHORIZED '
+    + '(each code counts against the account\'s TOTP budget of 5 per 5 minutes, then 429), and in both cases the reset token stays valid for a retry. '
+    + 'A recovery code used here is spent.',
   body: resetPasswordBody,
   rateLimits: [perIp('reset', 20, 3600)],
   responses: { 200: accessTokenResponse },
-  errors: ['ACCOUNT_SUSPENDED'],
+  errors: ['ACCOUNT_SUSPENDED', 'MFA_REQUIRED', 'UNAUTHORIZED'],
   async handler({ body, em, ctx, app }) {
-    const result = await auth.resetPassword(app, em, ctx, body.token, body.new_password);
+    const result = await auth.resetPassword(app, em, ctx, body);
     setRefreshCookie(ctx, app.config, result.refreshToken);
     return reply.bare(result.token);
   },
