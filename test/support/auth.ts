@@ -55,6 +55,18 @@ export function cookieAttributes(line: string): Map<string, string> {
 
 export const cookieHeader = (refreshToken: string) => ({ cookie: `refresh_token=${refreshToken}` });
 
+/** The device_cookie Set-Cookie line of a response, if any. */
+export function deviceCookieLine(res: TestResponse): string | undefined {
+  return setCookies(res).find((line) => line.startsWith('device_cookie='));
+}
+
+/** The device cookie value set by a (login) response. */
+export function deviceCookieFrom(res: TestResponse): string | undefined {
+  return deviceCookieLine(res)?.split(';')[0]!.slice('device_cookie='.length) || undefined;
+}
+
+export const deviceCookieHeader = (value: string) => ({ cookie: `device_cookie=${value}` });
+
 // ---- outbox ---------------------------------------------------------------
 
 export const outboxDir = (cp: TestControlPlane) => path.join(cp.config.dataDir, 'outbox');

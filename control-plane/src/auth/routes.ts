@@ -8,6 +8,7 @@ import { currentCaller } from './access-control.ts';
 import { Session } from './auth.entities.ts';
 import * as auth from './auth-service.ts';
 import { clearRefreshCookie, readRefreshCookie, setRefreshCookie } from './cookies.ts';
+import { setDeviceCookie, trustedDevice } from './device-cookie.ts';
 import { totpLimit } from './limits.ts';
 import * as mfa from './mfa-service.ts';
 import {
@@ -16,9 +17,18 @@ import {
 } from './schemas.ts';
 
 const tags = ['Authentication'];
-const byEmail = (input: { body: any }) => (typeof input.body?.email === 'string' ? auth.normalizeEmail(input.body.email) : undefined);
+const byEmail = (input: { body: any }): string | undefined => (typeof input.body?.email === 'string' ? auth.normalizeEmail(input.body.email) : undefined);
 const perIp = (name: string, limit: number, windowSeconds: number): RateLimitRule => ({ name: `${name}:ip`, limit, windowSeconds, by: 'ip' });
 const perAccount = (name: string, limit: number, windowSeconds: number): RateLimitRule => ({ name: `${name}:account`, limit, windowSeconds, by: byEmail });
+/**
+ * Login guesses: a request carrying a valid device cookie for the account (it
+ * logged in to it before) spends that device's budget; any other spends the
+ * account's. Others' wrong passwords thus lock out untrusted clients only.
+ */
+const loginPerAccountOrDevice = (limit: number, windowSeconds: number): RateLimitRule[] => [
+  { name: 'login:account', limit, windowSeconds, by: (input) => { const email = byEmail(input); return email && !trustedDevice(input.app, input.ctx, email) ? email : undefined; } },
+  { name: 'login:device', limit, windowSeconds, by: (input) => { const email = byEmail(input); return email ? trustedDevice(input.app, input.ctx, email) : undefined; } },
+];
 
 export const registerRoute = defineRoute({
   method: 'post', path: '/v1/auth/register', tags, access: 'public',
@@ -36,14 +46,18 @@ export const registerRoute = defineRoute({
 export const loginRoute = defineRoute({
   method: 'post', path: '/v1/auth/login', tags, access: 'public',
   summary: 'Log in with e-mail and password',
-  description: 'Returns an access token and sets the refresh-token cookie. Accounts with MFA also send totp_code or recovery_code (401 MFA_REQUIRED without).',
+  description: 'Returns an access token and sets the refresh-token cookie, and a device cookie that marks this client as one the account has logged in from. '
+    + 'Accounts with MFA also send totp_code or recovery_code (401 MFA_REQUIRED without). '
+    + 'Attempts are limited per account (10 per 15 minutes); attempts carrying the account\'s device cookie count against that device instead, '
+    + 'so wrong passwords sent by others do not lock the owner out of clients they have used before.',
   body: loginBody,
-  rateLimits: [perIp('login', 30, 900), perAccount('login', 10, 900)],
+  rateLimits: [perIp('login', 30, 900), ...loginPerAccountOrDevice(10, 900)],
   responses: { 200: z.object({ data: accessTokenResponse }) },
   errors: ['UNAUTHORIZED', 'MFA_REQUIRED', 'ACCOUNT_SUSPENDED'],
   async handler({ body, em, ctx, app }) {
     const result = await auth.login(app, em, ctx, body);
     setRefreshCookie(ctx, app.config, result.refreshToken);
+    setDeviceCookie(ctx, app, result.user.email);
     return reply.data(result.token);
   },
 });

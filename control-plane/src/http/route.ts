@@ -35,8 +35,12 @@ export interface RateLimitRule {
   name: string;
   limit: number;
   windowSeconds: number;
-  /** What the budget belongs to: the client address, or a key derived from the input (e.g. the e-mail). */
-  by: 'ip' | 'caller' | ((input: { params: any; query: any; body: any; ctx: Context }) => string | undefined);
+  /**
+   * What the budget belongs to: the client address, or a key derived from the
+   * input (e.g. the e-mail, or a signed device cookie checked with a key from `app`).
+   * undefined: the rule does not apply to this request.
+   */
+  by: 'ip' | 'caller' | ((input: { params: any; query: any; body: any; ctx: Context; app: AppServices }) => string | undefined);
 }
 
 export interface Reply {

@@ -70,7 +70,7 @@ export function buildRouter(routes: RouteDefinition[], app: AppServices): Router
     chain.push(async (ctx) => {
       await app.access.authenticate(ctx, route.access);
       for (const rule of route.rateLimits ?? []) {
-        const subject = rule.by === 'ip' ? `ip:${ctx.ip}` : rule.by === 'caller' ? callerKey(ctx) : rule.by({ params: ctx.params, query: ctx.query, body: (ctx.request as { body?: unknown }).body, ctx });
+        const subject = rule.by === 'ip' ? `ip:${ctx.ip}` : rule.by === 'caller' ? callerKey(ctx) : rule.by({ params: ctx.params, query: ctx.query, body: (ctx.request as { body?: unknown }).body, ctx, app });
         if (subject === undefined) continue;
         const limit = rule.by === 'ip' ? rule.limit * app.config.RATE_LIMIT_IP_MULTIPLIER : rule.limit;
         const result = await enforceRateLimit(app.store, `${rule.name}:${subject}`, limit, rule.windowSeconds);
