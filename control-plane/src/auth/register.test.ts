@@ -95,6 +95,8 @@ const badBodies: [string, Record<string, unknown>, string][] = [
   ['phone not in E.164', { phone: '0044 20 7946 0000' }, 'phone'],
   ['a locale that is not BCP 47', { locale: 'english please' }, 'locale'],
   ['country_code of 3 characters', { country_code: 'USA' }, 'country_code'],
+  ['country_code ZZ, not an ISO 3166-1 alpha-2 code', { country_code: 'ZZ' }, 'country_code'],
+  ['country_code xx, not an ISO 3166-1 alpha-2 code', { country_code: 'xx' }, 'country_code'],
   ['an unknown field', { role: 'admin' }, 'role'],
 ];
 

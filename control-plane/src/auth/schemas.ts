@@ -1,10 +1,18 @@
 // Request and response schemas of document 2, with the limits of document 1 part 8.
+import isoCountries from 'i18n-iso-countries';
 import { z } from 'zod';
 import { newPasswordSchema, passwordSchema } from './primitives/password.ts';
 
 export const emailField = () => z.email({ message: 'Must be an e-mail address' }).max(254);
 export const phoneField = () => z.string().max(20).regex(/^\+[1-9]\d{1,14}$/, 'Must be an E.164 number such as +14155550123');
-export const countryCodeField = () => z.string().regex(/^[A-Za-z]{2}$/, 'Must be an ISO 3166-1 alpha-2 code').transform((v) => v.toUpperCase());
+// The officially assigned ISO 3166-1 alpha-2 codes, from a maintained list (i18n-iso-countries),
+// plus XK (Kosovo), which the list carries as most systems and GeoIP databases do.
+const ISO_3166_ALPHA_2 = new Set(Object.keys(isoCountries.getAlpha2Codes()));
+const notACountry = 'Must be an ISO 3166-1 alpha-2 country code such as FR';
+export const countryCodeField = () => z.string()
+  .regex(/^[A-Za-z]{2}$/, notACountry)
+  .transform((v) => v.toUpperCase())
+  .refine((v) => ISO_3166_ALPHA_2.has(v), notACountry);
 export const localeField = () => z.string().max(35).regex(/^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$/, 'Must be a BCP 47 language tag such as en-GB');
 export const totpCodeField = () => z.string().regex(/^\d{6,8}$/, 'Must be 6 to 8 digits');
 export const recoveryCodeField = () => z.string().min(8).max(32);
