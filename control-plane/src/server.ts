@@ -34,6 +34,8 @@ export interface ControlPlaneOptions {
   extraEntities?: EntityClass<object>[];
   /** Routes beyond the product's own (tests mount fixture routes this way). */
   extraRoutes?: RouteDefinition[];
+  /** Clock (ms since the epoch) for issuing and verifying tokens; tests move it to reach expiries. */
+  now?: () => number;
 }
 
 export interface ControlPlane {
@@ -51,7 +53,7 @@ export async function startControlPlane(config: Config, options: ControlPlaneOpt
   const secretsKey = await loadSecretsKey({ secretsKey: config.SECRETS_KEY, dataDir: config.dataDir, production: config.NODE_ENV === 'production' });
   const secretBox = new SecretBox(deriveKey(secretsKey, 'secret-box'));
   const tokenPepper = deriveKey(secretsKey, 'token-pepper');
-  const tokens = await TokenService.create({ em: db.orm.em.fork(), store, box: secretBox, issuer: config.publicUrl });
+  const tokens = await TokenService.create({ em: db.orm.em.fork(), store, box: secretBox, issuer: config.publicUrl, now: options.now });
   const sessions = new SessionService(tokenPepper, tokens);
   const mailer = createMailer({ smtpUrl: config.SMTP_URL, dataDir: config.dataDir, from: config.MAIL_FROM, logger: log.child({ component: 'mail' }) });
   const access = new TokenAccessControl(tokens);

@@ -1,5 +1,6 @@
 import t from 'tap';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
+import { STEP_UP_TOKEN_TTL_SECONDS } from './token-service.ts';
 import {
   bearer, countRows, createLoggedInUser, enableMfa as enableMfaFor, forgetSpentTotpStep, login, query, refreshCookieLine, RELAXED_LIMITS, resetRateLimit, totpCode,
   type TestAccount,
@@ -188,3 +189,34 @@ for (const path of ['/v1/me/auth/mfa/verify', '/v1/me/auth/mfa/disable', '/v1/me
     t.equal((await post(a, path, { totp_code: await totpCode(secret) })).status, 429, 'the bad attempts counted against the TOTP budget');
   });
 }
+
+// Regression tests of issue 12: a step-up token was not tied to the session that obtained it, and its expiry was untested.
+t.test('a step-up token works only in the session that obtained it (403 STEP_UP_REQUIRED in another session of the same account)', async (t) => {
+  const a = await createLoggedInUser(cp);
+  const { secret, stepUp } = await enableMfa(a);
+  const otherSession = await login(cp, a.email, a.password, { totp_code: await totpCode(secret) });
+  const read = (accessToken: string) => cp.request('GET', '/v1/me/auth/mfa/recovery-codes', { headers: bearer(accessToken, { 'x-step-up-token': stepUp }) });
+  const elsewhere = await read(otherSession.accessToken);
+  t.equal(elsewhere.status, 403, 'another session of the same account');
+  t.equal(elsewhere.body.code, 'STEP_UP_REQUIRED');
+  t.equal((await read(a.accessToken)).status, 200, 'the session that obtained it');
+  await cp.request('POST', '/v1/auth/logout', { headers: bearer(a.accessToken) });
+  const relogged = await login(cp, a.email, a.password, { totp_code: await totpCode(secret, 1) });
+  t.equal((await read(relogged.accessToken)).status, 403, 'nor a later session once that one ended');
+});
+
+t.test('a step-up token expires 300 s after issue (clock moved, not waited for)', async (t) => {
+  let offsetMs = 0;
+  const clocked = await startTestControlPlane(t, { env: RELAXED_LIMITS, now: () => Date.now() + offsetMs });
+  const a = await createLoggedInUser(clocked);
+  const { stepUp } = await enableMfaFor(clocked, a);
+  const read = () => clocked.request('GET', '/v1/me/auth/mfa/recovery-codes', { headers: bearer(a.accessToken, { 'x-step-up-token': stepUp }) });
+  offsetMs = (STEP_UP_TOKEN_TTL_SECONDS - 10) * 1000;
+  t.equal((await read()).status, 200, 'valid shortly before its expiry');
+  // Past exp and the 5 s clock tolerance; the 15-minute access token is still valid.
+  offsetMs = (STEP_UP_TOKEN_TTL_SECONDS + 6) * 1000;
+  const expired = await read();
+  t.equal(expired.status, 403, 'refused after expiry');
+  t.equal(expired.body.code, 'STEP_UP_REQUIRED');
+  t.equal((await clocked.request('GET', '/v1/users/me', { headers: bearer(a.accessToken) })).status, 200, 'while the access token still works');
+});

@@ -233,7 +233,7 @@ export const mfaDisableRoute = defineRoute({
 export const readRecoveryCodesRoute = defineRoute({
   method: 'get', path: '/v1/me/auth/mfa/recovery-codes', tags, access: { permission: 'mfa.manage', resourceType: 'user' },
   summary: 'List the unused recovery codes (masked)',
-  description: 'Needs a step-up token in X-Step-Up-Token. Codes are stored hashed, so only their last characters are shown; regenerate to see new plaintext codes.',
+  description: 'Needs a step-up token in X-Step-Up-Token, obtained in the same session within its 300 seconds. Codes are stored hashed, so only their last characters are shown; regenerate to see new plaintext codes.',
   responses: { 200: recoveryCodesResponse.extend({ remaining: z.number().int() }) },
   errors: ['STEP_UP_REQUIRED', 'CONFLICT'],
   async handler({ em, ctx, app }) {
@@ -241,7 +241,7 @@ export const readRecoveryCodesRoute = defineRoute({
     const stepUp = ctx.get('x-step-up-token');
     if (!stepUp) throw new ApiError('STEP_UP_REQUIRED', 'A step-up token is required in X-Step-Up-Token');
     try {
-      await app.tokens.verifyStepUpToken(stepUp, caller.id);
+      await app.tokens.verifyStepUpToken(stepUp, { userId: caller.id, sessionId: caller.sessionId });
     } catch {
       throw new ApiError('STEP_UP_REQUIRED', 'The step-up token is invalid or expired');
     }
