@@ -18,6 +18,7 @@ import { createLogger } from './http/logger.ts';
 import { createHttpMetrics } from './http/metrics.ts';
 import type { RouteDefinition } from './http/route.ts';
 import type { AccessControl } from './http/services.ts';
+import { DeferredTasks } from './jobs/deferred-tasks.ts';
 import { createMailer } from './mail/mailer.ts';
 import { mountPages } from './pages/pages.ts';
 import { createStore, type KeyValueStore } from './store/index.ts';
@@ -35,6 +36,8 @@ export interface ControlPlaneOptions {
   extraEntities?: EntityClass<object>[];
   /** Routes beyond the product's own (tests mount fixture routes this way). */
   extraRoutes?: RouteDefinition<AppServices>[];
+  /** Clock (ms since the epoch) for issuing and verifying tokens; tests move it to reach expiries. */
+  now?: () => number;
 }
 
 export interface ControlPlane {
@@ -52,11 +55,13 @@ export async function startControlPlane(config: Config, options: ControlPlaneOpt
   const store = options.store ?? createStore(config.REDIS_URL, options.storeKeyPrefix);
   const secretsKey = await loadSecretsKey({ secretsKey: config.SECRETS_KEY, dataDir: config.dataDir, production: config.NODE_ENV === 'production' });
   const mailer = createMailer({ smtpUrl: config.SMTP_URL, dataDir: config.dataDir, from: config.MAIL_FROM, logger: log.child({ component: 'mail' }) });
+  const deferred = new DeferredTasks(log.child({ component: 'deferred' }));
   const core: CoreServices = {
-    config, db, store, log, version, mailer,
+    config, db, store, log, version, mailer, deferred,
     secretBox: new SecretBox(deriveKey(secretsKey, 'secret-box')),
     tokenPepper: deriveKey(secretsKey, 'token-pepper'),
     deriveKey: (purpose) => deriveKey(secretsKey, purpose),
+    now: options.now ?? Date.now,
   };
 
   // Each capability may add services for those after it, and one provides the guard.
@@ -108,6 +113,8 @@ export async function startControlPlane(config: Config, options: ControlPlaneOpt
         const timer = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_TIMEOUT_MS);
         await closed;
         clearTimeout(timer);
+        // Work the finished requests handed off still needs the database and the mailer.
+        await deferred.close();
         mailer.close();
         for (const close of closers) await close();
         if (!options.store) await store.close();

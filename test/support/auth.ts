@@ -55,11 +55,33 @@ export function cookieAttributes(line: string): Map<string, string> {
 
 export const cookieHeader = (refreshToken: string) => ({ cookie: `refresh_token=${refreshToken}` });
 
+/** The device_cookie Set-Cookie line of a response, if any. */
+export function deviceCookieLine(res: TestResponse): string | undefined {
+  return setCookies(res).find((line) => line.startsWith('device_cookie='));
+}
+
+/** The device cookie value set by a (login) response. */
+export function deviceCookieFrom(res: TestResponse): string | undefined {
+  return deviceCookieLine(res)?.split(';')[0]!.slice('device_cookie='.length) || undefined;
+}
+
+export const deviceCookieHeader = (value: string) => ({ cookie: `device_cookie=${value}` });
+
 // ---- outbox ---------------------------------------------------------------
 
 export const outboxDir = (cp: TestControlPlane) => path.join(cp.config.dataDir, 'outbox');
 
+/**
+ * Waits until the work that requests handed off (e-mail sent after the
+ * response) has finished: after it, the outbox holds every message the
+ * requests made so far will ever send, so "nothing was sent" can be asserted.
+ */
+export async function settled(cp: TestControlPlane): Promise<void> {
+  await cp.app.deferred.idle();
+}
+
 export async function messagesTo(cp: TestControlPlane, to: string): Promise<OutboxEntry[]> {
+  await settled(cp);
   return (await readOutbox(outboxDir(cp))).filter((m) => m.to.toLowerCase() === to.toLowerCase());
 }
 
@@ -70,6 +92,7 @@ export const REGISTRATION_NOTICE_SUBJECT = /^Someone tried to create/;
 
 /** The `token` query parameter of the first link of the newest matching message. */
 export async function tokenFromLatest(cp: TestControlPlane, to: string, subject: RegExp): Promise<string> {
+  await settled(cp); // else an older message could be taken for the newest
   const message = await waitForMessage(outboxDir(cp), { to, subject });
   const link = message.links.find((l) => new URL(l).searchParams.has('token'));
   if (!link) throw new Error(`no link with a token in "${message.subject}" to ${to}`);
@@ -77,6 +100,7 @@ export async function tokenFromLatest(cp: TestControlPlane, to: string, subject:
 }
 
 export async function latestMessage(cp: TestControlPlane, to: string, subject?: RegExp) {
+  await settled(cp);
   return findLatestMessage(outboxDir(cp), { to, subject });
 }
 
@@ -190,6 +214,16 @@ export async function totpCode(secret: string, offset = 0): Promise<string> {
   if (intoStep > PERIOD - 1.5) await sleep((PERIOD - intoStep) * 1000 + 50);
   const epoch = Math.floor(Date.now() / 1000) + offset * PERIOD;
   return generate({ secret, epoch, period: PERIOD, digits: 6, algorithm: 'sha1' });
+}
+
+/** setup → verify with the previous step's code: MFA on; returns the secret, the recovery codes and a step-up token. */
+export async function enableMfa(cp: TestControlPlane, account: { accessToken: string }) {
+  const setup = await cp.request('POST', '/v1/me/auth/mfa/setup', { headers: bearer(account.accessToken) });
+  if (setup.status !== 200) throw new Error(`setup: ${setup.status} ${setup.text}`);
+  const secret: string = setup.body.data.secret;
+  const verify = await cp.request('POST', '/v1/me/auth/mfa/verify', { headers: bearer(account.accessToken), json: { totp_code: await totpCode(secret, -1) } });
+  if (verify.status !== 200) throw new Error(`verify: ${verify.status} ${verify.text}`);
+  return { secret, codes: verify.body.recovery_codes.codes as string[], stepUp: verify.body.step_up_token as string };
 }
 
 /** Test shortcut: forget the last spent TOTP step so one more code of the window can be used. */

@@ -39,7 +39,7 @@ export interface TestResponse {
 
 export async function startTestControlPlane(
   t: Teardown,
-  options: { env?: Record<string, string>; extraEntities?: EntityClass<object>[]; extraRoutes?: RouteDefinition[]; throughProxy?: boolean } = {},
+  options: { env?: Record<string, string>; extraEntities?: EntityClass<object>[]; extraRoutes?: RouteDefinition[]; throughProxy?: boolean; now?: () => number } = {},
 ): Promise<TestControlPlane> {
   const services = await detectServices();
   const database = await createTestDatabase({ postgresUrl: services.postgresUrl, extraEntities: options.extraEntities, throughProxy: options.throughProxy });
@@ -55,7 +55,7 @@ export async function startTestControlPlane(
   });
   const keyPrefix = `t:${randomBytes(6).toString('hex')}:`;
   const store = createStore(config.REDIS_URL, keyPrefix);
-  const cp = await startControlPlane(config, { db: database.db, store, extraRoutes: options.extraRoutes });
+  const cp = await startControlPlane(config, { db: database.db, store, extraRoutes: options.extraRoutes, now: options.now });
 
   t.teardown(async () => {
     await cp.close();

@@ -1,15 +1,23 @@
 // A TCP pass-through whose `cut()` drops every connection and refuses new
-// ones: how tests make a dependency unreachable mid-run.
+// ones: how tests make a dependency unreachable mid-run. `refuseNew(true)`
+// drops only new connections while the established ones carry on: a client
+// that loses one connection cannot reconnect until `refuseNew(false)`.
 import net from 'node:net';
 
 export interface TcpProxy {
   port: number;
   cut(): Promise<void>;
+  refuseNew(refuse: boolean): void;
 }
 
 export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
   const sockets = new Set<net.Socket>();
+  let refusing = false;
   const server = net.createServer((client) => {
+    if (refusing) {
+      client.destroy();
+      return;
+    }
     const upstream = net.connect(targetPort, targetHost);
     sockets.add(client).add(upstream);
     client.pipe(upstream).pipe(client);
@@ -20,6 +28,9 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     port: (server.address() as net.AddressInfo).port,
+    refuseNew(refuse: boolean) {
+      refusing = refuse;
+    },
     async cut() {
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -58,6 +58,8 @@ const badPatches: [string, Record<string, unknown>, string][] = [
   ['a phone not in E.164', { phone: '07700 900123' }, 'phone'],
   ['an unknown time zone', { timezone: 'Mars/Olympus' }, 'timezone'],
   ['a 3-letter country code', { country_code: 'GBR' }, 'country_code'],
+  ['a country code not in ISO 3166-1 (ZZ)', { country_code: 'ZZ' }, 'country_code'],
+  ['a country code not in ISO 3166-1 (XX)', { country_code: 'XX' }, 'country_code'],
   ['a locale that is not BCP 47', { locale: 'en_GB!' }, 'locale'],
   ['notification_preferences of the wrong type', { notification_preferences: { marketing: 'yes' } }, 'notification_preferences.marketing'],
   ['an unknown preference', { notification_preferences: { sms: true } }, 'notification_preferences.sms'],

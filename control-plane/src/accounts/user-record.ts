@@ -1,13 +1,21 @@
 // The User record of document 1 §2 and its fields' input rules. The record
 // schema is also the presenter: the router parses the entity (plus its roles)
 // through it, so the response shape is declared once.
+import isoCountries from 'i18n-iso-countries';
 import { z } from 'zod';
 import { orNull, timestamp, timestampOrNull } from '../http/schemas.ts';
 import { versioned } from '../http/route.ts';
 import { USER_STATUSES, type User } from './user.entity.ts';
 
 export const phoneField = () => z.string().max(20).regex(/^\+[1-9]\d{1,14}$/, 'Must be an E.164 number such as +14155550123');
-export const countryCodeField = () => z.string().regex(/^[A-Za-z]{2}$/, 'Must be an ISO 3166-1 alpha-2 code').transform((v) => v.toUpperCase());
+// The officially assigned ISO 3166-1 alpha-2 codes, from a maintained list (i18n-iso-countries),
+// plus XK (Kosovo), which the list carries as most systems and GeoIP databases do.
+const ISO_3166_ALPHA_2 = new Set(Object.keys(isoCountries.getAlpha2Codes()));
+const notACountry = 'Must be an ISO 3166-1 alpha-2 country code such as FR';
+export const countryCodeField = () => z.string()
+  .regex(/^[A-Za-z]{2}$/, notACountry)
+  .transform((v) => v.toUpperCase())
+  .refine((v) => ISO_3166_ALPHA_2.has(v), notACountry);
 export const localeField = () => z.string().max(35).regex(/^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$/, 'Must be a BCP 47 language tag such as en-GB');
 export const timezoneField = () => z.string().max(64).refine((tz) => {
   try {

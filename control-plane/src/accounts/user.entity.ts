@@ -12,6 +12,20 @@ export interface NotificationPreferences {
 
 export const defaultNotificationPreferences: NotificationPreferences = { payment: true, new_content: true, account_security: true, marketing: false };
 
+/**
+ * The full-text document an admin's `q` searches (GET /v1/admin/users): the
+ * display name, and the e-mail address as a whole, as its words and as its
+ * domain, so grace.hopper@example.com is found by `grace`, `hopper`,
+ * `example.com` and the full address. The `simple` configuration: names and
+ * addresses are not a language to stem. One expression for the GIN index
+ * (migration 0003) and the query, which must match it to use the index.
+ */
+export function userSearchDocument(alias?: string): string {
+  const column = (name: string) => (alias ? `${alias}.${name}` : name);
+  return `to_tsvector('simple'::regconfig, coalesce(${column('display_name')}, '') || ' ' || ${column('email')} || ' ' `
+    + `|| regexp_replace(${column('email')}, '[^[:alnum:]]+', ' ', 'g') || ' ' || split_part(${column('email')}, '@', 2))`;
+}
+
 // Property names follow the API's User record (document 1 §2), so records map 1:1.
 export const UserSchema = defineEntity({
   name: 'User',
@@ -49,6 +63,7 @@ export const UserSchema = defineEntity({
   indexes: [
     { name: 'app_user_created_at_idx', properties: ['created_at', 'id'] },
     { name: 'app_user_status_idx', properties: ['status'] },
+    { name: 'app_user_search_idx', expression: `create index app_user_search_idx on app_user using gin (${userSearchDocument()})` },
   ],
 });
 

@@ -4,6 +4,7 @@ import {
   bearer, countRows, createAdmin, createLoggedInUser, createSuperadmin, createUserDirect, messagesTo, query, RELAXED_LIMITS,
   SUSPENDED_SUBJECT, uniqueEmail,
 } from '../../../test/support/auth.ts';
+import { userSearchDocument } from '../accounts/user.entity.ts';
 import { assignRole, removeRole } from '../auth/permissions/permission-service.ts';
 
 const cp = await startTestControlPlane(t, { env: RELAXED_LIMITS });
@@ -82,7 +83,7 @@ t.test('GET /v1/admin/users lists with filters, q and paging; deleted accounts e
 });
 
 t.test('GET /v1/admin/users refuses bad query parameters with 400', async (t) => {
-  for (const [qs, field] of [['limit=0', 'limit'], ['limit=101', 'limit'], ['status=gone', 'status'], [`q=${'q'.repeat(201)}`, 'q'], ['created_after=yesterday', 'created_after'], ['role=root', 'role'], ['country_code=FRA', 'country_code'], ['colour=red', 'colour']]) {
+  for (const [qs, field] of [['limit=0', 'limit'], ['limit=101', 'limit'], ['status=gone', 'status'], [`q=${'q'.repeat(201)}`, 'q'], ['created_after=yesterday', 'created_after'], ['role=root', 'role'], ['country_code=FRA', 'country_code'], ['country_code=ZZ', 'country_code'], ['colour=red', 'colour']]) {
     const res = await cp.request('GET', `/v1/admin/users?${qs}`, { headers: asAdmin() });
     t.equal(res.status, 400, qs);
     t.ok(res.body.errors?.some((e: { field: string }) => e.field === field), `${qs}: ${JSON.stringify(res.body.errors)}`);
@@ -183,4 +184,36 @@ t.test('PATCH /v1/admin/users/{id} status suspends and reinstates', async (t) =>
   const r = await cp.request('PATCH', `/v1/admin/users/${u.id}`, { headers: asAdmin(), json: { status: 'active' } });
   t.equal(r.status, 200);
   t.equal(r.body.data.status, 'active');
+});
+
+// Regression tests of "admin q is a substring match where the spec says full text" (issue 12).
+t.test('GET /v1/admin/users q is a full-text search: whole words of the name and address, the full address or its domain, any case', async (t) => {
+  const domain = `${marker}.example.org`;
+  const grace = await createUserDirect(cp, { email: `grace.hopper@${domain}`, display_name: 'Grace Brewster Murray' });
+  const alan = await createUserDirect(cp, { email: `alan.turing@${domain}`, display_name: 'Alan Mathison' });
+  const search = async (q: string) => {
+    const res = await cp.request('GET', `/v1/admin/users?q=${encodeURIComponent(q)}&limit=100`, { headers: asAdmin() });
+    t.equal(res.status, 200, q);
+    return (res.body.data as { email: string }[]).map((u) => u.email).filter((e) => e.endsWith(domain)).sort();
+  };
+  for (const q of ['grace', 'hopper', 'GRACE', 'Murray', `grace.hopper@${domain}`, `Grace.Hopper@${domain.toUpperCase()}`, 'grace hopper', '"grace hopper"']) {
+    t.same(await search(q), [grace.email], `found by ${q}`);
+  }
+  t.same(await search(domain), [alan.email, grace.email].sort(), 'the domain finds both');
+  t.same(await search('turing or hopper'), [alan.email, grace.email].sort(), 'or');
+  t.same(await search(`${marker} -hopper`), [alan.email], 'a word can be excluded');
+  for (const q of ['hopp', 'race', 'example.or', 'hopper grace alan']) {
+    t.same(await search(q), [], `no substring or partial-word match: ${q}`);
+  }
+  t.same(await search(`'"&|!():*\\<-> %_`), [], 'query syntax characters are plain input, never an error');
+});
+
+t.test('GET /v1/admin/users q is served by the full-text index', async (t) => {
+  const plan = await em().transactional(async (tx) => {
+    await tx.execute('set local enable_seqscan = off');
+    const rows = await tx.execute<{ 'QUERY PLAN': string }[]>(
+      `explain select id from app_user u0 where ${userSearchDocument('u0')} @@ websearch_to_tsquery('simple', ?)`, ['grace']);
+    return rows.map((r) => r['QUERY PLAN']).join('\n');
+  });
+  t.match(plan, /app_user_search_idx/, plan);
 });

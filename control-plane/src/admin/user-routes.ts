@@ -1,7 +1,8 @@
 // Administration: users (document 1 §4.6). Every route needs a global admin permission.
 import { z } from 'zod';
+import { raw } from '@mikro-orm/core';
 import { countryCodeField, userResource, withRoles } from '../accounts/user-record.ts';
-import { User, USER_STATUSES } from '../accounts/user.entity.ts';
+import { User, USER_STATUSES, userSearchDocument } from '../accounts/user.entity.ts';
 import { activeRolesByUser } from '../auth/permissions/permission-service.ts';
 import { defineAuthRoute as defineRoute } from '../auth/services.ts';
 import { paginate } from '../http/paging.ts';
@@ -20,7 +21,9 @@ async function withCurrentRoles(em: Parameters<typeof activeRolesByUser>[0], use
 export const listUsersRoute = defineRoute({
   method: 'get', path: '/v1/admin/users', tags, access: { permission: 'admin.users.read' },
   summary: 'List users',
-  description: 'Deleted accounts are excluded unless status=deleted is asked for.',
+  description: 'Deleted accounts are excluded unless status=deleted is asked for. `q` is a full-text search of display names and e-mail addresses: '
+    + 'whole words of either, a full address or its domain (`grace`, `grace.hopper@example.com`, `example.com`), in web-search syntax '
+    + '(`"grace hopper"` for a phrase, `or`, `-word` to exclude); case does not matter.',
   query: pageQuery({
     q: freeTextQuery(),
     status: z.enum(USER_STATUSES).optional(),
@@ -33,14 +36,15 @@ export const listUsersRoute = defineRoute({
   responses: { 200: page(userResource) },
   async handler({ query, rc }) {
     const em = rc.em;
-    const where: Record<string, unknown> = { status: query.status ?? { $ne: 'deleted' } };
+    const where: Record<string | symbol, unknown> = { status: query.status ?? { $ne: 'deleted' } };
     if (query.country_code) where.country_code = query.country_code;
     if (query.created_after || query.created_before) {
       where.created_at = { ...(query.created_after ? { $gte: query.created_after } : {}), ...(query.created_before ? { $lte: query.created_before } : {}) };
     }
     if (query.q) {
-      const like = `%${query.q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-      where.$or = [{ email: { $ilike: like } }, { display_name: { $ilike: like } }];
+      // Full text over name and address (served by app_user_search_idx), in web-search syntax.
+      const matches = raw<symbol>((alias) => `${userSearchDocument(alias)} @@ websearch_to_tsquery('simple', ?)`, [query.q]);
+      where[matches] = [];
     }
     if (query.role) {
       const rows = await em.execute<{ user_id: string }[]>(

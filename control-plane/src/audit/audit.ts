@@ -1,5 +1,6 @@
 // Audit records for operations the spec marks audit-logged: who (actor id,
 // type, role), what (action, resource) and from where (address, agent, request id).
+import type { EntityManager } from '@mikro-orm/postgresql';
 import type { RequestContext } from '../core/request-context.ts';
 import { AuditEntry } from './audit-entry.entity.ts';
 
@@ -11,10 +12,14 @@ export interface AuditInput {
   metadata?: Record<string, unknown>;
 }
 
-/** Queues an audit entry in the request's unit of work (flushed with the change it records). */
-export function recordAudit(rc: RequestContext, input: AuditInput): AuditEntry {
+/**
+ * Queues an audit entry in the unit of work of the change it records (the
+ * request's, or the transaction's `em` when the change runs in one), so both
+ * are committed together.
+ */
+export function recordAudit(rc: RequestContext, input: AuditInput, em: EntityManager = rc.em): AuditEntry {
   const caller = rc.actor;
-  return rc.em.create(AuditEntry, {
+  return em.create(AuditEntry, {
     action: input.action,
     actor_id: caller?.id ?? null,
     actor_type: caller?.type ?? 'system',

@@ -2,18 +2,21 @@
 // (with MFA), refresh, logout, password reset and change. Route handlers call
 // these; nothing here knows about HTTP beyond the Koa context for addresses.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { defaultNotificationPreferences, User } from '../accounts/user.entity.ts';
 import { withRoles } from '../accounts/user-record.ts';
+import { defaultNotificationPreferences, User } from '../accounts/user.entity.ts';
+import { recordAudit } from '../audit/audit.ts';
+import type { Actor, RequestContext } from '../core/request-context.ts';
 import { ApiError } from '../http/errors.ts';
-import type { RequestContext } from '../core/request-context.ts';
-import type { AuthServices as AppServices } from './services.ts';
+import { enforceRateLimit } from '../http/rate-limit.ts';
 import { deliver } from '../mail/deliver.ts';
 import { passwordResetEmail, registrationAttemptNotice, verificationEmail } from '../mail/templates.ts';
 import { OneTimeToken, RecoveryCode, Session, type OneTimeTokenPurpose } from './auth.entities.ts';
-import { assignRole, loadUserGrants } from './permissions/permission-service.ts';
+import { TOTP_BUDGET, totpBudgetKey } from './limits.ts';
+import { loadUserGrants } from './permissions/permission-service.ts';
 import { generateOpaqueToken, hashToken, matchRecoveryCode } from './primitives/opaque-tokens.ts';
-import { dummyVerify, hashPassword, needsRehash, verifyPassword, verifyPasswordOrDummy } from './primitives/password.ts';
+import { hashPassword, needsRehash, verifyPassword, verifyPasswordOrDummy } from './primitives/password.ts';
 import { verifyTotp } from './primitives/totp.ts';
+import type { AuthServices as AppServices } from './services.ts';
 import { ACCESS_TOKEN_SCOPE, type AccessTokenResponse } from './token-service.ts';
 
 export const VERIFICATION_TOKEN_TTL_MS = 24 * 60 * 60 * 1000;
@@ -31,13 +34,25 @@ async function issueOneTimeToken(app: AppServices, em: EntityManager, user: User
   return token;
 }
 
+const invalidToken = () => new ApiError('VALIDATION_ERROR', 'Invalid or expired token', { errors: [{ field: 'token', message: 'Invalid or expired token' }] });
+
+/** A one-time token that is live (unspent, unexpired), with its user; 400 on `token` otherwise. */
+async function findLiveOneTimeToken(app: AppServices, em: EntityManager, token: string, purpose: OneTimeTokenPurpose): Promise<OneTimeToken> {
+  const record = await em.findOne(OneTimeToken, { token_hash: hashToken(token, app.tokenPepper), purpose }, { populate: ['user'] });
+  if (!record || record.used_at || record.expires_at <= new Date()) throw invalidToken();
+  return record;
+}
+
+/** Spends a live one-time token: a conditional update, so one token works once even under concurrency. */
+async function spendOneTimeToken(em: EntityManager, record: OneTimeToken): Promise<void> {
+  const spent = await em.nativeUpdate(OneTimeToken, { id: record.id, used_at: null }, { used_at: new Date() });
+  if (spent !== 1) throw invalidToken();
+}
+
 /** Spends a one-time token: exactly once, before it expires. */
 async function consumeOneTimeToken(app: AppServices, em: EntityManager, token: string, purpose: OneTimeTokenPurpose): Promise<User> {
-  const record = await em.findOne(OneTimeToken, { token_hash: hashToken(token, app.tokenPepper), purpose }, { populate: ['user'] });
-  const invalid = () => new ApiError('VALIDATION_ERROR', 'Invalid or expired token', { errors: [{ field: 'token', message: 'Invalid or expired token' }] });
-  if (!record || record.used_at || record.expires_at <= new Date()) throw invalid();
-  const spent = await em.nativeUpdate(OneTimeToken, { id: record.id, used_at: null }, { used_at: new Date() });
-  if (spent !== 1) throw invalid();
+  const record = await findLiveOneTimeToken(app, em, token, purpose);
+  await spendOneTimeToken(em, record);
   return record.user as unknown as User;
 }
 
@@ -59,54 +74,103 @@ export interface RegisterInput {
 
 /**
  * Creates a pending account and e-mails a verification link. For an address
- * already registered, the caller sees the same response (a record that is
- * never stored) and the owner gets a notice instead: no enumeration.
+ * already registered, the caller sees the same response (a record built the
+ * same way, never stored) and the owner gets a notice instead: no enumeration.
+ * Both branches do the same work while the client waits (one password hash,
+ * one insert statement that does nothing on a taken address, one audit entry);
+ * the e-mail of either branch is sent after the response.
  */
-export async function register(app: AppServices, em: EntityManager, rc: RequestContext, input: RegisterInput): Promise<User & { roles: string[] }> {
+export async function register(app: AppServices, rc: RequestContext, input: RegisterInput): Promise<User & { roles: string[] }> {
   const email = normalizeEmail(input.email);
-  const locale = input.locale ?? rc.locale;
-  // Hash first in both branches so the response time does not tell them apart.
-  const password_hash = await hashPassword(input.password);
   const now = new Date();
-  const fields = {
+  // The record as it is stored (new address) or answered without being stored (taken address).
+  const candidate = Object.assign(new User(), {
+    id: crypto.randomUUID(),
     email,
+    email_verified: false,
     display_name: input.display_name ?? null,
     phone: input.phone ?? null,
-    locale,
+    phone_verified: false,
+    locale: input.locale ?? rc.locale,
+    timezone: null,
     country_code: input.country_code ?? null,
-    terms_accepted_at: now,
-    notification_preferences: { ...defaultNotificationPreferences },
+    preferred_language: null,
     status: 'pending_verification' as const,
-  };
-  const existing = await em.findOne(User, { email });
-  if (!existing) {
-    const user = em.create(User, { ...fields, password_hash } as never);
-    try {
-      await em.flush();
-    } catch (error) {
-      // A concurrent registration of the same address won: answer as for an existing one.
-      if ((error as { name?: string }).name !== 'UniqueConstraintViolationException') throw error;
-      em.clear();
-      return registerExisting(app, email, fields, now);
-    }
-    await assignRole(em, user.id, 'subscriber');
-    const token = await issueOneTimeToken(app, em, user, 'email_verification', VERIFICATION_TOKEN_TTL_MS);
-    await deliver(app, email, verificationEmail({ publicUrl: app.config.linkBaseUrl, token, displayName: user.display_name ?? undefined }));
-    return withRoles(user, ['subscriber']);
-  }
-  return registerExisting(app, email, fields, now);
-}
-
-async function registerExisting(app: AppServices, email: string, fields: Record<string, unknown>, now: Date): Promise<User & { roles: string[] }> {
-  await deliver(app, email, registrationAttemptNotice({ publicUrl: app.config.linkBaseUrl }));
-  const shadow = Object.assign(new User(), {
-    id: crypto.randomUUID(), ...fields, email_verified: false, phone_verified: false, mfa_enabled: false,
-    timezone: null, preferred_language: null, avatar_url: null, last_login_at: null, created_at: now, updated_at: now, version: 1,
+    mfa_enabled: false,
+    notification_preferences: { ...defaultNotificationPreferences },
+    avatar_url: null,
+    terms_accepted_at: now,
+    last_login_at: null,
+    created_at: now,
+    updated_at: now,
+    version: 1,
   });
-  return withRoles(shadow as User, ['subscriber']);
+  const password_hash = await hashPassword(input.password);
+  const created = await rc.em.transactional(async (tx) => {
+    const { createdId, existingId } = await insertPendingUser(tx, candidate, password_hash);
+    // Both branches write (and so wait for the same commit to reach the disk): the audit trail
+    // records every registration, and attempts on a taken address, which may be someone probing.
+    recordAudit(rc, {
+      action: createdId ? 'user.registered' : 'user.registration_attempted',
+      resource_type: 'user',
+      resource_id: createdId ?? existingId,
+    }, tx);
+    return createdId !== null;
+  });
+  if (created) {
+    app.deferred.defer('verification-mail', () => sendVerificationLink(app, candidate.id), rc.log);
+  } else {
+    app.deferred.defer('registration-attempt-notice', () => deliver(app, email, registrationAttemptNotice({ publicUrl: app.config.linkBaseUrl })), rc.log);
+  }
+  return withRoles(candidate, [SUBSCRIBER]);
 }
 
-export async function verifyEmail(app: AppServices, em: EntityManager, token: string): Promise<User & { roles: string[] }> {
+const SUBSCRIBER = 'subscriber';
+
+/**
+ * Inserts the user and grants the subscriber role in one statement that does
+ * nothing when the address is taken (also against a concurrent registration).
+ * Returns the new account's id, or the id of the account holding the address.
+ */
+async function insertPendingUser(em: EntityManager, user: User, passwordHash: string): Promise<{ createdId: string | null; existingId: string | null }> {
+  const row: Record<string, unknown> = {
+    id: user.id, email: user.email, email_verified: user.email_verified, password_hash: passwordHash,
+    display_name: user.display_name, phone: user.phone, phone_verified: user.phone_verified, locale: user.locale,
+    timezone: user.timezone, country_code: user.country_code, preferred_language: user.preferred_language,
+    status: user.status, mfa_enabled: user.mfa_enabled, notification_preferences: JSON.stringify(user.notification_preferences),
+    avatar_url: user.avatar_url, terms_accepted_at: user.terms_accepted_at, last_login_at: user.last_login_at,
+    created_at: user.created_at, updated_at: user.updated_at,
+  };
+  const columns = Object.keys(row);
+  const values = columns.map((c) => (c === 'notification_preferences' ? '?::jsonb' : '?'));
+  // The last select reads the snapshot from before the insert: it finds only an account that already held the address.
+  const [result] = await em.execute<{ created_id: string | null; existing_id: string | null }[]>(
+    `with inserted as (
+       insert into app_user (${columns.join(', ')}) values (${values.join(', ')})
+       on conflict (email) do nothing
+       returning id
+     ), granted as (
+       insert into user_role (id, user_id, role_name, created_at)
+       select gen_random_uuid(), id, ?, ? from inserted
+       returning user_id
+     )
+     select (select user_id from granted) as created_id, (select id from app_user where email = ?) as existing_id`,
+    [...Object.values(row), SUBSCRIBER, user.created_at, user.email],
+  );
+  return { createdId: result?.created_id ?? null, existingId: result?.existing_id ?? null };
+}
+
+/** Issues a verification token and e-mails its link, if the account still awaits verification. */
+async function sendVerificationLink(app: AppServices, userId: string): Promise<void> {
+  const em = app.db.orm.em.fork() as EntityManager;
+  const user = await em.findOne(User, userId);
+  if (!user || user.email_verified || user.status !== 'pending_verification') return;
+  const token = await issueOneTimeToken(app, em, user, 'email_verification', VERIFICATION_TOKEN_TTL_MS);
+  await deliver(app, user.email, verificationEmail({ publicUrl: app.config.linkBaseUrl, token, displayName: user.display_name ?? undefined }));
+}
+
+export async function verifyEmail(app: AppServices, rc: RequestContext, token: string): Promise<User & { roles: string[] }> {
+  const em = rc.em;
   const user = await consumeOneTimeToken(app, em, token, 'email_verification');
   user.email_verified = true;
   if (user.status === 'pending_verification') user.status = 'active';
@@ -115,12 +179,18 @@ export async function verifyEmail(app: AppServices, em: EntityManager, token: st
   return withRoles(user, roles);
 }
 
-/** Sends a fresh verification link if the address belongs to an unverified account; silent otherwise. */
-export async function resendVerification(app: AppServices, em: EntityManager, email: string): Promise<void> {
-  const user = await em.findOne(User, { email: normalizeEmail(email) });
-  if (!user || user.email_verified || user.status !== 'pending_verification') return;
-  const token = await issueOneTimeToken(app, em, user, 'email_verification', VERIFICATION_TOKEN_TTL_MS);
-  await deliver(app, user.email, verificationEmail({ publicUrl: app.config.linkBaseUrl, token, displayName: user.display_name ?? undefined }));
+/**
+ * Sends a fresh verification link if the address belongs to an unverified
+ * account; silent otherwise. The look-up and the e-mail happen after the
+ * response, so the answer and its timing are the same for every address.
+ */
+export function resendVerification(app: AppServices, rc: RequestContext, email: string): void {
+  const address = normalizeEmail(email);
+  app.deferred.defer('verification-mail', async () => {
+    const em = app.db.orm.em.fork() as EntityManager;
+    const user = await em.findOne(User, { email: address });
+    if (user) await sendVerificationLink(app, user.id);
+  }, rc.log);
 }
 
 export interface LoginInput {
@@ -141,7 +211,8 @@ export interface LoginResult {
 
 const badCredentials = () => new ApiError('UNAUTHORIZED', 'Invalid e-mail or password');
 
-export async function login(app: AppServices, em: EntityManager, rc: RequestContext, input: LoginInput): Promise<LoginResult> {
+export async function login(app: AppServices, rc: RequestContext, input: LoginInput): Promise<LoginResult> {
+  const em = rc.em;
   const user = await em.findOne(User, { email: normalizeEmail(input.email) });
   // Unknown address or no password: same work, same answer.
   const passwordOk = await verifyPasswordOrDummy(user?.status === 'deleted' ? null : user?.password_hash, input.password);
@@ -150,19 +221,30 @@ export async function login(app: AppServices, em: EntityManager, rc: RequestCont
 
   if (user.mfa_enabled) await checkSecondFactor(app, em, user, input);
 
-  if (needsRehash(user.password_hash!)) user.password_hash = await hashPassword(input.password);
-  user.last_login_at = new Date();
+  const rehash = needsRehash(user.password_hash!) ? await hashPassword(input.password) : null;
   // A login invalidates outstanding reset links (document 2 §3).
   await em.nativeUpdate(OneTimeToken, { user: user.id, purpose: 'password_reset', used_at: null }, { used_at: new Date() });
   const { session, refreshToken } = await app.sessions.start(em, user, rc, { device_type: input.device_type, platform: input.platform });
+  // Last, and one statement rather than a read-modify-write of the entity: concurrent logins
+  // of one account must not fail each other on the record's version (it still moves, so ETags do).
+  await em.execute(
+    `update app_user set last_login_at = now(), password_hash = coalesce(?, password_hash), version = version + 1, updated_at = now() where id = ?`,
+    [rehash, user.id],
+  );
   const token = await accessTokenFor(app, em, user.id, session.id);
   return { token, refreshToken, session, user };
 }
 
-async function checkSecondFactor(app: AppServices, em: EntityManager, user: User, input: LoginInput): Promise<void> {
+/**
+ * The second factor of an account with MFA: a TOTP code or a recovery code.
+ * With `budget`, each code presented spends one unit of the account's TOTP
+ * budget first (429 once it is spent).
+ */
+async function checkSecondFactor(app: AppServices, em: EntityManager, user: User, input: { totp_code?: string; recovery_code?: string }, options: { budget?: boolean } = {}): Promise<void> {
   if (!input.totp_code && !input.recovery_code) {
     throw new ApiError('MFA_REQUIRED', 'A TOTP code or recovery code is required for this account');
   }
+  if (options.budget) await enforceRateLimit(app.store, totpBudgetKey(user.id), TOTP_BUDGET.limit, TOTP_BUDGET.windowSeconds);
   if (input.totp_code) {
     if (!(await acceptTotp(app, em, user, input.totp_code))) throw new ApiError('UNAUTHORIZED', 'Invalid authentication code');
     return;
@@ -196,7 +278,8 @@ export async function spendRecoveryCode(app: AppServices, em: EntityManager, use
   return (await em.nativeUpdate(RecoveryCode, { id: codes[index].id, used_at: null }, { used_at: new Date() })) === 1;
 }
 
-export async function refresh(app: AppServices, em: EntityManager, presented: string): Promise<{ token: AccessTokenResponse; refreshToken: string }> {
+export async function refresh(app: AppServices, rc: RequestContext, presented: string): Promise<{ token: AccessTokenResponse; refreshToken: string }> {
+  const em = rc.em;
   const { session, refreshToken } = await app.sessions.rotate(em, presented);
   const user = session.user as unknown as User;
   if (user.status === 'suspended' || user.status === 'deleted') {
@@ -207,7 +290,8 @@ export async function refresh(app: AppServices, em: EntityManager, presented: st
   return { token, refreshToken };
 }
 
-export async function logout(app: AppServices, em: EntityManager, caller: { id: string; sessionId?: string; tokenId?: string }): Promise<void> {
+export async function logout(app: AppServices, rc: RequestContext, caller: Actor): Promise<void> {
+  const em = rc.em;
   if (caller.tokenId) await app.tokens.revokeAccessToken(caller.tokenId);
   if (caller.sessionId) {
     const session = await em.findOne(Session, { id: caller.sessionId, user: caller.id });
@@ -215,22 +299,59 @@ export async function logout(app: AppServices, em: EntityManager, caller: { id: 
   }
 }
 
-/** E-mails a reset link when the address belongs to an account; silent otherwise. */
-export async function forgotPassword(app: AppServices, em: EntityManager, email: string): Promise<void> {
-  const user = await em.findOne(User, { email: normalizeEmail(email) });
-  if (!user || user.status === 'deleted') {
-    await dummyVerify('timing-equaliser'); // about the cost of the real branch's database and mail work
-    return;
+/** Ends one of the caller's sessions; the current one (or `current`) is a logout. */
+export async function revokeSession(app: AppServices, rc: RequestContext, sessionId: string | 'current'): Promise<{ loggedOut: boolean }> {
+  const caller = rc.actor;
+  if (!caller) throw new ApiError('UNAUTHORIZED');
+  if (sessionId === 'current' || sessionId === caller.sessionId) {
+    await logout(app, rc, caller);
+    return { loggedOut: true };
   }
-  const token = await issueOneTimeToken(app, em, user, 'password_reset', RESET_TOKEN_TTL_MS);
-  await deliver(app, user.email, passwordResetEmail({ publicUrl: app.config.linkBaseUrl, token, expiresInMinutes: 15, displayName: user.display_name ?? undefined }));
+  const session = await rc.em.findOne(Session, { id: sessionId, user: caller.id, revoked_at: null });
+  if (!session) throw new ApiError('NOT_FOUND', 'Session not found');
+  await app.sessions.revoke(rc.em, [session], 'revoked_by_user');
+  return { loggedOut: false };
 }
 
-export async function resetPassword(app: AppServices, em: EntityManager, rc: RequestContext, token: string, newPassword: string): Promise<LoginResult> {
-  const user = await consumeOneTimeToken(app, em, token, 'password_reset');
+/**
+ * E-mails a reset link when the address belongs to an account; silent
+ * otherwise. The look-up and the e-mail happen after the response, so the
+ * answer and its timing are the same whether or not the address exists.
+ */
+export function forgotPassword(app: AppServices, rc: RequestContext, email: string): void {
+  const address = normalizeEmail(email);
+  app.deferred.defer('password-reset-mail', async () => {
+    const em = app.db.orm.em.fork() as EntityManager;
+    const user = await em.findOne(User, { email: address });
+    if (!user || user.status === 'deleted') return;
+    const token = await issueOneTimeToken(app, em, user, 'password_reset', RESET_TOKEN_TTL_MS);
+    await deliver(app, user.email, passwordResetEmail({ publicUrl: app.config.linkBaseUrl, token, expiresInMinutes: 15, displayName: user.display_name ?? undefined }));
+  }, rc.log);
+}
+
+export interface ResetPasswordInput {
+  token: string;
+  new_password: string;
+  totp_code?: string;
+  recovery_code?: string;
+}
+
+/**
+ * Sets a new password with a reset token, revokes every session and starts a
+ * new one. An account with MFA also needs a TOTP or recovery code: a mailbox
+ * alone must not take the account. Without one → 401 MFA_REQUIRED, a wrong
+ * one → 401 (counted against the account's TOTP budget); either way the
+ * reset token stays unspent, so the user can retry with the code.
+ */
+export async function resetPassword(app: AppServices, rc: RequestContext, input: ResetPasswordInput): Promise<LoginResult> {
+  const em = rc.em;
+  const record = await findLiveOneTimeToken(app, em, input.token, 'password_reset');
+  const user = record.user as unknown as User;
   if (user.status === 'suspended') throw new ApiError('ACCOUNT_SUSPENDED', 'This account is suspended');
-  if (user.status === 'deleted') throw new ApiError('VALIDATION_ERROR', 'Invalid or expired token', { errors: [{ field: 'token', message: 'Invalid or expired token' }] });
-  user.password_hash = await hashPassword(newPassword);
+  if (user.status === 'deleted') throw invalidToken();
+  if (user.mfa_enabled) await checkSecondFactor(app, em, user, input, { budget: true });
+  await spendOneTimeToken(em, record);
+  user.password_hash = await hashPassword(input.new_password);
   // The link arrived at the address, which proves it as well as a verification link would.
   if (!user.email_verified) {
     user.email_verified = true;
@@ -250,7 +371,8 @@ export interface TokenSet extends AccessTokenResponse {
 }
 
 /** Changes the password, ends every other session, and renews this session's tokens. */
-export async function changePassword(app: AppServices, em: EntityManager, rc: RequestContext, caller: { id: string; sessionId?: string; tokenId?: string }, currentPassword: string, newPassword: string): Promise<TokenSet> {
+export async function changePassword(app: AppServices, rc: RequestContext, caller: Actor, currentPassword: string, newPassword: string): Promise<TokenSet> {
+  const em = rc.em;
   const user = await em.findOneOrFail(User, caller.id);
   if (!user.password_hash || !(await verifyPassword(user.password_hash, currentPassword))) {
     throw new ApiError('VALIDATION_ERROR', undefined, { errors: [{ field: 'current_password', message: 'Incorrect password' }] });

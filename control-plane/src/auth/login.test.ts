@@ -115,3 +115,13 @@ for (const [what, patch, field] of badBodies) {
     t.equal(await countRows(cp, 'auth_session'), sessions, 'no session stored');
   });
 }
+
+t.test('regression: concurrent logins of one account answered 412 (each login re-wrote the versioned user row)', async (t) => {
+  const user = await createUserDirect(cp);
+  const before = (await query<{ version: number }>(cp, 'select version from app_user where id = ?', [user.id]))[0]!.version;
+  const answers = await Promise.all(Array.from({ length: 6 }, () => cp.request('POST', '/v1/auth/login', { json: { email: user.email, password: user.password } })));
+  t.same(answers.map((r) => r.status), [200, 200, 200, 200, 200, 200], JSON.stringify(answers.map((r) => r.body?.code)));
+  const [row] = await query<{ version: number; last_login_at: Date | null }>(cp, 'select version, last_login_at from app_user where id = ?', [user.id]);
+  t.ok(row!.last_login_at, 'last_login_at recorded');
+  t.equal(row!.version, before + 6, 'every login moved the version (the record changed), none refused another');
+});

@@ -2,7 +2,9 @@
 // returns recovery codes once) → step-up tokens, disable, recovery codes.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { User } from '../accounts/user.entity.ts';
+import type { RequestContext } from '../core/request-context.ts';
 import { ApiError } from '../http/errors.ts';
+import { requireActor } from './access-control.ts';
 import type { AuthServices as AppServices } from './services.ts';
 import { RecoveryCode } from './auth.entities.ts';
 import { acceptTotp } from './auth-service.ts';
@@ -18,8 +20,12 @@ export interface RecoveryCodes {
   generated_at: Date;
 }
 
-export async function setupMfa(app: AppServices, em: EntityManager, userId: string): Promise<{ secret: string; otpauth_uri: string }> {
-  const user = await em.findOneOrFail(User, userId);
+/** The calling user, to act on their own MFA settings. */
+const callingUser = (rc: RequestContext) => rc.em.findOneOrFail(User, requireActor(rc).id);
+
+export async function setupMfa(app: AppServices, rc: RequestContext): Promise<{ secret: string; otpauth_uri: string }> {
+  const em = rc.em;
+  const user = await callingUser(rc);
   if (user.mfa_enabled) throw new ApiError('CONFLICT', 'MFA is already enabled; disable it first to set up a new device');
   const secret = generateTotpSecret();
   user.totp_pending_secret_encrypted = app.secretBox.seal(secret, aad(user));
@@ -42,8 +48,10 @@ async function replaceRecoveryCodes(app: AppServices, em: EntityManager, user: U
  * Verifies a TOTP code. The first successful check of a pending secret
  * enables MFA and also returns the recovery codes (shown this once).
  */
-export async function verifyMfa(app: AppServices, em: EntityManager, userId: string, sessionId: string, code: string) {
-  const user = await em.findOneOrFail(User, userId);
+export async function verifyMfa(app: AppServices, rc: RequestContext, code: string) {
+  const em = rc.em;
+  const sessionId = requireActor(rc).sessionId ?? '';
+  const user = await callingUser(rc);
   if (!user.mfa_enabled && user.totp_pending_secret_encrypted) {
     const secret = app.secretBox.openString(user.totp_pending_secret_encrypted, aad(user));
     const match = await verifyTotp(secret, code, { digits: code.length });
@@ -61,8 +69,9 @@ export async function verifyMfa(app: AppServices, em: EntityManager, userId: str
   return app.tokens.issueStepUpToken(user.id, sessionId);
 }
 
-export async function disableMfa(app: AppServices, em: EntityManager, userId: string, code: string): Promise<void> {
-  const user = await em.findOneOrFail(User, userId);
+export async function disableMfa(app: AppServices, rc: RequestContext, code: string): Promise<void> {
+  const em = rc.em;
+  const user = await callingUser(rc);
   if (!user.mfa_enabled) throw new ApiError('CONFLICT', 'MFA is not enabled');
   if (!(await acceptTotp(app, em, user, code))) throw invalidCode();
   user.mfa_enabled = false;
@@ -76,8 +85,10 @@ export async function disableMfa(app: AppServices, em: EntityManager, userId: st
 }
 
 /** Plaintext codes exist only at generation; afterwards the unused ones are listed masked. */
-export async function listRecoveryCodes(em: EntityManager, userId: string): Promise<RecoveryCodes & { remaining: number }> {
-  const user = await em.findOneOrFail(User, userId);
+export async function listRecoveryCodes(app: AppServices, rc: RequestContext, stepUpToken: string): Promise<RecoveryCodes & { remaining: number }> {
+  await requireStepUp(app, rc, stepUpToken);
+  const em = rc.em;
+  const user = await callingUser(rc);
   if (!user.mfa_enabled) throw new ApiError('CONFLICT', 'MFA is not enabled');
   const codes = await em.find(RecoveryCode, { user: user.id, used_at: null }, { orderBy: { hint: 'asc' } });
   return {
@@ -87,9 +98,21 @@ export async function listRecoveryCodes(em: EntityManager, userId: string): Prom
   };
 }
 
-export async function regenerateRecoveryCodes(app: AppServices, em: EntityManager, userId: string, code: string): Promise<RecoveryCodes> {
-  const user = await em.findOneOrFail(User, userId);
+export async function regenerateRecoveryCodes(app: AppServices, rc: RequestContext, code: string): Promise<RecoveryCodes> {
+  const em = rc.em;
+  const user = await callingUser(rc);
   if (!user.mfa_enabled) throw new ApiError('CONFLICT', 'MFA is not enabled');
   if (!(await acceptTotp(app, em, user, code))) throw invalidCode();
   return replaceRecoveryCodes(app, em, user);
+}
+
+/** A step-up token obtained by this session within its lifetime (403 STEP_UP_REQUIRED otherwise). */
+export async function requireStepUp(app: AppServices, rc: RequestContext, token: string): Promise<void> {
+  const caller = requireActor(rc);
+  if (!token) throw new ApiError('STEP_UP_REQUIRED', 'A step-up token is required in X-Step-Up-Token');
+  try {
+    await app.tokens.verifyStepUpToken(token, { userId: caller.id, sessionId: caller.sessionId });
+  } catch {
+    throw new ApiError('STEP_UP_REQUIRED', 'The step-up token is invalid or expired');
+  }
 }

@@ -1,7 +1,8 @@
 import t from 'tap';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
+import { STEP_UP_TOKEN_TTL_SECONDS } from './token-service.ts';
 import {
-  bearer, countRows, createLoggedInUser, forgetSpentTotpStep, login, query, refreshCookieLine, RELAXED_LIMITS, resetRateLimit, totpCode,
+  bearer, countRows, createLoggedInUser, enableMfa as enableMfaFor, forgetSpentTotpStep, login, query, refreshCookieLine, RELAXED_LIMITS, resetRateLimit, totpCode,
   type TestAccount,
 } from '../../../test/support/auth.ts';
 
@@ -12,15 +13,7 @@ const post = (account: TestAccount, path: string, json?: unknown, headers: Recor
 const loginWith = (account: TestAccount, extra: Record<string, unknown> = {}) =>
   cp.request('POST', '/v1/auth/login', { json: { email: account.email, password: account.password, ...extra } });
 
-/** setup → verify with the previous step's code: MFA on, recovery codes and a step-up token returned. */
-async function enableMfa(account: TestAccount) {
-  const setup = await post(account, '/v1/me/auth/mfa/setup');
-  if (setup.status !== 200) throw new Error(`setup: ${setup.status} ${setup.text}`);
-  const secret: string = setup.body.data.secret;
-  const verify = await post(account, '/v1/me/auth/mfa/verify', { totp_code: await totpCode(secret, -1) });
-  if (verify.status !== 200) throw new Error(`verify: ${verify.status} ${verify.text}`);
-  return { secret, codes: verify.body.recovery_codes.codes as string[], stepUp: verify.body.step_up_token as string };
-}
+const enableMfa = (account: TestAccount) => enableMfaFor(cp, account);
 
 t.test('POST /v1/me/auth/mfa/setup returns a secret and otpauth URI; MFA stays off until confirmed', async (t) => {
   const a = await createLoggedInUser(cp);
@@ -81,9 +74,12 @@ t.test('login with MFA needs a TOTP or recovery code; a recovery code works once
   t.equal(wrongPassword.status, 401, 'a good code does not excuse a bad password');
   t.equal(await countRows(cp, 'auth_session', 'user_id = ?', [a.id]), sessions, 'no session for refused logins');
 
-  const withTotp = await loginWith(a, { totp_code: await totpCode(secret) });
+  // One code, sent twice: the replay is refused because its step is spent, wherever in the
+  // 30-second window this runs (the code stays inside the ±1-step window for at least 30 s).
+  const code = await totpCode(secret);
+  const withTotp = await loginWith(a, { totp_code: code });
   t.equal(withTotp.status, 200);
-  const replay = await loginWith(a, { totp_code: await totpCode(secret) });
+  const replay = await loginWith(a, { totp_code: code });
   t.equal(replay.status, 401, 'the same TOTP step is accepted once');
 
   const withRecovery = await loginWith(a, { recovery_code: codes[0] });
@@ -193,3 +189,34 @@ for (const path of ['/v1/me/auth/mfa/verify', '/v1/me/auth/mfa/disable', '/v1/me
     t.equal((await post(a, path, { totp_code: await totpCode(secret) })).status, 429, 'the bad attempts counted against the TOTP budget');
   });
 }
+
+// Regression tests of issue 12: a step-up token was not tied to the session that obtained it, and its expiry was untested.
+t.test('a step-up token works only in the session that obtained it (403 STEP_UP_REQUIRED in another session of the same account)', async (t) => {
+  const a = await createLoggedInUser(cp);
+  const { secret, stepUp } = await enableMfa(a);
+  const otherSession = await login(cp, a.email, a.password, { totp_code: await totpCode(secret) });
+  const read = (accessToken: string) => cp.request('GET', '/v1/me/auth/mfa/recovery-codes', { headers: bearer(accessToken, { 'x-step-up-token': stepUp }) });
+  const elsewhere = await read(otherSession.accessToken);
+  t.equal(elsewhere.status, 403, 'another session of the same account');
+  t.equal(elsewhere.body.code, 'STEP_UP_REQUIRED');
+  t.equal((await read(a.accessToken)).status, 200, 'the session that obtained it');
+  await cp.request('POST', '/v1/auth/logout', { headers: bearer(a.accessToken) });
+  const relogged = await login(cp, a.email, a.password, { totp_code: await totpCode(secret, 1) });
+  t.equal((await read(relogged.accessToken)).status, 403, 'nor a later session once that one ended');
+});
+
+t.test('a step-up token expires 300 s after issue (clock moved, not waited for)', async (t) => {
+  let offsetMs = 0;
+  const clocked = await startTestControlPlane(t, { env: RELAXED_LIMITS, now: () => Date.now() + offsetMs });
+  const a = await createLoggedInUser(clocked);
+  const { stepUp } = await enableMfaFor(clocked, a);
+  const read = () => clocked.request('GET', '/v1/me/auth/mfa/recovery-codes', { headers: bearer(a.accessToken, { 'x-step-up-token': stepUp }) });
+  offsetMs = (STEP_UP_TOKEN_TTL_SECONDS - 10) * 1000;
+  t.equal((await read()).status, 200, 'valid shortly before its expiry');
+  // Past exp and the 5 s clock tolerance; the 15-minute access token is still valid.
+  offsetMs = (STEP_UP_TOKEN_TTL_SECONDS + 6) * 1000;
+  const expired = await read();
+  t.equal(expired.status, 403, 'refused after expiry');
+  t.equal(expired.body.code, 'STEP_UP_REQUIRED');
+  t.equal((await clocked.request('GET', '/v1/users/me', { headers: bearer(a.accessToken) })).status, 200, 'while the access token still works');
+});

@@ -1,8 +1,8 @@
 import t from 'tap';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import {
-  bearer, cookieHeader, countRows, createLoggedInUser, createUserDirect, login, messagesTo, OTHER_PASSWORD, query,
-  refreshTokenFrom, RELAXED_LIMITS, RESET_SUBJECT, tokenFromLatest, uniqueEmail,
+  bearer, cookieHeader, countRows, createLoggedInUser, createUserDirect, enableMfa, login, messagesTo, OTHER_PASSWORD, query,
+  refreshTokenFrom, RELAXED_LIMITS, resetRateLimit, RESET_SUBJECT, tokenFromLatest, totpCode, uniqueEmail,
 } from '../../../test/support/auth.ts';
 
 const cp = await startTestControlPlane(t, { env: RELAXED_LIMITS });
@@ -133,4 +133,97 @@ t.test('POST /v1/auth/password/reset refuses bad input with 400 naming the field
   t.equal(await countRows(cp, 'auth_session'), sessions, 'no session started');
   t.equal(await countRows(cp, 'auth_one_time_token', 'user_id = ? and used_at is null', [user.id]), 1, 'the token is still unspent');
   t.equal((await reset(token)).status, 200, 'and still works');
+});
+
+// Regression tests of "password reset skips MFA" (issue 7): with MFA on,
+// forgot → reset returned a full session on the mailbox alone.
+const passwordHashOf = async (userId: string) =>
+  (await query<{ password_hash: string }>(cp, 'select password_hash from app_user where id = ?', [userId]))[0]!.password_hash;
+const resetWith = (token: string, extra: Record<string, unknown>) =>
+  cp.request('POST', '/v1/auth/password/reset', { json: { token, new_password: OTHER_PASSWORD, ...extra } });
+
+async function mfaAccountWithResetToken() {
+  const account = await createLoggedInUser(cp);
+  const mfa = await enableMfa(cp, account);
+  await resetRateLimit(cp, `totp:account:user:${account.id}`); // enabling spent one TOTP attempt
+  await forgot(account.email);
+  const token = await tokenFromLatest(cp, account.email, RESET_SUBJECT);
+  return { account, token, ...mfa };
+}
+
+t.test('password reset skips MFA: without a code an MFA account gets 401 MFA_REQUIRED, no session, the password unchanged and the token still valid', async (t) => {
+  const { account, token, secret } = await mfaAccountWithResetToken();
+  const hash = await passwordHashOf(account.id);
+  const sessions = await countRows(cp, 'auth_session', 'user_id = ?', [account.id]);
+  const res = await reset(token);
+  t.equal(res.status, 401);
+  t.equal(res.body.code, 'MFA_REQUIRED');
+  t.equal(refreshTokenFrom(res), undefined, 'no refresh cookie');
+  t.notOk('access_token' in res.body, 'no token');
+  t.equal(await passwordHashOf(account.id), hash, 'password unchanged');
+  t.equal(await countRows(cp, 'auth_session', 'user_id = ?', [account.id]), sessions, 'no session started');
+  t.equal(await countRows(cp, 'auth_session', 'user_id = ? and revoked_at is null', [account.id]), sessions, 'no session revoked');
+  t.equal((await cp.request('GET', '/v1/users/me', { headers: bearer(account.accessToken) })).status, 200, 'the existing session lives on');
+  t.equal(await countRows(cp, 'auth_one_time_token', `user_id = ? and purpose = 'password_reset' and used_at is null`, [account.id]), 1, 'the reset token is not spent');
+  const retry = await resetWith(token, { totp_code: await totpCode(secret) });
+  t.equal(retry.status, 200, 'the same link works once the code is given');
+});
+
+t.test('password reset skips MFA: a valid TOTP code completes the reset of an MFA account', async (t) => {
+  const { account, token, secret } = await mfaAccountWithResetToken();
+  const res = await resetWith(token, { totp_code: await totpCode(secret) });
+  t.equal(res.status, 200);
+  t.same(Object.keys(res.body).sort(), ['access_token', 'expires_in', 'token_type'], 'bare token response');
+  t.ok(refreshTokenFrom(res), 'refresh cookie set');
+  t.equal((await cp.request('GET', '/v1/users/me', { headers: bearer(account.accessToken) })).status, 401, 'earlier sessions revoked');
+  t.equal((await cp.request('GET', '/v1/users/me', { headers: bearer(res.body.access_token) })).status, 200, 'the new token works');
+  t.equal((await cp.request('POST', '/v1/auth/login', { json: { email: account.email, password: OTHER_PASSWORD, totp_code: await totpCode(secret, 1) } })).status, 200, 'the new password (with MFA) logs in');
+});
+
+t.test('password reset skips MFA: a valid recovery code completes the reset and is spent', async (t) => {
+  const { account, token, codes } = await mfaAccountWithResetToken();
+  const res = await resetWith(token, { recovery_code: codes[0] });
+  t.equal(res.status, 200);
+  t.ok(refreshTokenFrom(res), 'refresh cookie set');
+  t.equal(await countRows(cp, 'auth_recovery_code', 'user_id = ? and used_at is not null', [account.id]), 1, 'the recovery code is spent');
+  const reuse = await cp.request('POST', '/v1/auth/login', { json: { email: account.email, password: OTHER_PASSWORD, recovery_code: codes[0] } });
+  t.equal(reuse.status, 401, 'and refused at login');
+});
+
+t.test('password reset skips MFA: wrong codes get 401, change nothing and spend the account\'s TOTP budget', async (t) => {
+  const { account, token, secret } = await mfaAccountWithResetToken();
+  const hash = await passwordHashOf(account.id);
+  const right = await totpCode(secret);
+  const wrong = right === '000000' ? '111111' : '000000';
+  const attempts: Record<string, unknown>[] = [{ totp_code: wrong }, { recovery_code: 'AAAA-BBBB-CCCC' }, { totp_code: wrong }, { totp_code: wrong }, { totp_code: wrong }];
+  for (const extra of attempts) {
+    const res = await resetWith(token, extra);
+    t.equal(res.status, 401, JSON.stringify(extra));
+    t.equal(res.body.code, 'UNAUTHORIZED');
+  }
+  const limited = await resetWith(token, { totp_code: right });
+  t.equal(limited.status, 429, 'the sixth code within 5 minutes is refused, even a right one');
+  t.equal(limited.body.code, 'RATE_LIMITED');
+  t.ok(Number(limited.headers.get('retry-after')) >= 1);
+  t.equal(await passwordHashOf(account.id), hash, 'password unchanged');
+  t.equal(await countRows(cp, 'auth_one_time_token', `user_id = ? and purpose = 'password_reset' and used_at is null`, [account.id]), 1, 'the reset token is not spent');
+  await resetRateLimit(cp, `totp:account:user:${account.id}`);
+  t.equal((await resetWith(token, { totp_code: right })).status, 200, 'with budget again, the right code resets');
+});
+
+t.test('POST /v1/auth/password/reset refuses a malformed totp_code or recovery_code with 400 naming it', async (t) => {
+  const { account, token } = await mfaAccountWithResetToken();
+  const cases: [Record<string, unknown>, string][] = [
+    [{ totp_code: '12ab56' }, 'totp_code'],
+    [{ totp_code: 123456 }, 'totp_code'],
+    [{ totp_code: '123456789' }, 'totp_code'],
+    [{ recovery_code: 'short' }, 'recovery_code'],
+    [{ recovery_code: 'x'.repeat(33) }, 'recovery_code'],
+  ];
+  for (const [extra, field] of cases) {
+    const res = await resetWith(token, extra);
+    t.equal(res.status, 400, JSON.stringify(extra));
+    t.same(res.body.errors.map((e: { field: string }) => e.field), [field]);
+  }
+  t.equal(await countRows(cp, 'auth_one_time_token', `user_id = ? and purpose = 'password_reset' and used_at is null`, [account.id]), 1, 'the reset token is not spent');
 });

@@ -9,19 +9,28 @@ import { requireActor } from './access-control.ts';
 import { Session } from './auth.entities.ts';
 import * as auth from './auth-service.ts';
 import { clearRefreshCookie, readRefreshCookie, setRefreshCookie } from './cookies.ts';
+import { setDeviceCookie, trustedDevice } from './device-cookie.ts';
+import { totpLimit } from './limits.ts';
 import * as mfa from './mfa-service.ts';
 import {
   accessTokenResponse, changePasswordBody, emailOnlyBody, loginBody, messageRecord, recoveryCodesResponse, registerBody,
   resetPasswordBody, sessionRecord, stepUpResponse, tokenBody, tokenSetResponse, totpBody,
 } from './schemas.ts';
-import { defineAuthRoute as defineRoute } from './services.ts';
+import { defineAuthRoute as defineRoute, type AuthServices } from './services.ts';
 
 const tags = ['Authentication'];
-const byEmail = (input: { body: any }) => (typeof input.body?.email === 'string' ? auth.normalizeEmail(input.body.email) : undefined);
+const byEmail = (input: { body: any }): string | undefined => (typeof input.body?.email === 'string' ? auth.normalizeEmail(input.body.email) : undefined);
 const perIp = (name: string, limit: number, windowSeconds: number): RateLimitRule => ({ name: `${name}:ip`, limit, windowSeconds, by: 'ip' });
 const perAccount = (name: string, limit: number, windowSeconds: number): RateLimitRule => ({ name: `${name}:account`, limit, windowSeconds, by: byEmail });
-// TOTP guesses: 5 per 5 minutes per account.
-const totpLimit: RateLimitRule = { name: 'totp:account', limit: 5, windowSeconds: 300, by: 'caller' };
+/**
+ * Login guesses: a request carrying a valid device cookie for the account (it
+ * logged in to it before) spends that device's budget; any other spends the
+ * account's. Others' wrong passwords thus lock out untrusted clients only.
+ */
+const loginPerAccountOrDevice = (limit: number, windowSeconds: number): RateLimitRule<AuthServices>[] => [
+  { name: 'login:account', limit, windowSeconds, by: (input) => { const email = byEmail(input); return email && !trustedDevice(input.app, input.ctx, email) ? email : undefined; } },
+  { name: 'login:device', limit, windowSeconds, by: (input) => { const email = byEmail(input); return email ? trustedDevice(input.app, input.ctx, email) : undefined; } },
+];
 
 export const registerRoute = defineRoute({
   method: 'post', path: '/v1/auth/register', tags, access: 'public',
@@ -31,7 +40,7 @@ export const registerRoute = defineRoute({
   rateLimits: [perIp('register', 10, 3600)],
   responses: { 201: data(userResource) },
   async handler({ body, rc, app }) {
-    const user = await auth.register(app, rc.em, rc, body);
+    const user = await auth.register(app, rc, body);
     return reply.created(user, '/v1/users/me');
   },
 });
@@ -39,14 +48,18 @@ export const registerRoute = defineRoute({
 export const loginRoute = defineRoute({
   method: 'post', path: '/v1/auth/login', tags, access: 'public',
   summary: 'Log in with e-mail and password',
-  description: 'Returns an access token and sets the refresh-token cookie. Accounts with MFA also send totp_code or recovery_code (401 MFA_REQUIRED without).',
+  description: 'Returns an access token and sets the refresh-token cookie, and a device cookie that marks this client as one the account has logged in from. '
+    + 'Accounts with MFA also send totp_code or recovery_code (401 MFA_REQUIRED without). '
+    + 'Attempts are limited per account (10 per 15 minutes); attempts carrying the account\'s device cookie count against that device instead, '
+    + 'so wrong passwords sent by others do not lock the owner out of clients they have used before.',
   body: loginBody,
-  rateLimits: [perIp('login', 30, 900), perAccount('login', 10, 900)],
+  rateLimits: [perIp('login', 30, 900), ...loginPerAccountOrDevice(10, 900)],
   responses: { 200: data(accessTokenResponse) },
   errors: ['UNAUTHORIZED', 'MFA_REQUIRED', 'ACCOUNT_SUSPENDED'],
   async handler({ body, rc, ctx, app }) {
-    const result = await auth.login(app, rc.em, rc, body);
+    const result = await auth.login(app, rc, body);
     setRefreshCookie(ctx, app.config, result.refreshToken);
+    setDeviceCookie(ctx, app, result.user.email);
     return result.token;
   },
 });
@@ -62,7 +75,7 @@ export const refreshRoute = defineRoute({
     const presented = readRefreshCookie(ctx);
     if (!presented) throw new ApiError('UNAUTHORIZED', 'Refresh token cookie missing');
     try {
-      const result = await auth.refresh(app, rc.em, presented);
+      const result = await auth.refresh(app, rc, presented);
       setRefreshCookie(ctx, app.config, result.refreshToken);
       return result.token;
     } catch (error) {
@@ -78,7 +91,7 @@ export const logoutRoute = defineRoute({
   description: 'Revokes the current access token at once, ends the session and clears the refresh-token cookie.',
   responses: { 200: data(messageRecord) },
   async handler({ rc, ctx, app }) {
-    await auth.logout(app, rc.em, requireActor(rc));
+    await auth.logout(app, rc, requireActor(rc));
     clearRefreshCookie(ctx, app.config);
     return { message: 'Logged out' };
   },
@@ -87,12 +100,12 @@ export const logoutRoute = defineRoute({
 export const forgotPasswordRoute = defineRoute({
   method: 'post', path: '/v1/auth/password/forgot', tags, access: 'public',
   summary: 'Request a password-reset link',
-  description: 'Always 200, whether or not the address exists. The link is single use and valid 15 minutes.',
+  description: 'Always 200, whether or not the address exists, and in the same time: the reset link is e-mailed after the response. The link is single use and valid 15 minutes.',
   body: emailOnlyBody,
   rateLimits: [perIp('forgot', 10, 3600), perAccount('forgot', 5, 3600)],
   responses: { 200: data(messageRecord) },
   async handler({ body, rc, app }) {
-    await auth.forgotPassword(app, rc.em, body.email);
+    auth.forgotPassword(app, rc, body.email);
     return { message: 'If an account exists for this address, a reset link has been sent' };
   },
 });
@@ -100,13 +113,16 @@ export const forgotPasswordRoute = defineRoute({
 export const resetPasswordRoute = defineRoute({
   method: 'post', path: '/v1/auth/password/reset', tags, access: 'public',
   summary: 'Set a new password with a reset token',
-  description: 'Revokes every session of the account and returns a new access token (bare) with a refresh-token cookie.',
+  description: 'Revokes every session of the account and returns a new access token (bare) with a refresh-token cookie. '
+    + 'An account with MFA also sends totp_code or recovery_code: without one the answer is 401 MFA_REQUIRED, with a wrong one 401 UNAUTHORIZED '
+    + '(each code counts against the account\'s TOTP budget of 5 per 5 minutes, then 429), and in both cases the reset token stays valid for a retry. '
+    + 'A recovery code used here is spent.',
   body: resetPasswordBody,
   rateLimits: [perIp('reset', 20, 3600)],
   responses: { 200: bare(accessTokenResponse) },
-  errors: ['ACCOUNT_SUSPENDED'],
+  errors: ['ACCOUNT_SUSPENDED', 'MFA_REQUIRED', 'UNAUTHORIZED'],
   async handler({ body, rc, ctx, app }) {
-    const result = await auth.resetPassword(app, rc.em, rc, body.token, body.new_password);
+    const result = await auth.resetPassword(app, rc, body);
     setRefreshCookie(ctx, app.config, result.refreshToken);
     return result.token;
   },
@@ -119,19 +135,19 @@ export const verifyEmailRoute = defineRoute({
   rateLimits: [perIp('verify-email', 30, 3600)],
   responses: { 200: data(userResource) },
   async handler({ body, rc, app }) {
-    return auth.verifyEmail(app, rc.em, body.token);
+    return auth.verifyEmail(app, rc, body.token);
   },
 });
 
 export const resendVerificationRoute = defineRoute({
   method: 'post', path: '/v1/auth/email/resend', tags, access: 'public',
   summary: 'Send the verification e-mail again',
-  description: 'Always 200. At most 3 requests per hour per account.',
+  description: 'Always 200, and in the same time whatever the address: the link is e-mailed after the response. At most 3 requests per hour per account.',
   body: emailOnlyBody,
   rateLimits: [perAccount('resend', 3, 3600), perIp('resend', 20, 3600)],
   responses: { 200: data(messageRecord) },
   async handler({ body, rc, app }) {
-    await auth.resendVerification(app, rc.em, body.email);
+    auth.resendVerification(app, rc, body.email);
     return { message: 'If the account is awaiting verification, a new link has been sent' };
   },
 });
@@ -163,16 +179,8 @@ export const revokeSessionRoute = defineRoute({
   params: z.strictObject({ session_id: z.union([z.literal('current'), z.uuid()], { message: 'Must be a session id or current' }) }),
   responses: { 204: empty },
   async handler({ params, rc, ctx, app }) {
-    const caller = requireActor(rc);
-    const em = rc.em;
-    if (params.session_id === 'current' || params.session_id === caller.sessionId) {
-      await auth.logout(app, em, caller);
-      clearRefreshCookie(ctx, app.config);
-      return reply.noContent();
-    }
-    const session = await em.findOne(Session, { id: params.session_id, user: caller.id, revoked_at: null });
-    if (!session) throw new ApiError('NOT_FOUND', 'Session not found');
-    await app.sessions.revoke(em, [session], 'revoked_by_user');
+    const { loggedOut } = await auth.revokeSession(app, rc, params.session_id);
+    if (loggedOut) clearRefreshCookie(ctx, app.config);
     return reply.noContent();
   },
 });
@@ -184,7 +192,7 @@ export const mfaSetupRoute = defineRoute({
   responses: { 200: data(z.object({ secret: z.string(), otpauth_uri: z.string() })) },
   errors: ['CONFLICT'],
   async handler({ rc, app }) {
-    return mfa.setupMfa(app, rc.em, requireActor(rc).id);
+    return mfa.setupMfa(app, rc);
   },
 });
 
@@ -197,8 +205,7 @@ export const mfaVerifyRoute = defineRoute({
   responses: { 200: bare(stepUpResponse.extend({ recovery_codes: recoveryCodesResponse.optional() })) },
   errors: ['CONFLICT'],
   async handler({ body, rc, app }) {
-    const caller = requireActor(rc);
-    return mfa.verifyMfa(app, rc.em, caller.id, caller.sessionId ?? '', body.totp_code);
+    return mfa.verifyMfa(app, rc, body.totp_code);
   },
 });
 
@@ -210,7 +217,7 @@ export const mfaDisableRoute = defineRoute({
   responses: { 200: data(z.object({ mfa_enabled: z.literal(false) })) },
   errors: ['CONFLICT'],
   async handler({ body, rc, ctx, app }) {
-    await mfa.disableMfa(app, rc.em, requireActor(rc).id, body.totp_code);
+    await mfa.disableMfa(app, rc, body.totp_code);
     clearRefreshCookie(ctx, app.config);
     return { mfa_enabled: false as const };
   },
@@ -219,19 +226,11 @@ export const mfaDisableRoute = defineRoute({
 export const readRecoveryCodesRoute = defineRoute({
   method: 'get', path: '/v1/me/auth/mfa/recovery-codes', tags, access: { permission: 'mfa.manage', resourceType: 'user' },
   summary: 'List the unused recovery codes (masked)',
-  description: 'Needs a step-up token in X-Step-Up-Token. Codes are stored hashed, so only their last characters are shown; regenerate to see new plaintext codes.',
+  description: 'Needs a step-up token in X-Step-Up-Token, obtained in the same session within its 300 seconds. Codes are stored hashed, so only their last characters are shown; regenerate to see new plaintext codes.',
   responses: { 200: bare(recoveryCodesResponse.extend({ remaining: z.number().int() })) },
   errors: ['STEP_UP_REQUIRED', 'CONFLICT'],
   async handler({ rc, ctx, app }) {
-    const caller = requireActor(rc);
-    const stepUp = ctx.get('x-step-up-token');
-    if (!stepUp) throw new ApiError('STEP_UP_REQUIRED', 'A step-up token is required in X-Step-Up-Token');
-    try {
-      await app.tokens.verifyStepUpToken(stepUp, caller.id);
-    } catch {
-      throw new ApiError('STEP_UP_REQUIRED', 'The step-up token is invalid or expired');
-    }
-    return mfa.listRecoveryCodes(rc.em, caller.id);
+    return mfa.listRecoveryCodes(app, rc, ctx.get('x-step-up-token'));
   },
 });
 
@@ -243,7 +242,7 @@ export const regenerateRecoveryCodesRoute = defineRoute({
   responses: { 200: bare(recoveryCodesResponse) },
   errors: ['CONFLICT'],
   async handler({ body, rc, app }) {
-    return mfa.regenerateRecoveryCodes(app, rc.em, requireActor(rc).id, body.totp_code);
+    return mfa.regenerateRecoveryCodes(app, rc, body.totp_code);
   },
 });
 
@@ -265,7 +264,7 @@ export const changePasswordRoute = defineRoute({
   rateLimits: [{ name: 'change-password', limit: 10, windowSeconds: 3600, by: 'caller' }],
   responses: { 200: data(tokenSetResponse) },
   async handler({ body, rc, ctx, app }) {
-    const tokenSet = await auth.changePassword(app, rc.em, rc, requireActor(rc), body.current_password, body.new_password);
+    const tokenSet = await auth.changePassword(app, rc, requireActor(rc), body.current_password, body.new_password);
     setRefreshCookie(ctx, app.config, tokenSet.refresh_token);
     return tokenSet;
   },

@@ -6,6 +6,7 @@ import { newPasswordSchema, passwordSchema } from './primitives/password.ts';
 
 export const emailField = () => z.email({ message: 'Must be an e-mail address' }).max(254);
 export const totpCodeField = () => z.string().regex(/^\d{6,8}$/, 'Must be 6 to 8 digits');
+export const recoveryCodeField = () => z.string().min(8).max(32);
 
 export const registerBody = z.strictObject({
   email: emailField(),
@@ -21,14 +22,20 @@ export const loginBody = z.strictObject({
   email: emailField(),
   password: z.string().min(1).max(1024),
   totp_code: totpCodeField().optional(),
-  recovery_code: z.string().min(8).max(32).optional(),
+  recovery_code: recoveryCodeField().optional(),
   device_type: z.string().max(30).regex(/^[a-z_]+$/).optional(),
   platform: lineText(50).optional(),
 });
 
 export const emailOnlyBody = z.strictObject({ email: emailField() });
 export const tokenBody = z.strictObject({ token: z.string().min(16).max(512) });
-export const resetPasswordBody = z.strictObject({ token: z.string().min(16).max(512), new_password: newPasswordSchema });
+export const resetPasswordBody = z.strictObject({
+  token: z.string().min(16).max(512),
+  new_password: newPasswordSchema,
+  // Required when the account has MFA (401 MFA_REQUIRED without).
+  totp_code: totpCodeField().optional(),
+  recovery_code: recoveryCodeField().optional(),
+});
 export const totpBody = z.strictObject({ totp_code: totpCodeField() });
 export const changePasswordBody = z.strictObject({ current_password: z.string().min(1).max(1024), new_password: newPasswordSchema });
 

@@ -47,8 +47,8 @@ export class TokenService {
   }
 
   /** Loads the signing keys from the database, creating the first one when there is none. */
-  static async create(options: { em: EntityManager; store: KeyValueStore; box: SecretBox; issuer: string }): Promise<TokenService> {
-    const ringOptions = { issuer: options.issuer, audience: options.issuer, clockToleranceSeconds: 5 };
+  static async create(options: { em: EntityManager; store: KeyValueStore; box: SecretBox; issuer: string; now?: () => number }): Promise<TokenService> {
+    const ringOptions = { issuer: options.issuer, audience: options.issuer, clockToleranceSeconds: 5, now: options.now };
     const load = async (): Promise<KeyRing> => {
       const em = options.em.fork();
       const rows = await em.find(JwtSigningKey, { status: { $ne: 'retired' } }, { orderBy: { created_at: 'desc' } });
@@ -102,12 +102,17 @@ export class TokenService {
     return { ...claims, sid: claims.sid, roles: Array.isArray(claims.roles) ? (claims.roles as string[]) : [] };
   }
 
-  async verifyStepUpToken(token: string, userId: string): Promise<void> {
+  /**
+   * A step-up token proves a recent second factor in one session: it is
+   * refused for another user, for another session of the same user (a token
+   * lifted from one device does not elevate another), once that session is
+   * revoked, and after its 300 s.
+   */
+  async verifyStepUpToken(token: string, caller: { userId: string; sessionId: string | undefined }): Promise<void> {
     const claims = await this.#verify(token, STEP_UP_TYP);
-    if (claims.sub !== userId) throw new TokenVerificationError('invalid', 'step-up token of another user');
-    if (typeof claims.sid === 'string' && (await this.#revocations.check([`revoked:sid:${claims.sid}`]))) {
-      throw new TokenVerificationError('invalid', 'session revoked');
-    }
+    if (claims.sub !== caller.userId) throw new TokenVerificationError('invalid', 'step-up token of another user');
+    if (typeof claims.sid !== 'string' || claims.sid !== caller.sessionId) throw new TokenVerificationError('invalid', 'step-up token of another session');
+    if (await this.#revocations.check([`revoked:sid:${claims.sid}`])) throw new TokenVerificationError('invalid', 'session revoked');
   }
 
   async #verify(token: string, typ?: string): Promise<AccessTokenClaims> {

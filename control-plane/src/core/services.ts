@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/config.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
 import type { Database } from '../db/orm.ts';
+import type { DeferredTasks } from '../jobs/deferred-tasks.ts';
 import type { Mailer } from '../mail/mailer.ts';
 import type { KeyValueStore } from '../store/index.ts';
 
@@ -22,4 +23,8 @@ export interface CoreServices {
   tokenPepper: Buffer;
   /** Derives further keys from the secrets key, one per purpose. */
   deriveKey(purpose: string): Buffer;
+  /** Work handed off to run after the response (e-mail that must not show in response times). */
+  deferred: DeferredTasks;
+  /** The clock (ms since the epoch); tests move it to reach expiries. */
+  now: () => number;
 }

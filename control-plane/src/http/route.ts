@@ -41,13 +41,17 @@ export type AccessRule =
     allowUnverified?: boolean;
   };
 
-export interface RateLimitRule {
+export interface RateLimitRule<S = any> {
   /** Distinguishes the counter of this rule from others. */
   name: string;
   limit: number;
   windowSeconds: number;
-  /** What the budget belongs to: the client address, the caller, or a key derived from the input (e.g. the e-mail). */
-  by: 'ip' | 'caller' | ((input: RouteInput & { ctx: Context }) => string | undefined);
+  /**
+   * What the budget belongs to: the client address, the caller, or a key derived
+   * from the input (e.g. the e-mail, or a signed device cookie checked with a key
+   * from `app`). undefined: the rule does not apply to this request.
+   */
+  by: 'ip' | 'caller' | ((input: RouteInput & { ctx: Context; app: S }) => string | undefined);
 }
 
 // ---- replies ----------------------------------------------------------------
@@ -191,7 +195,7 @@ export interface RouteDefinition<S = any, P extends Schema | undefined = any, Q 
    * version check is repeated by the update itself (optimistic lock).
    */
   ifMatch?: (input: { params: Infer<P>; query: Infer<Q>; body: Infer<B>; rc: RequestContext; app: S }) => Promise<{ id: string; version: number }>;
-  rateLimits?: RateLimitRule[];
+  rateLimits?: RateLimitRule<S>[];
   handler: (input: HandlerInput<Infer<P>, Infer<Q>, Infer<B>, S>) => Promise<HandlerValue<R> | Reply<HandlerValue<R>>>;
 }
 

@@ -106,7 +106,7 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
     if (!(isPublic && authorization === '')) await access.authenticate(rc, authorization, route.access);
     const requestBody = (ctx.request as { body?: unknown }).body;
     for (const rule of route.rateLimits ?? []) {
-      const subject = rule.by === 'ip' ? `ip:${ctx.ip}` : rule.by === 'caller' ? callerKey(ctx) : rule.by({ params, query: ctx.query, body: requestBody, ctx });
+      const subject = rule.by === 'ip' ? `ip:${ctx.ip}` : rule.by === 'caller' ? callerKey(ctx) : rule.by({ params, query: ctx.query, body: requestBody, ctx, app });
       if (subject === undefined) continue;
       const limit = rule.by === 'ip' ? rule.limit * app.config.RATE_LIMIT_IP_MULTIPLIER : rule.limit;
       const result = await enforceRateLimit(app.store, `${rule.name}:${subject}`, limit, rule.windowSeconds);

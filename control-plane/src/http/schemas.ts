@@ -62,17 +62,26 @@ export const idempotencyKeyHeader = z.string().min(1).max(255);
 
 // Timestamps come in as Date (entities) or as the database's text form (raw
 // rows: `2026-11-22 18:55:01.123+00`) and always leave as ISO 8601 in UTC.
-const storedTimestamp = z.union([z.date(), z.string()]);
-const isoOf = (value: Date | string) => (typeof value === 'string' ? new Date(value) : value).toISOString();
+const storedTimestamp = z.union([
+  z.date(),
+  z.string().transform((text, ctx) => {
+    const date = new Date(text);
+    if (Number.isNaN(date.getTime())) {
+      ctx.addIssue({ code: 'custom', message: 'Not a timestamp' });
+      return z.NEVER;
+    }
+    return date;
+  }),
+]);
 
 /** A timestamp: Date (or stored text) in, ISO 8601 string out. */
 export const timestamp = () =>
-  z.codec(storedTimestamp, z.iso.datetime(), { decode: isoOf, encode: (iso) => new Date(iso) });
+  z.codec(storedTimestamp, z.iso.datetime(), { decode: (date) => date.toISOString(), encode: (iso) => new Date(iso) });
 
 /** A timestamp that may be unset: Date, stored text, null or undefined in; ISO 8601 string or null out. */
 export const timestampOrNull = () =>
   z.codec(storedTimestamp.nullish(), z.iso.datetime().nullable(), {
-    decode: (value) => (value === null || value === undefined ? null : isoOf(value)),
+    decode: (value) => (value ? value.toISOString() : null),
     encode: (iso) => (iso === null ? null : new Date(iso)),
   });
 

@@ -1,0 +1,13 @@
+// Rate-limit budgets that more than one place spends: the TOTP guesses of an
+// account are counted by the MFA routes (declared, keyed by the caller) and by
+// password reset (spent in the service, since a reset has no caller yet).
+import type { RateLimitRule } from '../http/route.ts';
+
+/** TOTP guesses: 5 per 5 minutes per account. */
+export const TOTP_BUDGET = { name: 'totp:account', limit: 5, windowSeconds: 300 } as const;
+
+/** The MFA routes' declaration of the TOTP budget (the caller is the account). */
+export const totpLimit: RateLimitRule = { ...TOTP_BUDGET, by: 'caller' };
+
+/** The store key of an account's TOTP budget: the key the router derives for `by: 'caller'`. */
+export const totpBudgetKey = (userId: string) => `${TOTP_BUDGET.name}:user:${userId}`;
