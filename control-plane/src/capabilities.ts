@@ -6,6 +6,7 @@ import { accounts } from './accounts/index.ts';
 import { admin } from './admin/index.ts';
 import { AuditEntry } from './audit/audit-entry.entity.ts';
 import { auth, type AuthServices } from './auth/index.ts';
+import { billing } from './billing/index.ts';
 import type { CoreServices } from './core/services.ts';
 import { health, type HealthServices } from './health/index.ts';
 import type { RouteDefinition } from './http/route.ts';
@@ -30,7 +31,7 @@ export interface Capability {
   start?: (services: AppServices) => Promise<CapabilityStart>;
 }
 
-export const capabilities: readonly Capability[] = [accounts, auth, admin, health];
+export const capabilities: readonly Capability[] = [accounts, auth, billing, admin, health];
 
 /** Every entity of the control plane: the framework's own (audit) and each capability's. */
 export const entities: EntityClass<object>[] = [AuditEntry, ...capabilities.flatMap((c) => c.entities ?? [])];
