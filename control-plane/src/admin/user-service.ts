@@ -6,7 +6,7 @@ import { recordAudit } from '../audit/audit.ts';
 import { requireActor } from '../auth/access-control.ts';
 import { assignRole, loadUserGrants, removeRole } from '../auth/permissions/permission-service.ts';
 import type { AuthServices } from '../auth/services.ts';
-import type { RequestContext } from '../core/request-context.ts';
+import { inTransaction, type RequestContext } from '../core/request-context.ts';
 import { ApiError, found } from '../http/errors.ts';
 import { deliver } from '../mail/deliver.ts';
 import { matchPermission } from '../permissions/catalog.ts';
@@ -32,70 +32,79 @@ export async function findUser(em: EntityManager, userId: string): Promise<User>
 }
 
 export async function suspendUser(app: AuthServices, rc: RequestContext, userId: string, input: { reason: string | null; notify_user: boolean }): Promise<User> {
-  const em = rc.em;
-  const user = await findUser(em, userId);
-  if (user.id === requireActor(rc).id) throw new ApiError('CONFLICT', 'You cannot suspend your own account');
-  if (user.status === 'deleted') throw new ApiError('CONFLICT', 'The account is deleted');
-  await assertMayManage(rc, user);
-  const previous = user.status;
-  user.status = 'suspended';
-  user.suspended_reason = input.reason;
-  recordAudit(rc, { action: 'user.suspended', resource_type: 'user', resource_id: user.id, metadata: { reason: input.reason, previous_status: previous, notify_user: input.notify_user } });
-  await em.flush();
-  // Sessions end and their access tokens are refused from this moment.
-  await app.sessions.revokeAll(em, user.id, 'suspended');
+  const user = await inTransaction(rc, async (tx) => {
+    const target = await findUser(tx.em, userId);
+    if (target.id === requireActor(tx).id) throw new ApiError('CONFLICT', 'You cannot suspend your own account');
+    if (target.status === 'deleted') throw new ApiError('CONFLICT', 'The account is deleted');
+    await assertMayManage(tx, target);
+    const previous = target.status;
+    target.status = 'suspended';
+    target.suspended_reason = input.reason;
+    recordAudit(tx, {
+      action: 'user.suspended', resource_type: 'user', resource_id: target.id, reason: input.reason,
+      changes: { status: { from: previous, to: 'suspended' } }, metadata: { notify_user: input.notify_user },
+    });
+    await tx.em.flush();
+    // Sessions end and their access tokens are refused from this moment.
+    await app.sessions.revokeAll(tx.em, target.id, 'suspended');
+    return target;
+  });
   if (input.notify_user) {
-    await deliver(app, user.email, suspensionNotice({ reason: input.reason ?? 'Not stated', displayName: user.display_name ?? undefined }));
+    const notice = suspensionNotice({ reason: input.reason ?? 'Not stated', displayName: user.display_name ?? undefined });
+    app.deferred.defer('suspension-notice', () => deliver(app, user.email, notice), rc.log);
   }
   return user;
 }
 
 export async function reinstateUser(rc: RequestContext, userId: string, note: string | null): Promise<User> {
-  const em = rc.em;
-  const user = await findUser(em, userId);
-  if (user.status !== 'suspended') throw new ApiError('CONFLICT', 'Only a suspended account can be reinstated');
-  await assertMayManage(rc, user);
-  user.status = user.email_verified ? 'active' : 'pending_verification';
-  user.suspended_reason = null;
-  recordAudit(rc, { action: 'user.reinstated', resource_type: 'user', resource_id: user.id, metadata: { note } });
-  await em.flush();
-  return user;
+  return inTransaction(rc, async (tx) => {
+    const user = await findUser(tx.em, userId);
+    if (user.status !== 'suspended') throw new ApiError('CONFLICT', 'Only a suspended account can be reinstated');
+    await assertMayManage(tx, user);
+    user.status = user.email_verified ? 'active' : 'pending_verification';
+    user.suspended_reason = null;
+    recordAudit(tx, { action: 'user.reinstated', resource_type: 'user', resource_id: user.id, reason: note, changes: { status: { from: 'suspended', to: user.status } } });
+    await tx.em.flush();
+    return user;
+  });
 }
 
 const ASSIGNABLE = ['subscriber', 'partner', 'admin', 'superadmin'] as const;
 
 export async function updateUser(app: AuthServices, rc: RequestContext, userId: string, input: { status?: 'active' | 'suspended'; roles?: string[] }): Promise<User> {
-  const em = rc.em;
   const actor = requireActor(rc);
-  let user = await findUser(em, userId);
-  await assertMayManage(rc, user);
-  if (input.roles) {
-    const current = (await loadUserGrants(em, user.id)).roles;
-    const wanted = new Set(input.roles);
-    const touchesSuperadmin = wanted.has('superadmin') !== current.includes('superadmin');
-    if (touchesSuperadmin && !(await isSuperadmin(em, actor.id))) {
-      throw new ApiError('FORBIDDEN', 'Granting or removing superadmin needs superadmin scope');
+  return inTransaction(rc, async (tx) => {
+    const em = tx.em;
+    let user = await findUser(em, userId);
+    await assertMayManage(tx, user);
+    if (input.roles) {
+      const current = (await loadUserGrants(em, user.id)).roles;
+      const wanted = new Set(input.roles);
+      const touchesSuperadmin = wanted.has('superadmin') !== current.includes('superadmin');
+      if (touchesSuperadmin && !(await isSuperadmin(em, actor.id))) {
+        throw new ApiError('FORBIDDEN', 'Granting or removing superadmin needs superadmin scope');
+      }
+      if (user.id === actor.id && current.some((r) => (r === 'admin' || r === 'superadmin') && !wanted.has(r))) {
+        throw new ApiError('CONFLICT', 'You cannot remove your own administrator role');
+      }
+      // Only the account roles listed in document 1 are managed here; CDN roles are kept.
+      for (const role of ASSIGNABLE) {
+        if (wanted.has(role) && !current.includes(role)) await assignRole(em, user.id, role, { grantedBy: actor.id });
+        if (!wanted.has(role) && current.includes(role)) await removeRole(em, user.id, role);
+      }
+      recordAudit(tx, { action: 'user.roles_changed', resource_type: 'user', resource_id: user.id, changes: { roles: { from: current, to: [...wanted].sort() } } });
     }
-    if (user.id === actor.id && current.some((r) => (r === 'admin' || r === 'superadmin') && !wanted.has(r))) {
-      throw new ApiError('CONFLICT', 'You cannot remove your own administrator role');
+    if (input.status && input.status !== user.status) {
+      if (input.status === 'suspended') {
+        user = await suspendUser(app, tx, user.id, { reason: null, notify_user: false });
+      } else {
+        if (user.status !== 'suspended') throw new ApiError('CONFLICT', `Cannot move an account from ${user.status} to active`);
+        user = await reinstateUser(tx, user.id, null);
+      }
     }
-    // Only the account roles listed in document 1 are managed here; CDN roles are kept.
-    for (const role of ASSIGNABLE) {
-      if (wanted.has(role) && !current.includes(role)) await assignRole(em, user.id, role, { grantedBy: actor.id });
-      if (!wanted.has(role) && current.includes(role)) await removeRole(em, user.id, role);
-    }
-    recordAudit(rc, { action: 'user.roles_changed', resource_type: 'user', resource_id: user.id, metadata: { from: current, to: [...wanted].sort() } });
-  }
-  if (input.status && input.status !== user.status) {
-    if (input.status === 'suspended') {
-      user = await suspendUser(app, rc, user.id, { reason: null, notify_user: false });
-    } else {
-      if (user.status !== 'suspended') throw new ApiError('CONFLICT', `Cannot move an account from ${user.status} to active`);
-      user = await reinstateUser(rc, user.id, null);
-    }
-  }
-  recordAudit(rc, { action: 'user.updated', resource_type: 'user', resource_id: user.id, metadata: { fields: Object.keys(input) } });
-  await em.flush();
-  // Role changes apply to the next token; permissions are read from storage on every request anyway.
-  return user;
+    recordAudit(tx, { action: 'user.updated', resource_type: 'user', resource_id: user.id, metadata: { fields: Object.keys(input) } });
+    await em.flush();
+    // Role changes apply to the next token; permissions are read from storage on every request anyway.
+    return user;
+  });
 }

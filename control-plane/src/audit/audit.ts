@@ -1,34 +1,83 @@
-// Audit records for operations the spec marks audit-logged: who (actor id,
-// type, role), what (action, resource) and from where (address, agent, request id).
+// The audit trail shared by all three APIs: for every operation the spec marks
+// audit-logged, who acted (actor id, type and role), what (action such as
+// `user.suspended`, resource type and id), why (reason or note), what changed
+// (fields with their old and new values, secrets masked) and from where
+// (address, user agent, request id). An entry is queued in the unit of work of
+// the change it records and committed with it, in one transaction: a change
+// is never stored without its entry, nor an entry without its change.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { RequestContext } from '../core/request-context.ts';
 import { AuditEntry } from './audit-entry.entity.ts';
+
+/** Old and new value of each changed field. */
+export type AuditChanges = Record<string, { from: unknown; to: unknown }>;
 
 export interface AuditInput {
   /** `resource.verb`, e.g. `user.suspended`, `origin.created`. */
   action: string;
   resource_type: string;
   resource_id?: string | null;
+  /** The reason or note the actor gave. */
+  reason?: string | null;
+  /** What changed (see changesOf); secret fields are masked on the way in. */
+  changes?: AuditChanges;
+  /** Anything else worth keeping about the operation. */
   metadata?: Record<string, unknown>;
+}
+
+/** Field names whose values never enter the trail (passwords, tokens, keys, PINs, card data...). */
+const SECRET_FIELD = /pass(word)?|secret|token|(^|_)key($|_)|private|hash|(^|_)pin($|_)|card_?number|cvc|cvv|iban|signature/i;
+export const MASKED = '[redacted]';
+
+const mask = (field: string, value: unknown) => (SECRET_FIELD.test(field) && value !== null && value !== undefined ? MASKED : value);
+
+function serialisable(value: unknown): unknown {
+  return value instanceof Date ? value.toISOString() : value;
+}
+
+/**
+ * The fields of `after` whose values differ from `before`, as old → new,
+ * secrets masked. Values compare by their JSON form (dates, arrays, objects).
+ */
+export function changesOf<T extends object>(before: Partial<T>, after: Partial<T>, fields: readonly (keyof T & string)[] = Object.keys(after) as (keyof T & string)[]): AuditChanges {
+  const changes: AuditChanges = {};
+  for (const field of fields) {
+    const from = serialisable(before[field]);
+    const to = serialisable(after[field]);
+    if (JSON.stringify(from ?? null) !== JSON.stringify(to ?? null)) changes[field] = { from: mask(field, from ?? null), to: mask(field, to ?? null) };
+  }
+  return changes;
+}
+
+/** Masks every value under a secret field name, at any depth (`{password: {from, to}}` keeps its shape). */
+function maskDeep(value: unknown, secret = false): unknown {
+  if (Array.isArray(value)) return value.map((v) => maskDeep(v, secret));
+  if (value && typeof value === 'object' && !(value instanceof Date)) {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, maskDeep(v, secret || SECRET_FIELD.test(k))]));
+  }
+  return secret && value !== null && value !== undefined ? MASKED : serialisable(value);
 }
 
 /**
  * Queues an audit entry in the unit of work of the change it records (the
- * request's, or the transaction's `em` when the change runs in one), so both
+ * request's, or a transaction's `em` when the change runs in one), so both
  * are committed together.
  */
 export function recordAudit(rc: RequestContext, input: AuditInput, em: EntityManager = rc.em): AuditEntry {
-  const caller = rc.actor;
+  const actor = rc.actor;
+  const metadata: Record<string, unknown> = { ...(maskDeep(input.metadata ?? {}) as Record<string, unknown>) };
+  if (input.reason !== undefined) metadata.reason = input.reason;
+  if (input.changes && Object.keys(input.changes).length) metadata.changes = maskDeep(input.changes);
   return em.create(AuditEntry, {
     action: input.action,
-    actor_id: caller?.id ?? null,
-    actor_type: caller?.type ?? 'system',
-    actor_role: caller?.roles?.find((r) => r === 'superadmin') ?? caller?.roles?.[0] ?? null,
+    actor_id: actor?.type === 'system' ? null : actor?.id ?? null,
+    actor_type: actor?.type ?? 'system',
+    actor_role: actor?.roles?.find((r) => r === 'superadmin') ?? actor?.roles?.[0] ?? null,
     resource_type: input.resource_type,
     resource_id: input.resource_id ?? null,
     ip_address: rc.ip || null,
     user_agent: rc.userAgent || null,
     request_id: rc.requestId,
-    metadata: input.metadata ?? {},
+    metadata,
   } as never);
 }

@@ -69,3 +69,21 @@ export function systemContext(services: { db: { orm: { em: { fork(): unknown } }
     get log() { return (log ??= services.log.child({ request_id: requestId })); },
   };
 }
+
+/**
+ * Runs `work` in one database transaction, with a context whose `em` is the
+ * transaction's: every change the work makes through `rc.em` — entities,
+ * raw statements, audit entries — commits or rolls back together.
+ */
+export function inTransaction<T>(rc: RequestContext, work: (tx: RequestContext) => Promise<T>): Promise<T> {
+  return rc.em.transactional((em) => work({
+    requestId: rc.requestId,
+    ip: rc.ip,
+    userAgent: rc.userAgent,
+    locale: rc.locale,
+    actor: rc.actor,
+    access: rc.access,
+    em: em as EntityManager,
+    log: rc.log,
+  }));
+}
