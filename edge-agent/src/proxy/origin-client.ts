@@ -6,7 +6,7 @@ import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import type { Readable } from 'node:stream';
 import { Agent, buildConnector, type Dispatcher } from 'undici';
-import { isPrivateAddress } from '../../../shared/src/match/cidr.ts';
+import { originAddressAllowed } from '../../../shared/src/match/cidr.ts';
 import type { CompiledOrigin } from './routing.ts';
 
 export type OriginErrorKind = 'connect_failure' | 'dns_failure' | 'ssrf_refused' | 'timeout' | 'protocol';
@@ -30,15 +30,16 @@ class SsrfRefusedError extends Error {
 function guardedConnector(origin: CompiledOrigin): buildConnector.connector {
   const o = origin.snapshot;
   const base = buildConnector({ timeout: o.connect_timeout_ms, rejectUnauthorized: o.verify_tls, keepAlive: true, noDelay: true } as buildConnector.BuildOptions);
-  if (!o.ssrf_protection || o.allow_private_network) return base;
+  // Only an operator who allowed private networks and switched ssrf_protection off gets an unguarded connector.
+  if (o.allow_private_network && !o.ssrf_protection) return base;
   return (opts, cb) => {
     const host = opts.hostname.startsWith('[') ? opts.hostname.slice(1, -1) : opts.hostname;
     const resolve = isIP(host) ? Promise.resolve([host]) : lookup(host, { all: true, verbatim: true }).then((rs) => rs.map((r) => r.address));
     resolve.then(
       (addresses) => {
-        const allowed = addresses.find((a) => !isPrivateAddress(a));
+        const allowed = addresses.find((a) => originAddressAllowed(a, o.allow_private_network, o.ssrf_protection));
         if (allowed === undefined) {
-          cb(new SsrfRefusedError(`origin ${host} resolves only to private or reserved addresses (${addresses.join(', ')})`), null);
+          cb(new SsrfRefusedError(`origin ${host} resolves only to addresses this origin may not use (${addresses.join(', ')})`), null);
           return;
         }
         const servername = isIP(host) ? undefined : (opts.servername ?? host);
