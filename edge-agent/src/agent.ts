@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import pino, { type Logger } from 'pino';
 import { Agent as UndiciAgent } from 'undici';
 import { parseConfigSnapshot, type ConfigSnapshot } from '../../shared/src/config/snapshot.ts';
+import { normalizePath } from '../../shared/src/match/path.ts';
 import { ConfigStore } from './control/config-store.ts';
 import { createMetrics, type AgentMetrics } from './metrics/prometheus.ts';
 import { TrafficCounters, type TrafficRollup } from './metrics/traffic.ts';
@@ -116,6 +117,11 @@ export class EdgeAgent {
 
   get currentSnapshot(): ConfigSnapshot | null {
     return this.snapshot;
+  }
+
+  /** The compiled routing table in force (replaced whole by each applyConfig). */
+  get routing(): RoutingTable {
+    return this.table;
   }
 
   /** Restores the last applied snapshot and purge sequence from the data directory. Returns the version restored (0: none). */
@@ -323,12 +329,19 @@ export class EdgeAgent {
   }
 }
 
-/** Purge paths may be given as full URLs; only the path counts (query variants are purged with it). */
+/**
+ * Purge paths may be given as full URLs; only the path counts (query variants
+ * are purged with it), normalised as request paths are, so it names the stored
+ * objects whatever spelling the purge used ("/%7Euser/a" is "/~user/a").
+ */
 function pathOf(p: string): string {
+  let path = p;
   if (/^https?:\/\//i.test(p)) {
     const u = URL.parse(p);
-    if (u) return u.pathname;
+    if (u) path = u.pathname;
+  } else {
+    const q = p.indexOf('?');
+    if (q !== -1) path = p.slice(0, q);
   }
-  const q = p.indexOf('?');
-  return q === -1 ? p : p.slice(0, q);
+  return normalizePath(path) ?? path;
 }
