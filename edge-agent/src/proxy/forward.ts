@@ -13,7 +13,7 @@ import type { CacheStore } from './cache-store.ts';
 import type { RoutedExchange } from './exchange.ts';
 import type { Exit } from './exit.ts';
 import { headerString, passthroughHeaders } from './http-util.ts';
-import { fetchOrigin, OriginError, type OriginPools, type OriginRequest, type OriginResponse } from './origin-client.ts';
+import { fetchOrigin, OriginError, ViewerBodyTimeoutError, type OriginPools, type OriginRequest, type OriginResponse } from './origin-client.ts';
 import type { CompiledRoute } from './routing.ts';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
@@ -30,6 +30,8 @@ export interface ForwarderDeps {
   originLatency: Histogram<'origin' | 'status_class'> | null;
   /** The Via pseudonym and Cache-Status name of this agent. */
   cacheName: string;
+  /** Longest pause allowed between chunks of a viewer's body being forwarded (0: none). */
+  bodyIdleTimeoutMs: number;
 }
 
 export class Forwarder {
@@ -39,9 +41,9 @@ export class Forwarder {
     this.deps = deps;
   }
 
-  /** One origin request for the exchange (typed errors: OriginError, or the signal's reason). */
+  /** One origin request for the exchange (typed errors: OriginError, ViewerBodyTimeoutError, or the signal's reason). */
   fetch(ex: RoutedExchange, request: Omit<OriginRequest, 'path'>): Promise<OriginResponse> {
-    return fetchOrigin(this.deps.pools, ex.route.origin, { ...request, path: this.originPath(ex) }, this.timing(ex.route));
+    return fetchOrigin(this.deps.pools, ex.route.origin, { ...request, path: this.originPath(ex), bodyIdleTimeoutMs: this.deps.bodyIdleTimeoutMs }, this.timing(ex.route));
   }
 
   /** Forwards the request as is (bypass, unsafe methods, range pass-through) and streams the answer back. */
@@ -58,6 +60,10 @@ export class Forwarder {
       answer = await this.fetch(ex, { method, headers: this.originHeaders(ex, false), body: hasBody ? req : null, onInfo: this.earlyHints(ex), signal: gone.signal });
     } catch (err) {
       res.off('close', onClose);
+      if (err instanceof ViewerBodyTimeoutError) {
+        this.deps.exit.refuse(ex, 408, 'The request body stopped arriving\n', status);
+        return;
+      }
       if (gone.signal.aborted) {
         this.deps.exit.abandoned(ex, status);
         return;

@@ -27,6 +27,8 @@ export interface ProxyOptions {
   maxObjectBytes: number;
   /** Cache name in Cache-Status (RFC 9211) and Via. */
   cacheName: string;
+  /** Longest pause allowed between chunks of a viewer's body being forwarded (0: none). */
+  bodyIdleTimeoutMs?: number;
 }
 
 export interface ProxyDeps {
@@ -52,7 +54,7 @@ export class Proxy {
     this.exit = new Exit(deps.traffic, deps.logger, options.cacheName);
     this.forwarder = new Forwarder({
       pools: deps.pools, store: deps.store, exit: this.exit, logger: deps.logger, originLatency: deps.originLatency,
-      cacheName: options.cacheName,
+      cacheName: options.cacheName, bodyIdleTimeoutMs: options.bodyIdleTimeoutMs ?? 0,
     });
     this.filler = new CacheFiller({ store: deps.store, forwarder: this.forwarder, maxObjectBytes: options.maxObjectBytes });
   }
