@@ -1,12 +1,13 @@
 // EdgeAgent: the agent process's state and the seam the control-stream client
 // drives. applyConfig / applyPurge / prefetch / healthReport / takeTrafficRollups
 // are all it needs; the HTTP data plane and /metrics hang off the same object.
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import pino, { type Logger } from 'pino';
 import { Agent as UndiciAgent } from 'undici';
 import { parseConfigSnapshot, type ConfigSnapshot } from '../../shared/src/config/snapshot.ts';
+import { normalizePath } from '../../shared/src/match/path.ts';
 import { ConfigStore } from './control/config-store.ts';
 import { createMetrics, type AgentMetrics } from './metrics/prometheus.ts';
 import { TrafficCounters, type TrafficRollup } from './metrics/traffic.ts';
@@ -28,7 +29,20 @@ export interface EdgeAgentOptions {
   persist?: boolean;
   /** Start origin health probes (default true). */
   healthProbes?: boolean;
+  /** Time a viewer has to send the request head (default 20 s). */
+  requestHeadersTimeoutMs?: number;
+  /** Time a viewer has to send the whole request, body included (default 300 s; 0: no limit). */
+  requestTimeoutMs?: number;
+  /** Longest pause between chunks of a viewer's body while it is forwarded (default 30 s; 0: no limit). */
+  requestBodyIdleTimeoutMs?: number;
+  /** Connections per origin for forwarding requests with a body (default 32); cache misses use their own 256. */
+  uploadConnectionsPerOrigin?: number;
 }
+
+export const DEFAULT_REQUEST_HEADERS_TIMEOUT_MS = 20_000;
+export const DEFAULT_REQUEST_TIMEOUT_MS = 300_000;
+export const DEFAULT_REQUEST_BODY_IDLE_TIMEOUT_MS = 30_000;
+export const DEFAULT_UPLOAD_CONNECTIONS_PER_ORIGIN = 32;
 
 export type PurgeType = 'path' | 'wildcard' | 'tag' | 'all';
 
@@ -70,7 +84,9 @@ export class EdgeAgent {
   readonly traffic = new TrafficCounters();
   readonly metrics: AgentMetrics;
   readonly proxy: Proxy;
-  private readonly pools = new OriginPools();
+  private readonly pools: OriginPools;
+  private readonly requestHeadersTimeoutMs: number;
+  private readonly requestTimeoutMs: number;
   private readonly prober: HealthProber;
   private readonly configStore: ConfigStore | null;
   private readonly healthProbes: boolean;
@@ -86,6 +102,12 @@ export class EdgeAgent {
     const persist = options.persist ?? true;
     this.configStore = persist ? new ConfigStore(options.dataDir) : null;
     this.healthProbes = options.healthProbes ?? true;
+    this.requestHeadersTimeoutMs = options.requestHeadersTimeoutMs ?? DEFAULT_REQUEST_HEADERS_TIMEOUT_MS;
+    this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    if (this.requestTimeoutMs > 0 && this.requestHeadersTimeoutMs > this.requestTimeoutMs) {
+      throw new RangeError('requestHeadersTimeoutMs must not exceed requestTimeoutMs');
+    }
+    this.pools = new OriginPools({ uploadConnectionsPerOrigin: options.uploadConnectionsPerOrigin ?? DEFAULT_UPLOAD_CONNECTIONS_PER_ORIGIN });
     this.store = new CacheStore({ memoryBytes: options.memoryBytes, diskBytes: options.diskBytes ?? 0, diskDir: join(options.dataDir, 'cache') });
     this.prober = new HealthProber(this.pools);
     this.metrics = createMetrics({
@@ -102,7 +124,12 @@ export class EdgeAgent {
       traffic: this.traffic,
       originLatency: this.metrics.originLatency,
       logger: this.logger,
-      options: { defaultEndpointId: options.defaultEndpointId ?? null, maxObjectBytes: options.maxObjectBytes, cacheName: `edge-${options.region ?? 'local'}` },
+      options: {
+        defaultEndpointId: options.defaultEndpointId ?? null,
+        maxObjectBytes: options.maxObjectBytes,
+        cacheName: `edge-${options.region ?? 'local'}`,
+        bodyIdleTimeoutMs: options.requestBodyIdleTimeoutMs ?? DEFAULT_REQUEST_BODY_IDLE_TIMEOUT_MS,
+      },
     });
   }
 
@@ -116,6 +143,11 @@ export class EdgeAgent {
 
   get currentSnapshot(): ConfigSnapshot | null {
     return this.snapshot;
+  }
+
+  /** The compiled routing table in force (replaced whole by each applyConfig). */
+  get routing(): RoutingTable {
+    return this.table;
   }
 
   /** Restores the last applied snapshot and purge sequence from the data directory. Returns the version restored (0: none). */
@@ -255,10 +287,19 @@ export class EdgeAgent {
   }
 
   async listen(port: number, host = '0.0.0.0'): Promise<AddressInfo> {
-    const server = createServer({ keepAliveTimeout: 65_000, headersTimeout: 20_000, requestTimeout: 0, noDelay: true }, this.proxy.handle);
-    server.on('clientError', (_err, socket) => {
-      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
-      else socket.destroy();
+    const headersTimeout = this.requestHeadersTimeoutMs;
+    const requestTimeout = this.requestTimeoutMs;
+    // node:http checks both timeouts on an interval (30 s by default): a quarter of the shorter one keeps them close to their value.
+    const shortest = Math.min(headersTimeout || Infinity, requestTimeout || Infinity);
+    const connectionsCheckingInterval = Number.isFinite(shortest) ? Math.max(50, Math.min(30_000, Math.floor(shortest / 4))) : 30_000;
+    const server = createServer({ keepAliveTimeout: 65_000, headersTimeout, requestTimeout, connectionsCheckingInterval, noDelay: true }, this.proxy.handle);
+    server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+      // As node:http's default, but ending the socket gracefully: never write into a response already under way.
+      const inFlight = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
+      if (socket.writable && (!inFlight || !inFlight.headersSent)) {
+        const status = err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : '400 Bad Request';
+        socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`, () => socket.destroy());
+      } else socket.destroy();
     });
     this.httpServer = server;
     await new Promise<void>((resolve, reject) => {
@@ -323,12 +364,19 @@ export class EdgeAgent {
   }
 }
 
-/** Purge paths may be given as full URLs; only the path counts (query variants are purged with it). */
+/**
+ * Purge paths may be given as full URLs; only the path counts (query variants
+ * are purged with it), normalised as request paths are, so it names the stored
+ * objects whatever spelling the purge used ("/%7Euser/a" is "/~user/a").
+ */
 function pathOf(p: string): string {
+  let path = p;
   if (/^https?:\/\//i.test(p)) {
     const u = URL.parse(p);
-    if (u) return u.pathname;
+    if (u) path = u.pathname;
+  } else {
+    const q = p.indexOf('?');
+    if (q !== -1) path = p.slice(0, q);
   }
-  const q = p.indexOf('?');
-  return q === -1 ? p : p.slice(0, q);
+  return normalizePath(path) ?? path;
 }

@@ -24,6 +24,16 @@ const schema = z.object({
   CONFIG_FILE: z.string().min(1).optional(),
   DEFAULT_ENDPOINT: z.string().min(1).optional(),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
+  // Viewer request limits: the head must arrive within REQUEST_HEADERS_TIMEOUT_MS, the whole request (body included)
+  // within REQUEST_TIMEOUT_MS (0: no limit); a forwarded body may pause at most REQUEST_BODY_IDLE_TIMEOUT_MS (0: no limit).
+  REQUEST_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(1000).max(600_000).default(20_000),
+  REQUEST_TIMEOUT_MS: z.coerce.number().int().min(0).max(86_400_000).default(300_000),
+  REQUEST_BODY_IDLE_TIMEOUT_MS: z.coerce.number().int().min(0).max(3_600_000).default(30_000),
+  // Connections per origin for forwarding requests with a body; cache misses and other bodiless requests have their own.
+  ORIGIN_UPLOAD_CONNECTIONS: z.coerce.number().int().min(1).max(1024).default(32),
+}).refine((c) => c.REQUEST_TIMEOUT_MS === 0 || c.REQUEST_HEADERS_TIMEOUT_MS <= c.REQUEST_TIMEOUT_MS, {
+  path: ['REQUEST_HEADERS_TIMEOUT_MS'],
+  message: 'must not exceed REQUEST_TIMEOUT_MS',
 });
 
 export type AgentConfig = z.infer<typeof schema>;

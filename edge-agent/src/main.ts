@@ -32,6 +32,10 @@ const agent = new EdgeAgent({
   region: config.REGION,
   defaultEndpointId: config.DEFAULT_ENDPOINT ?? null,
   logger,
+  requestHeadersTimeoutMs: config.REQUEST_HEADERS_TIMEOUT_MS,
+  requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
+  requestBodyIdleTimeoutMs: config.REQUEST_BODY_IDLE_TIMEOUT_MS,
+  uploadConnectionsPerOrigin: config.ORIGIN_UPLOAD_CONNECTIONS,
 });
 
 function loadConfigFile(path: string): void {

@@ -4,7 +4,7 @@ import t from 'tap';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startAgent, startOrigin, snapshotFor, sleep } from './helpers.ts';
+import { startAgent, startOrigin, snapshotFor } from './helpers.ts';
 
 const SIZE = 20 * 1024;
 const bodyFor = (path: string) => Buffer.alloc(SIZE, path.charCodeAt(1)).toString('latin1');
@@ -24,8 +24,8 @@ t.test('evicted objects are served from disk; purges reach the disk; a restart w
 
   const paths = ['/a', '/b', '/c', '/d', '/e', '/f'];
   for (const p of paths) t.equal((await edge.get(p)).headers['x-cache-status'], 'MISS', `${p} fetched`);
-  await sleep(200); // disk writes are asynchronous
   const store = edge.agent.store;
+  await store.settled(); // disk writes are asynchronous
   t.ok(store.memory.size < paths.length, `only ${store.memory.size} objects fit in memory`);
   t.ok(store.diskBytes > 0, 'the rest went to disk');
   t.equal(store.objectCount, paths.length, 'every object is still cached (memory + disk)');
@@ -40,12 +40,12 @@ t.test('evicted objects are served from disk; purges reach the disk; a restart w
   await edge.get('/d');
   await edge.get('/e');
   await edge.get('/f');
-  await sleep(200);
+  await store.settled();
   const onDiskBefore = readdirSync(cacheDir).length;
   t.ok(onDiskBefore > 0);
   t.same(edge.agent.applyPurge({ sequence: 1, purge_id: 'p1', endpoint_id: 'ep1', type: 'path', paths: ['/b'] }), { applied: true, purged: 1 });
   edge.agent.applyPurge({ sequence: 2, purge_id: 'p2', endpoint_id: 'ep1', type: 'tag', tags: ['t-c'] });
-  await sleep(200);
+  await store.settled(); // the lurker's sweep and the file deletions
   t.equal(readdirSync(cacheDir).length, onDiskBefore - 2, 'the purged objects\' files are gone from disk');
   t.equal((await edge.get('/b')).headers['x-cache-status'], 'MISS', 'path purge reached the disk tier');
   t.equal((await edge.get('/c')).headers['x-cache-status'], 'MISS', 'tag purge reached the disk tier');

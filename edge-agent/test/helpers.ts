@@ -1,6 +1,6 @@
 // Test scaffolding: a real node:http origin and a real agent, both on 127.0.0.1 port 0.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,13 +13,23 @@ export interface Origin {
   /** Requests the origin received, in order. */
   requests: { method: string; url: string; headers: IncomingMessage['headers'] }[];
   count: (path?: string) => number;
+  /** Resolves once the origin has received n requests for the path (any path when undefined). */
+  received: (path?: string, n?: number) => Promise<void>;
   close: () => Promise<void>;
 }
 
 export async function startOrigin(handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<Origin> {
   const requests: Origin['requests'] = [];
+  const waiters: { path: string | undefined; n: number; resolve: () => void }[] = [];
+  const count = (path?: string) => requests.filter((r) => path === undefined || r.url === path).length;
   const server = createServer((req, res) => {
     requests.push({ method: req.method!, url: req.url!, headers: req.headers });
+    for (const w of [...waiters]) {
+      if (count(w.path) >= w.n) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve();
+      }
+    }
     handler(req, res);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -28,7 +38,8 @@ export async function startOrigin(handler: (req: IncomingMessage, res: ServerRes
     server,
     port,
     requests,
-    count: (path) => requests.filter((r) => path === undefined || r.url === path).length,
+    count,
+    received: (path, n = 1) => (count(path) >= n ? Promise.resolve() : new Promise<void>((resolve) => waiters.push({ path, n, resolve }))),
     close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
   };
 }
@@ -83,3 +94,52 @@ export async function startAgent(snapshot: unknown, options: Partial<EdgeAgentOp
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export interface RawResponse {
+  status: number;
+  /** Lower-case names; repeated fields joined with ", ". */
+  headers: Record<string, string>;
+  body: string;
+}
+
+/**
+ * Sends the request bytes as written (request line, header lines, body) on a
+ * fresh connection and reads one response until the agent closes it. For
+ * requests a client library would refuse or rewrite: duplicate Host, absolute
+ * form, dot segments, odd Connection fields. The head should carry
+ * "Connection: close" (or be HTTP/1.0) so the connection ends after the answer.
+ */
+export function rawRequest(port: number, head: string[], body = ''): Promise<RawResponse> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(head.join('\r\n') + '\r\n\r\n' + body, 'latin1'));
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('error', reject);
+    socket.on('close', () => {
+      const text = Buffer.concat(chunks).toString('latin1');
+      const end = text.indexOf('\r\n\r\n');
+      if (end === -1) return reject(new Error(`no complete response: ${JSON.stringify(text)}`));
+      const [statusLine, ...lines] = text.slice(0, end).split('\r\n');
+      const headers: Record<string, string> = {};
+      for (const line of lines) {
+        const colon = line.indexOf(':');
+        const name = line.slice(0, colon).trim().toLowerCase();
+        const value = line.slice(colon + 1).trim();
+        headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
+      }
+      let body = text.slice(end + 4);
+      if (/chunked/i.test(headers['transfer-encoding'] ?? '')) {
+        let out = '';
+        for (let at = 0; ;) {
+          const nl = body.indexOf('\r\n', at);
+          const size = parseInt(body.slice(at, nl), 16);
+          if (!(size > 0)) break;
+          out += body.slice(nl + 2, nl + 2 + size);
+          at = nl + 2 + size + 2;
+        }
+        body = out;
+      }
+      resolve({ status: Number(statusLine.split(' ')[1]), headers, body });
+    });
+  });
+}

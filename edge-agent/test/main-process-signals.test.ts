@@ -98,7 +98,7 @@ t.test('SIGTERM: an in-flight request completes, then the process exits with cod
     rmSync(dir, { recursive: true, force: true });
   });
   const inFlight = get(port, '/slow');
-  await sleep(200); // the request is at the origin now
+  await origin.received('/slow'); // the request is at the origin now
   const t0 = Date.now();
   child.kill('SIGTERM');
   const res = await inFlight;

@@ -38,3 +38,17 @@ t.test('purge by path, tag, wildcard and all', async (t) => {
   t.equal(replay.applied, false, 'an already applied sequence is ignored');
   t.equal(await status('/index.html'), 'HIT');
 });
+
+t.test('a path purge names the object whatever spelling of the path it uses', async (t) => {
+  const origin = await startOrigin((req, res) => {
+    res.writeHead(200, { 'cache-control': 'max-age=600' });
+    res.end(req.url);
+  });
+  const edge = await startAgent(snapshotFor(origin.port));
+  t.teardown(async () => { await edge.close(); await origin.close(); });
+  const status = async (p: string) => (await edge.get(p)).headers['x-cache-status'];
+  await edge.get('/~user/caf%C3%A9');
+  t.equal(await status('/~user/caf%C3%A9'), 'HIT');
+  t.same(edge.agent.applyPurge({ sequence: 1, purge_id: 'p1', endpoint_id: 'ep1', type: 'path', paths: ['https://cdn.test/%7Euser/x/../caf%c3%a9'] }), { applied: true, purged: 1 });
+  t.equal(await status('/~user/caf%C3%A9'), 'MISS', 'purged through its normalised path');
+});

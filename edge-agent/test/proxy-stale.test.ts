@@ -56,7 +56,7 @@ t.test('stale-while-revalidate answers at once and refreshes in the background',
   const r = await edge.get('/w');
   t.equal(r.body, 'v1');
   t.equal(r.headers['x-cache-status'], 'UPDATING');
-  await sleep(200);
+  await edge.agent.proxy.settled(); // the background refresh has stored v2
   const after = await edge.get('/w');
   t.equal(after.body, 'v2', 'background refresh stored the new version');
   t.equal(after.headers['x-cache-status'], 'HIT');

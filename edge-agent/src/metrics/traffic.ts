@@ -9,6 +9,9 @@ export const CACHE_STATUS_INDEX: Record<CacheStatus, number> = {
   HIT: 0, MISS: 1, EXPIRED: 2, STALE: 3, BYPASS: 4, REVALIDATED: 5, UPDATING: 6,
 };
 
+/** The totals key of answers given before an endpoint was chosen. */
+export const UNROUTED = '';
+
 /** Distinct URLs tracked per endpoint and window; later new URLs are only counted in the totals. */
 const TOP_URL_CAPACITY = 2000;
 
@@ -116,6 +119,18 @@ export class TrafficCounters {
     u.bytes += bytes;
     if (cs === 0) u.cacheHits++;
     u.cacheStatuses[cs]++;
+  }
+
+  /**
+   * An answer given before any endpoint was chosen (malformed Host or target → 400,
+   * unknown Host → 421). Counted in the cumulative totals under the endpoint id ""
+   * (Prometheus shows it without an endpoint label); the per-endpoint windows sent
+   * to the control plane have no endpoint to carry it.
+   */
+  recordUnrouted(status: number, cacheStatus: CacheStatus, ms: number): void {
+    let total = this.totals.get(UNROUTED);
+    if (total === undefined) this.totals.set(UNROUTED, (total = new EndpointCounters(false)));
+    count(total, (status / 100) | 0, CACHE_STATUS_INDEX[cacheStatus], 0, false, responseTimeBucket(ms), ms);
   }
 
   /** Returns the counts since the previous call and starts a new window (called once a minute by the control client). */

@@ -119,6 +119,8 @@ export class CacheStore {
   private generationCounter = 1;
   private readonly disk: DiskTier | null;
   private lurkerScheduled = false;
+  /** Lurker runs under way (for settled()). */
+  private readonly lurks = new Set<Promise<void>>();
   /** Set when an object is removed on purpose so dispose does not spill it to disk. */
   private deleting = false;
 
@@ -160,6 +162,18 @@ export class CacheStore {
 
   get hasDisk(): boolean {
     return this.disk !== null;
+  }
+
+  /**
+   * Resolves once the background work started so far is done: lurker sweeps
+   * after tag purges and bans, and the disk tier's file writes and deletions.
+   */
+  async settled(): Promise<void> {
+    for (;;) {
+      if (this.lurks.size > 0) await Promise.all(this.lurks);
+      else if (this.disk !== null && this.disk.busy) await this.disk.settled();
+      else return;
+    }
   }
 
   /** Vary names last seen for a primary key (null: no Vary). */
@@ -302,14 +316,17 @@ export class CacheStore {
   private scheduleLurker(): void {
     if (this.lurkerScheduled) return;
     this.lurkerScheduled = true;
-    setImmediate(() => this.lurk());
+    const run = new Promise<void>((resolve) => setImmediate(() => this.lurk(resolve)));
+    this.lurks.add(run);
+    void run.then(() => this.lurks.delete(run));
   }
 
-  private lurk(): void {
+  private lurk(done: () => void): void {
     this.lurkerScheduled = false;
     const steps = this.lurkSteps();
     const step = (): void => {
       if (!steps.next().done) setImmediate(step);
+      else done();
     };
     step();
   }
@@ -406,6 +423,8 @@ class DiskTier {
   private readonly dir: string;
   private readonly maxBytes: number;
   private readonly onDrop: (o: CachedObject) => void;
+  /** File writes and deletions under way. */
+  private readonly pending = new Set<Promise<void>>();
 
   constructor(dir: string, maxBytes: number, onDrop: (o: CachedObject) => void) {
     this.dir = dir;
@@ -438,10 +457,10 @@ class DiskTier {
     const entry: DiskEntry = { file, meta, ready: false };
     this.entries.set(o.key, entry);
     this.bytes += o.size;
-    writeFile(file, body).then(
+    this.track(writeFile(file, body).then(
       () => { entry.ready = true; },
       () => { this.remove(o.key); },
-    );
+    ));
     while (this.bytes > this.maxBytes) {
       const oldest = this.entries.keys().next();
       if (oldest.done) break;
@@ -473,7 +492,21 @@ class DiskTier {
     if (!entry) return;
     this.entries.delete(key);
     this.bytes -= entry.meta.size;
-    unlink(entry.file).catch(() => {});
+    this.track(unlink(entry.file).catch(() => {}));
+  }
+
+  private track(op: Promise<void>): void {
+    this.pending.add(op);
+    void op.finally(() => this.pending.delete(op));
+  }
+
+  get busy(): boolean {
+    return this.pending.size > 0;
+  }
+
+  /** Resolves when every write and deletion started so far (and any they started) has finished. */
+  async settled(): Promise<void> {
+    while (this.pending.size > 0) await Promise.all(this.pending);
   }
 
   clear(): void {

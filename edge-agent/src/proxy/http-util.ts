@@ -111,17 +111,24 @@ function keyQuery(query: string, rule: CompiledCacheRule | null): string {
   return kept.sort().join('&');
 }
 
+/** The request's end-to-end header fields (hop-by-hop and Connection-listed ones removed), built only when read. */
+export interface HeaderSource {
+  readonly headers: IncomingHttpHeaders;
+}
+
 /**
- * Primary cache key: endpoint, route, (viewer host when it is forwarded to the
- * origin, since the origin may answer per host), path, query as the rule keys
- * it, and the rule's extra header/cookie parts. Fields are joined by \x1f, which
- * cannot appear in a request target or header value.
+ * Primary cache key: endpoint, route, (viewer authority when it is forwarded to
+ * the origin, since the origin may answer per host), path, query as the rule
+ * keys it, and the rule's extra header/cookie parts. Fields are joined by \x1f,
+ * which cannot appear in a request target or header value. The request's
+ * headers are read only for a rule with key headers or cookies.
  */
-export function primaryCacheKey(endpoint: CompiledEndpoint, route: CompiledRoute, host: string, path: string, query: string, rule: CompiledCacheRule | null, headers: IncomingHttpHeaders): string {
-  const hostPart = route.origin.snapshot.forward_host_header ? host : '';
+export function primaryCacheKey(endpoint: CompiledEndpoint, route: CompiledRoute, authority: string, path: string, query: string, rule: CompiledCacheRule | null, src: HeaderSource): string {
+  const hostPart = route.origin.snapshot.forward_host_header ? authority : '';
   const q = keyQuery(query, rule);
   let key = endpoint.id + '\x1f' + route.id + '\x1f' + hostPart + '\x1f' + path + (q ? '?' + q : '');
   if (rule !== null && (rule.includeHeaders.length || rule.includeCookies.length)) {
+    const headers = src.headers;
     for (const h of rule.includeHeaders) key += '\x1fh:' + h + '=' + (headerString(headers[h]) ?? '');
     if (rule.includeCookies.length) {
       const cookies = parseCookies(headers.cookie);
@@ -187,10 +194,14 @@ export function responseTags(headers: HeaderBag): string[] {
  * The few request fields the cache path reads, taken straight from
  * req.rawHeaders so a cache hit never materialises req.headers. Duplicates are
  * combined as node:http does: first wins for host, authorization and
- * if-modified-since, cookies join with "; ", the rest with ", ".
+ * if-modified-since, cookies join with "; ", the rest with ", ". hostCount
+ * counts Host field lines (more than one is refused), connection is the
+ * Connection field (its listed fields are cleared by the request normalisation).
  */
 export class ViewerHeaders {
   host: string | undefined = undefined;
+  hostCount = 0;
+  connection: string | undefined = undefined;
   range: string | undefined = undefined;
   ifRange: string | undefined = undefined;
   ifNoneMatch: string | undefined = undefined;
@@ -199,6 +210,20 @@ export class ViewerHeaders {
   pragma: string | undefined = undefined;
   authorization: string | undefined = undefined;
   cookie: string | undefined = undefined;
+
+  /** Forgets a field the viewer listed in Connection (it is hop-by-hop: neither forwarded nor used). */
+  clear(name: string): void {
+    switch (name) {
+      case 'range': this.range = undefined; break;
+      case 'if-range': this.ifRange = undefined; break;
+      case 'if-none-match': this.ifNoneMatch = undefined; break;
+      case 'if-modified-since': this.ifModifiedSince = undefined; break;
+      case 'cache-control': this.cacheControl = undefined; break;
+      case 'pragma': this.pragma = undefined; break;
+      case 'authorization': this.authorization = undefined; break;
+      case 'cookie': this.cookie = undefined; break;
+    }
+  }
 }
 
 const join = (prev: string | undefined, v: string) => (prev === undefined ? v : prev + ', ' + v);
@@ -209,10 +234,12 @@ export function scanViewerHeaders(raw: string[]): ViewerHeaders {
     const name = raw[i];
     const len = name.length;
     // Only names of a length we care about are lower-cased and compared.
-    if (len !== 4 && len !== 5 && len !== 6 && len !== 8 && len !== 13 && len !== 17) continue;
+    if (len !== 4 && len !== 5 && len !== 6 && len !== 8 && len !== 10 && len !== 13 && len !== 17) continue;
+    if (len === 10 && (name.charCodeAt(0) | 0x20) !== 99 /* c: only Connection, not User-Agent */) continue;
     const v = raw[i + 1];
     switch (name.toLowerCase()) {
-      case 'host': if (h.host === undefined) h.host = v; break;
+      case 'host': if (h.hostCount++ === 0) h.host = v; break;
+      case 'connection': h.connection = join(h.connection, v); break;
       case 'range': h.range = join(h.range, v); break;
       case 'if-range': h.ifRange = join(h.ifRange, v); break;
       case 'if-none-match': h.ifNoneMatch = join(h.ifNoneMatch, v); break;
@@ -224,4 +251,34 @@ export function scanViewerHeaders(raw: string[]): ViewerHeaders {
     }
   }
   return h;
+}
+
+/**
+ * Field names a Connection header lists (RFC 9110 §7.6.1), lower-cased;
+ * "close" and "keep-alive" are connection options, not fields to remove
+ * (Keep-Alive is hop-by-hop anyway). null when none.
+ */
+export function connectionListedFields(value: string | undefined): Set<string> | null {
+  if (value === undefined) return null;
+  let out: Set<string> | null = null;
+  for (const t of value.split(',')) {
+    const n = t.trim().toLowerCase();
+    if (n && n !== 'close' && n !== 'keep-alive') (out ??= new Set()).add(n);
+  }
+  return out;
+}
+
+/**
+ * The end-to-end header fields of a viewer request: hop-by-hop fields and the
+ * fields its Connection header lists removed, Host replaced by the normalised
+ * authority (absent when there is none).
+ */
+export function endToEndHeaders(src: IncomingHttpHeaders, listed: Set<string> | null, authority: string): IncomingHttpHeaders {
+  const out: IncomingHttpHeaders = {};
+  for (const name in src) {
+    if (HOP_BY_HOP.has(name) || name === 'host' || (listed !== null && listed.has(name))) continue;
+    out[name] = src[name];
+  }
+  if (authority !== '') out.host = authority;
+  return out;
 }

@@ -5,6 +5,7 @@
 import type { CacheRuleSnapshot, ConfigSnapshot, EndpointSnapshot, OriginSnapshot, RouteSnapshot } from '../../../shared/src/config/snapshot.ts';
 import { compilePathGlobs, type PathMatcher } from '../../../shared/src/match/glob.ts';
 import { compileHostPatterns, normalizeHost, type HostMatcher } from '../../../shared/src/match/host.ts';
+import { compileRequestPolicies, compileResponsePolicies, type RequestPolicy, type ResponsePolicy } from '../policy/index.ts';
 
 export interface CompiledOrigin {
   id: string;
@@ -64,6 +65,10 @@ export interface CompiledEndpoint {
   defaultRoute: CompiledRoute;
   cacheRules: CompiledCacheRule[];
   hostnames: string[];
+  /** Run between endpoint lookup and route match; may answer the request. */
+  requestPolicies: RequestPolicy[];
+  /** Run on every answer of the endpoint, in the proxy's exit. */
+  responsePolicies: ResponsePolicy[];
 }
 
 export interface RoutingTable {
@@ -166,7 +171,10 @@ export function compileEndpoint(e: EndpointSnapshot): CompiledEndpoint {
   };
   const cacheRules = e.cache_rules.filter((c) => c.enabled).map(compileCacheRule).sort(byPriority);
   const hostnames = [e.hostname, ...e.custom_domains.map((d) => d.hostname)].map(normalizeHost);
-  return { id: e.id, enabled: e.enabled, snapshot: e, origins, routes, defaultRoute, cacheRules, hostnames };
+  const compiled: CompiledEndpoint = { id: e.id, enabled: e.enabled, snapshot: e, origins, routes, defaultRoute, cacheRules, hostnames, requestPolicies: [], responsePolicies: [] };
+  compiled.requestPolicies = compileRequestPolicies(compiled);
+  compiled.responsePolicies = compileResponsePolicies(compiled);
+  return compiled;
 }
 
 /** Throws on an inconsistent snapshot (unknown origin ids, duplicate hostnames) so it can be refused whole. */

@@ -19,8 +19,15 @@ export const originSnapshot = z.object({
   // Seconds between health probes from each agent.
   health_check_interval_seconds: z.number().int().min(1).default(30),
   verify_tls: z.boolean().default(true),
-  allow_private_network: z.boolean().default(false),
-  ssrf_protection: z.boolean().default(true),
+  allow_private_network: z.boolean().default(false).describe(
+    'Allow this origin to resolve to private-use addresses: loopback, RFC 1918, CGNAT (100.64.0.0/10) and IPv6 unique-local (fc00::/7). '
+    + 'When false (the default), edge nodes refuse to connect to any address that is not globally routable, whatever ssrf_protection says.',
+  ),
+  ssrf_protection: z.boolean().default(true).describe(
+    'Keep refusing link-local addresses (169.254.0.0/16 and fe80::/10, where cloud metadata services answer), known metadata addresses, '
+    + 'multicast, broadcast, unspecified and reserved ranges even when allow_private_network is true. '
+    + 'Setting it to false has an effect only together with allow_private_network: true; on its own it opens nothing.',
+  ),
   timeout_ms: z.number().int().min(100).max(60000).default(30000),
   connect_timeout_ms: z.number().int().min(100).max(10000).default(5000),
   max_retries: z.number().int().min(0).max(5).default(2),

@@ -49,18 +49,46 @@ export function isValidCidr(cidr: string): boolean {
 }
 
 /**
- * True for addresses an origin fetch must not reach unless the origin allows
- * private networks: loopback, RFC 1918, link-local, unique-local, CGNAT,
- * unspecified, multicast, broadcast and reserved ranges. Only globally routable
- * unicast passes.
+ * How an origin address is treated by the SSRF guard:
+ * - `public`: globally routable unicast, always allowed;
+ * - `private`: private-use networks operators run origins on: loopback,
+ *   RFC 1918, CGNAT (100.64.0.0/10) and IPv6 unique-local (fc00::/7);
+ * - `special`: everything else: link-local (169.254.0.0/16, fe80::/10, where
+ *   cloud metadata services answer), cloud metadata addresses that sit inside
+ *   private ranges (100.100.100.200, fd00:ec2::254), unspecified, multicast,
+ *   broadcast, documentation/benchmarking/reserved ranges, and IPv6 transition
+ *   ranges that can embed another address (6to4, Teredo, NAT64). Not an
+ *   address at all counts as special.
  */
-export function isPrivateAddress(address: string): boolean {
+export type AddressClass = 'public' | 'private' | 'special';
+
+const PRIVATE_USE = new Set(['loopback', 'private', 'carrierGradeNat', 'uniqueLocal']);
+const METADATA = new Set(['100.100.100.200', 'fd00:ec2::254']);
+
+export function addressClass(address: string): AddressClass {
   const addr = parseAddress(address);
-  if (!addr) return true; // not an address at all: refuse rather than guess
+  if (!addr) return 'special'; // not an address at all: refuse rather than guess
+  // ipaddr.js calls global unicast (v4 and v6) "unicast".
   const range = addr.range();
-  if (addr.kind() === 'ipv6') {
-    // ipaddr.js calls global v6 unicast "unicast"; 6to4/teredo can embed private v4.
-    return range !== 'unicast';
-  }
-  return range !== 'unicast';
+  if (range === 'unicast') return 'public';
+  if (!PRIVATE_USE.has(range)) return 'special';
+  return METADATA.has(addr.toString()) ? 'special' : 'private'; // toString() is the compact RFC 5952 form
+}
+
+/** True for every address that is not globally routable unicast (private-use and special alike). */
+export function isPrivateAddress(address: string): boolean {
+  return addressClass(address) !== 'public';
+}
+
+/**
+ * The SSRF guard's decision for one resolved origin address. Private-use
+ * addresses need allow_private_network; special ones (link-local, metadata,
+ * multicast...) need allow_private_network and ssrf_protection switched off
+ * as well. ssrf_protection: false alone opens nothing.
+ */
+export function originAddressAllowed(address: string, allowPrivateNetwork: boolean, ssrfProtection: boolean): boolean {
+  const cls = addressClass(address);
+  if (cls === 'public') return true;
+  if (!allowPrivateNetwork) return false;
+  return cls === 'private' || !ssrfProtection;
 }

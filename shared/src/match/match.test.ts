@@ -1,7 +1,9 @@
 import t from 'tap';
 import { compilePathGlob, compilePathGlobs, globLiteralPrefix } from './glob.ts';
 import { compileHostPattern, compileHostPatterns, normalizeHost } from './host.ts';
-import { compileCidr, isPrivateAddress, isValidCidr } from './cidr.ts';
+import { addressClass, compileCidr, isPrivateAddress, isValidCidr, originAddressAllowed } from './cidr.ts';
+import { formatAuthority, parseAuthority } from './authority.ts';
+import { normalizePath } from './path.ts';
 
 t.test('path globs', async (t) => {
   t.ok(compilePathGlob('/videos/*')('/videos/a.mp4'));
@@ -61,4 +63,65 @@ t.test('private address guard', async (t) => {
   for (const a of ['93.184.216.34', '8.8.8.8', '2606:4700::1111']) {
     t.notOk(isPrivateAddress(a), `${a} is public`);
   }
+});
+
+t.test('address classes and the origin guard: ssrf_protection: false alone opens nothing', async (t) => {
+  for (const a of ['127.0.0.1', '10.0.0.1', '172.16.5.4', '192.168.1.1', '100.64.0.1', '::1', 'fc00::1', 'fd12::1', '::ffff:10.1.2.3']) t.equal(addressClass(a), 'private', a);
+  for (const a of ['169.254.169.254', 'fe80::1', '100.100.100.200', 'fd00:ec2::254', '0.0.0.0', '::', '224.0.0.1', '255.255.255.255', '192.0.2.1', '2002::1', '64:ff9b::a00:1', 'garbage']) t.equal(addressClass(a), 'special', a);
+  for (const a of ['8.8.8.8', '2606:4700::1111']) t.equal(addressClass(a), 'public', a);
+  const cases: [string, boolean, boolean, boolean][] = [
+    // address, allow_private_network, ssrf_protection, allowed
+    ['8.8.8.8', false, true, true],
+    ['10.0.0.1', false, true, false],
+    ['10.0.0.1', false, false, false],
+    ['127.0.0.1', false, false, false],
+    ['10.0.0.1', true, true, true],
+    ['169.254.169.254', true, true, false],
+    ['169.254.169.254', false, false, false],
+    ['169.254.169.254', true, false, true],
+    ['fd00:ec2::254', true, true, false],
+  ];
+  for (const [a, allowPrivate, ssrf, allowed] of cases) t.equal(originAddressAllowed(a, allowPrivate, ssrf), allowed, `${a} allow_private_network=${allowPrivate} ssrf_protection=${ssrf}`);
+});
+
+t.test('authority parsing (Host / URI authority)', async (t) => {
+  t.same(parseAuthority('cdn.test'), { host: 'cdn.test', port: null });
+  t.same(parseAuthority('CDN.Test.:8080'), { host: 'cdn.test', port: 8080 });
+  t.same(parseAuthority('[::1]:443'), { host: '[::1]', port: 443 });
+  t.same(parseAuthority('[2001:DB8::1]'), { host: '[2001:db8::1]', port: null });
+  t.same(parseAuthority('10.0.0.1:00080'), { host: '10.0.0.1', port: 80 });
+  t.same(parseAuthority('my_host-1.example'), { host: 'my_host-1.example', port: null });
+  t.same(parseAuthority(''), { host: '', port: null });
+  for (const bad of ['cdn.test:', 'cdn.test:0', 'cdn.test:65536', 'cdn.test:123456', 'cdn.test:8a', 'cdn.test:"><img>', 'a..b', '.a', 'a..', 'a b', 'u@h', 'h/x', 'h%41', '[::1', '[::1]x', '[fe80::1%25eth0]', '[v1.x]', ':80', 'x'.repeat(64) + '.test', ('a'.repeat(60) + '.').repeat(5)]) {
+    t.equal(parseAuthority(bad), null, JSON.stringify(bad.length > 40 ? bad.slice(0, 40) + '…' : bad));
+  }
+  t.equal(formatAuthority({ host: 'cdn.test', port: 80 }, 80), 'cdn.test', 'default port dropped');
+  t.equal(formatAuthority({ host: 'cdn.test', port: 8443 }, 443), 'cdn.test:8443');
+  t.equal(formatAuthority({ host: '[::1]', port: 80 }, 443), '[::1]:80');
+});
+
+t.test('path normalisation (RFC 3986 6.2.2 + 5.2.4)', async (t) => {
+  const ok: [string, string][] = [
+    ['/plain/path.mp4', '/plain/path.mp4'],
+    ['/', '/'],
+    ['/../secret', '/secret'],
+    ['/a/../../secret', '/secret'],
+    ['/%2e%2e/secret', '/secret'],
+    ['/a/./b/../c', '/a/c'],
+    ['/a/b/..', '/a/'],
+    ['/a/.', '/a/'],
+    ['/a//../b', '/a/b'],
+    ['/.well-known/x', '/.well-known/x'],
+    ['/a/.hidden/..x', '/a/.hidden/..x'],
+    ['/%7e%41%2D%5f', '/~A-_'],
+    ['/caf%c3%a9', '/caf%C3%A9'],
+    ['/a%3Bb', '/a%3Bb'],
+    ['/a;b/c', '/a;b/c'],
+  ];
+  for (const [input, expected] of ok) t.equal(normalizePath(input), expected, input);
+  for (const bad of ['/a%2fb', '/a%2F..', '/a%5cb', '/a\\b', '/a%00', '/a\0b', '/a#b', '/a%', '/a%4', '/a%g0', '/..;/x', '/a/.;/b', '/a/%2e%2e;x/b', 'relative', '']) {
+    t.equal(normalizePath(bad), null, JSON.stringify(bad));
+  }
+  const same = '/videos/show-1/seg-1.ts';
+  t.equal(normalizePath(same), same, 'an already normal path comes back as is');
 });

@@ -1,0 +1,108 @@
+// One viewer request and its answer as it moves through the request path, and
+// the request normalisation that starts it (DESIGN.md §8): the Host and the
+// request target are validated once, the path normalised once, Connection-listed
+// fields dropped once, and everything after (endpoint lookup, policies, routing,
+// cache rules, keys, Vary, forwarding) reads the normalised fields from here.
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { formatAuthority, parseAuthority, type Authority } from '../../../shared/src/match/authority.ts';
+import { normalizePath } from '../../../shared/src/match/path.ts';
+import { connectionListedFields, endToEndHeaders, scanViewerHeaders, type HeaderSource, type ViewerHeaders } from './http-util.ts';
+import type { CompiledCacheRule, CompiledEndpoint, CompiledRoute } from './routing.ts';
+
+export class Exchange implements HeaderSource {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  readonly t0: number;
+  readonly method: string;
+  /** The request fields the cache path reads, scanned from rawHeaders (req.headers stays lazy on hits). */
+  readonly vh: ViewerHeaders;
+  /** Normalised host name, no port: what endpoints and route host patterns match. */
+  host = '';
+  /** Normalised host plus the port when it is not the scheme's default: what is keyed and forwarded. */
+  authority = '';
+  /** Normalised path (percent-decoded unreserved characters, no dot segments). */
+  path = '/';
+  query = '';
+  /** Fields the viewer's Connection header lists (hop-by-hop for this request). */
+  connectionListed: Set<string> | null = null;
+  endpoint: CompiledEndpoint | null = null;
+  route: CompiledRoute | null = null;
+  rule: CompiledCacheRule | null = null;
+  private endToEnd: IncomingHttpHeaders | null = null;
+
+  constructor(req: IncomingMessage, res: ServerResponse, t0: number) {
+    this.req = req;
+    this.res = res;
+    this.t0 = t0;
+    this.method = req.method ?? 'GET';
+    this.vh = scanViewerHeaders(req.rawHeaders);
+  }
+
+  /** The viewer's end-to-end header fields; built (and req.headers materialised) only when something reads them. */
+  get headers(): IncomingHttpHeaders {
+    return (this.endToEnd ??= endToEndHeaders(this.req.headers, this.connectionListed, this.authority));
+  }
+}
+
+/** An exchange past routing: endpoint and route are known. */
+export interface RoutedExchange extends Exchange {
+  endpoint: CompiledEndpoint;
+  route: CompiledRoute;
+}
+
+const ABSOLUTE_FORM = /^https?:\/\//i;
+
+/**
+ * The request normalisation step: validates the Host field (exactly one, a
+ * well-formed authority), takes the authority from an absolute-form target
+ * instead of Host (RFC 9112 §3.2.2), normalises the path, and clears the
+ * Connection-listed fields from the scanned viewer headers. Fills the exchange
+ * and returns null, or returns the reason for a 400.
+ */
+export function normalizeRequest(ex: Exchange): string | null {
+  const vh = ex.vh;
+  if (vh.hostCount > 1) return 'More than one Host header field\n';
+  let authority: Authority | null = vh.host === undefined ? null : parseAuthority(vh.host);
+  if (authority === null && vh.host !== undefined) return 'Malformed Host header field\n';
+  let defaultPort = (ex.req.socket as { encrypted?: boolean }).encrypted ? 443 : 80;
+  const url = ex.req.url ?? '/';
+  let target = url;
+  if (url.charCodeAt(0) !== 47 /* / */) {
+    if (!ABSOLUTE_FORM.test(url)) return 'Bad request target\n';
+    const start = url.indexOf('//') + 2;
+    let end = start;
+    while (end < url.length) {
+      const c = url.charCodeAt(end);
+      if (c === 47 /* / */ || c === 63 /* ? */ || c === 35 /* # */) break;
+      end++;
+    }
+    authority = parseAuthority(url.slice(start, end));
+    if (authority === null || authority.host === '') return 'Malformed authority in the request target\n';
+    defaultPort = url.charCodeAt(4) === 58 /* : */ ? 80 : 443;
+    target = url.charCodeAt(end) === 47 ? url.slice(end) : '/' + url.slice(end);
+  }
+  if (authority !== null) {
+    ex.host = authority.host;
+    ex.authority = formatAuthority(authority, defaultPort);
+  }
+  const q = target.indexOf('?');
+  const raw = q === -1 ? target : target.slice(0, q);
+  const path = normalizePath(raw);
+  if (path === null) {
+    ex.path = raw; // recorded as asked (the request goes no further)
+    return 'Bad request path\n';
+  }
+  ex.path = path;
+  if (q !== -1) {
+    if (target.indexOf('#', q) !== -1) return 'Bad request target\n'; // a fragment is never part of a request target
+    ex.query = target.slice(q + 1);
+  }
+  if (vh.connection !== undefined) {
+    const listed = connectionListedFields(vh.connection);
+    if (listed !== null) {
+      ex.connectionListed = listed;
+      for (const name of listed) vh.clear(name);
+    }
+  }
+  return null;
+}

@@ -1,0 +1,158 @@
+// The single exit of the request path: every answer (cache hits, 304/206/416
+// from cache, origin responses streamed through, early refusals such as
+// 400/421/403, origin errors 502/504, request timeouts 408) leaves through
+// Exit.send, which runs the endpoint's response policies, writes the head and
+// body, and makes the access record and the traffic metrics.
+import type { Logger } from 'pino';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { CacheStatus, TrafficCounters } from '../metrics/traffic.ts';
+import type { PolicyResponse } from '../policy/index.ts';
+import type { CachedObject } from './cache-store.ts';
+import type { Exchange } from './exchange.ts';
+
+export type AnswerBody = Buffer | string | Readable | null;
+
+/** Recorded for an exchange whose viewer closed the connection before it was answered (nginx's convention). */
+export const CLIENT_CLOSED_REQUEST = 499;
+
+const CACHE_STATUS_DETAIL: Record<CacheStatus, string> = {
+  HIT: 'hit',
+  MISS: 'fwd=miss',
+  EXPIRED: 'fwd=stale',
+  STALE: 'hit; detail=stale-if-error',
+  BYPASS: 'fwd=bypass',
+  REVALIDATED: 'fwd=stale; fwd-status=304',
+  UPDATING: 'hit; detail=stale-while-revalidate',
+};
+
+export class Exit {
+  private readonly traffic: TrafficCounters;
+  private readonly logger: Logger;
+  /** Cache-Status values (RFC 9211) per cache status, with this agent's cache name. */
+  readonly cacheStatusValues: Record<CacheStatus, string>;
+
+  constructor(traffic: TrafficCounters, logger: Logger, cacheName: string) {
+    this.traffic = traffic;
+    this.logger = logger;
+    this.cacheStatusValues = Object.fromEntries(Object.entries(CACHE_STATUS_DETAIL).map(([k, v]) => [k, `${cacheName}; ${v}`])) as Record<CacheStatus, string>;
+  }
+
+  /**
+   * Answers the exchange. headers is a flat [name, value, ...] list with
+   * lower-case names (it may be a cached object's shared list: it is copied
+   * before a response policy may edit it). A HEAD request, 204 and 304 get no
+   * body. Returns a promise only for a stream body (settled when it is done).
+   */
+  send(ex: Exchange, status: number, headers: string[], body: AnswerBody, cacheStatus: CacheStatus, fromCache = false, entry: CachedObject | null = null): void | Promise<void> {
+    const res = ex.res;
+    if (res.headersSent) {
+      // A second answer after the first head went out (a failure mid-response): all that is left is to cut it.
+      dispose(body);
+      res.destroy();
+      return;
+    }
+    if (res.destroyed) {
+      dispose(body);
+      this.abandoned(ex, cacheStatus);
+      return;
+    }
+    const policies = ex.endpoint === null ? null : ex.endpoint.responsePolicies;
+    if (policies !== null && policies.length > 0) {
+      const p: PolicyResponse = { req: ex.req, endpoint: ex.endpoint!, host: ex.host, path: ex.path, query: ex.query, cacheStatus, status, headers: headers.slice(), body };
+      for (const policy of policies) policy(p);
+      if (p.body !== body) dispose(body);
+      status = p.status;
+      headers = p.headers;
+      body = p.body;
+    }
+    const noBody = ex.method === 'HEAD' || status === 204 || status === 304;
+    if (body !== null && typeof body !== 'string' && !(body instanceof Uint8Array)) return this.pipe(ex, status, headers, body, cacheStatus, noBody);
+    try {
+      res.writeHead(status, headers);
+    } catch (err) {
+      // Only a header value node:http refuses can land here (an origin's, passed through).
+      this.logger.warn({ endpoint: ex.endpoint?.id, path: ex.path, err: (err as Error).message }, 'response head refused');
+      res.destroy();
+      this.record(ex, status, cacheStatus, 0, fromCache, entry);
+      return;
+    }
+    if (noBody || body === null) {
+      res.end();
+      this.record(ex, status, cacheStatus, 0, fromCache, entry);
+    } else {
+      res.end(body);
+      this.record(ex, status, cacheStatus, typeof body === 'string' ? Buffer.byteLength(body) : body.length, fromCache, entry);
+    }
+  }
+
+  /**
+   * A plain-text answer the agent makes itself (refusals, origin errors): never
+   * stored by anyone. A request body still arriving is drained, and the
+   * connection closed after the answer when the body was not complete.
+   */
+  refuse(ex: Exchange, status: number, message: string, cacheStatus: CacheStatus = 'BYPASS'): void {
+    const headers = ['content-type', 'text/plain; charset=utf-8', 'content-length', String(Buffer.byteLength(message)), 'cache-control', 'no-store', 'cache-status', this.cacheStatusValues[cacheStatus]];
+    if (ex.rule === null || ex.rule.cacheStatusHeader) headers.push('x-cache-status', cacheStatus);
+    const req = ex.req;
+    if (!req.readableEnded) {
+      const h = req.headers;
+      if (h['transfer-encoding'] !== undefined || (h['content-length'] !== undefined && h['content-length'] !== '0')) {
+        if (!req.complete) headers.push('connection', 'close');
+        req.resume();
+      }
+    }
+    void this.send(ex, status, headers, message, cacheStatus);
+  }
+
+  /** The viewer closed the connection before it was answered: recorded (499), nothing written. */
+  abandoned(ex: Exchange, cacheStatus: CacheStatus): void {
+    if (!ex.res.destroyed) ex.res.destroy();
+    this.record(ex, CLIENT_CLOSED_REQUEST, cacheStatus, 0, false, null);
+  }
+
+  private async pipe(ex: Exchange, status: number, headers: string[], body: Readable, cacheStatus: CacheStatus, noBody: boolean): Promise<void> {
+    const res = ex.res;
+    let bytes = 0;
+    try {
+      res.writeHead(status, headers);
+      if (noBody) {
+        body.resume();
+        res.end();
+      } else {
+        body.on('data', (c: Buffer) => { bytes += c.length; });
+        await pipeline(body, res);
+      }
+    } catch (err) {
+      this.logger.debug({ endpoint: ex.endpoint?.id, path: ex.path, err: (err as Error).message }, 'response stream ended early');
+      dispose(body);
+      if (!res.destroyed) res.destroy();
+    }
+    this.record(ex, status, cacheStatus, bytes, false, null);
+  }
+
+  /** The access record and the traffic metrics of one answer. */
+  private record(ex: Exchange, code: number, status: CacheStatus, bytes: number, fromCache: boolean, entry: CachedObject | null): void {
+    const ms = performance.now() - ex.t0;
+    const endpoint = ex.endpoint;
+    if (endpoint === null) this.traffic.recordUnrouted(code, status, ms);
+    else {
+      // A hit counts its URL through the entry's slot (entries of other paths, e.g. a collapsed Vary variant, use the map).
+      const holder = entry !== null && entry.path === ex.path ? entry : null;
+      this.traffic.record(endpoint.id, code, status, bytes, fromCache, ms, ex.path, ex.rule === null ? null : ex.rule.id, holder);
+    }
+    if (this.logger.isLevelEnabled('debug')) {
+      this.logger.debug({
+        endpoint: endpoint?.id ?? null, method: ex.method, host: ex.authority, path: ex.path, query: ex.query, status: code,
+        cache_status: status, bytes, ms: Math.round(ms * 1000) / 1000, client_ip: ex.req.socket.remoteAddress ?? '',
+      }, 'access');
+    }
+  }
+}
+
+/** Drops a body that will not be sent (an undici body errors when destroyed unread: that error is expected). */
+export function dispose(body: AnswerBody): void {
+  if (body !== null && typeof body !== 'string' && !(body instanceof Uint8Array)) body.on('error', noop).destroy();
+}
+
+function noop(): void {}

@@ -1,0 +1,96 @@
+// Serving from cache: a stored object answers the viewer as 304 (the viewer's
+// own conditional matched), 206 or 416 (a single byte range of a stored 200),
+// or the full stored response. A hit's header list is built once per object
+// and whole-second Age and reused; only Age (and the Cache-Status ttl) changes.
+import type { CacheStatus } from '../metrics/traffic.ts';
+import type { CachedObject } from './cache-store.ts';
+import { ifNoneMatchMatches } from './cache-control.ts';
+import type { RoutedExchange } from './exchange.ts';
+import type { Exit } from './exit.ts';
+import { parseRange, type ViewerHeaders } from './http-util.ts';
+
+/** Fields a 304 from cache carries (RFC 9110 §15.4.5). */
+const NOT_MODIFIED_FIELDS = new Set(['cache-control', 'content-location', 'date', 'etag', 'expires', 'vary', 'last-modified']);
+
+export function serveFromCache(exit: Exit, ex: RoutedExchange, entry: CachedObject, status: CacheStatus, now: number): void {
+  const vh = ex.vh;
+  const ageSec = Math.max(0, Math.floor((entry.correctedInitialAgeMs + now - entry.responseTimeMs) / 1000));
+  // Statuses that did not go to the origin count as served from cache.
+  const fromCache = status !== 'MISS' && status !== 'EXPIRED';
+  // Conditional requests from the viewer are answered from the stored validators.
+  const inm = vh.ifNoneMatch;
+  const ims = vh.ifModifiedSince;
+  if ((inm !== undefined || ims !== undefined) && (entry.status === 200 || entry.status === 203) && notModified(inm, ims, entry)) {
+    const out: string[] = [];
+    for (const [k, v] of entry.headers) if (NOT_MODIFIED_FIELDS.has(k)) out.push(k, k === 'cache-control' && entry.browserCacheControl !== null ? entry.browserCacheControl : v);
+    addCacheHeaders(exit, out, entry, ageSec, status);
+    exit.send(ex, 304, out, null, status, true, entry);
+    return;
+  }
+  const body = entry.body!;
+  const range = vh.range;
+  if (range !== undefined && entry.status === 200 && ifRangeAllows(vh, entry)) {
+    const r = parseRange(range, body.length);
+    if (r !== undefined) {
+      const out = buildHeaders(exit, entry, ageSec, status, true);
+      if (r === null) {
+        out.push('content-range', `bytes */${body.length}`, 'content-length', '0');
+        exit.send(ex, 416, out, null, status, true, entry);
+        return;
+      }
+      const [start, end] = r;
+      out.push('content-range', `bytes ${start}-${end}/${body.length}`, 'content-length', String(end - start + 1));
+      exit.send(ex, 206, out, body.subarray(start, end + 1), status, true, entry);
+      return;
+    }
+  }
+  let headers: string[];
+  if (status === 'HIT') {
+    if (entry.hitHeadersAge !== ageSec || entry.hitHeaders === null) {
+      entry.hitHeaders = buildHeaders(exit, entry, ageSec, 'HIT', false);
+      entry.hitHeadersAge = ageSec;
+    }
+    headers = entry.hitHeaders;
+  } else {
+    headers = buildHeaders(exit, entry, ageSec, status, false);
+  }
+  exit.send(ex, entry.status, headers, body, status, fromCache, entry);
+}
+
+function notModified(inm: string | undefined, ims: string | undefined, entry: CachedObject): boolean {
+  if (inm !== undefined) return ifNoneMatchMatches(inm, entry.etag);
+  if (entry.lastModified === undefined) return false;
+  const lm = Date.parse(entry.lastModified);
+  const since = Date.parse(ims!);
+  return Number.isFinite(lm) && Number.isFinite(since) && lm <= since;
+}
+
+function ifRangeAllows(vh: ViewerHeaders, entry: CachedObject): boolean {
+  const ifRange = vh.ifRange;
+  if (ifRange === undefined) return true;
+  const v = ifRange.trim();
+  if (v.startsWith('"') || v.startsWith('W/')) return entry.etag !== undefined && !entry.etag.startsWith('W/') && v === entry.etag; // strong comparison
+  return entry.lastModified !== undefined && v === entry.lastModified;
+}
+
+function buildHeaders(exit: Exit, entry: CachedObject, ageSec: number, status: CacheStatus, forRange: boolean): string[] {
+  const out: string[] = [];
+  for (const [k, v] of entry.headers) {
+    if (forRange && k === 'content-length') continue;
+    if (k === 'cache-control' && entry.browserCacheControl !== null) continue;
+    out.push(k, v);
+  }
+  if (entry.browserCacheControl !== null) out.push('cache-control', entry.browserCacheControl);
+  if (!forRange && entry.status === 200) out.push('accept-ranges', 'bytes');
+  addCacheHeaders(exit, out, entry, ageSec, status);
+  return out;
+}
+
+function addCacheHeaders(exit: Exit, out: string[], entry: CachedObject, ageSec: number, status: CacheStatus): void {
+  out.push('age', String(ageSec));
+  if (status === 'HIT') {
+    const ttl = Math.floor(entry.lifetimeMs / 1000) - ageSec;
+    out.push('cache-status', `${exit.cacheStatusValues.HIT}; ttl=${Math.max(0, ttl)}`);
+  } else out.push('cache-status', exit.cacheStatusValues[status]);
+  if (entry.statusHeader) out.push('x-cache-status', status);
+}

@@ -1,0 +1,228 @@
+// Storing and 304 updates (RFC 9111 §3 and §4.3.4): the cache fill fetches the
+// whole object (conditionally when a stale copy has validators), decides
+// whether a shared cache may keep the response, buffers it up to the object
+// size limit and stores it, or merges a 304 into the stale copy.
+import { Readable } from 'node:stream';
+import type { CacheStatus } from '../metrics/traffic.ts';
+import type { CachedObject, CacheStore } from './cache-store.ts';
+import {
+  correctedInitialAgeMs, deltaSeconds, freshnessLifetime, HEURISTIC_STATUSES, parseAge, parseCacheControl, parseHttpDate,
+  type Directives,
+} from './cache-control.ts';
+import type { RoutedExchange } from './exchange.ts';
+import type { Forwarder } from './forward.ts';
+import { headerString, parseVary, responseTags, storedHeaderPairs, varyValues } from './http-util.ts';
+import { EMPTY_CC } from './lookup.ts';
+import { OriginError, type OriginResponse } from './origin-client.ts';
+import { contentTypeMatches, type CompiledCacheRule } from './routing.ts';
+
+/** Fields a 304 must not overwrite in the stored response (RFC 9111 3.2). */
+const NOT_UPDATED_BY_304 = new Set(['content-length', 'content-encoding', 'content-range', 'transfer-encoding']);
+
+/** What a cache fill ended with. */
+export type FillResult =
+  | { type: 'stored'; entry: CachedObject; status: CacheStatus }
+  | { type: 'passthrough'; response: OriginResponse; body: Readable }
+  | { type: 'error'; error: OriginError };
+
+export interface FillerDeps {
+  store: CacheStore;
+  forwarder: Forwarder;
+  maxObjectBytes: number;
+}
+
+export class CacheFiller {
+  private readonly deps: FillerDeps;
+
+  constructor(deps: FillerDeps) {
+    this.deps = deps;
+  }
+
+  /**
+   * Fetches the full object for the cache (conditionally when a stale copy has
+   * validators) and stores it if a shared cache may. viewerWaiting: the
+   * exchange's viewer waits on this result (it may get the origin's 103 hints).
+   */
+  async fill(ex: RoutedExchange, primary: string, stale: CachedObject | null, viewerWaiting: boolean): Promise<FillResult> {
+    const store = this.deps.store;
+    const forwarder = this.deps.forwarder;
+    const generation = store.currentGeneration;
+    const headers = forwarder.originHeaders(ex, true);
+    // HEAD misses fetch with GET so the object can be stored and later GETs hit.
+    const conditional = stale !== null && (stale.etag !== undefined || stale.lastModified !== undefined);
+    if (conditional) {
+      if (stale.etag !== undefined) headers['if-none-match'] = stale.etag;
+      if (stale.lastModified !== undefined) headers['if-modified-since'] = stale.lastModified;
+    }
+    let res: OriginResponse;
+    try {
+      res = await forwarder.fetch(ex, { method: 'GET', headers, onInfo: viewerWaiting ? forwarder.earlyHints(ex) : undefined });
+    } catch (err) {
+      return { type: 'error', error: err instanceof OriginError ? err : new OriginError('protocol', String(err)) };
+    }
+    const reqCC = ex.vh.cacheControl !== undefined ? parseCacheControl(ex.vh.cacheControl) : EMPTY_CC;
+    if (res.statusCode === 304 && conditional) {
+      await res.body.dump().catch(() => {});
+      const updated = updateFrom304(stale, res, ex.rule, generation);
+      if (reqCC['no-store'] === undefined) store.set(updated);
+      return { type: 'stored', entry: updated, status: 'REVALIDATED' };
+    }
+    const decision = storability(ex, res, reqCC);
+    if (decision === null) {
+      // A stale object the origin no longer lets us keep must go (e.g. now no-store).
+      if (stale !== null && res.statusCode < 500) store.delete(stale);
+      return { type: 'passthrough', response: res, body: res.body };
+    }
+    const max = this.deps.maxObjectBytes;
+    const declared = Number(headerString(res.headers['content-length']) ?? -1);
+    if (declared > max) return { type: 'passthrough', response: res, body: res.body };
+    const chunks: Buffer[] = [];
+    let total = 0;
+    const iterator = res.body[Symbol.asyncIterator]();
+    for (;;) {
+      const { value, done } = await iterator.next();
+      if (done) break;
+      const chunk = value as Buffer;
+      chunks.push(chunk);
+      total += chunk.length;
+      if (total > max) {
+        // Too big to keep: stream what we have and the rest through without buffering more.
+        const rest = Readable.from((async function* () {
+          yield* chunks;
+          for (;;) {
+            const n = await iterator.next();
+            if (n.done) return;
+            yield n.value as Buffer;
+          }
+        })());
+        return { type: 'passthrough', response: res, body: rest };
+      }
+    }
+    const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, total);
+    const entry = makeEntry(ex, primary, res, decision, body, generation);
+    if (reqCC['no-store'] === undefined) store.set(entry);
+    return { type: 'stored', entry, status: stale !== null ? 'EXPIRED' : 'MISS' };
+  }
+}
+
+/** Directives governing storage, or null when the response must not be stored (RFC 9111 §3 for a shared cache). */
+export function storability(ex: RoutedExchange, res: OriginResponse, reqCC: Directives): Directives | null {
+  const status = res.statusCode;
+  if (status < 200 || status === 206 || status === 304) return null;
+  if (reqCC['no-store'] !== undefined) return null;
+  const h = res.headers;
+  // CDN-Cache-Control (RFC 9213) targets us and replaces Cache-Control for our decisions.
+  const cc = parseCacheControl(h['cdn-cache-control'] ?? h['cache-control']);
+  const ccDownstream = h['cdn-cache-control'] !== undefined ? parseCacheControl(h['cache-control']) : cc;
+  if (cc['no-store'] !== undefined || cc.private !== undefined || ccDownstream.private !== undefined) return null;
+  const vary = parseVary(h.vary);
+  if (vary !== null && vary[0] === '*') return null; // Vary: * can never match a later request
+  if (h['set-cookie'] !== undefined) return null; // never hand one viewer's cookie to another
+  if (ex.vh.authorization !== undefined && cc.public === undefined && cc['s-maxage'] === undefined && cc['must-revalidate'] === undefined) return null;
+  const explicit = cc['max-age'] !== undefined || cc['s-maxage'] !== undefined || h.expires !== undefined;
+  const rule = ex.rule !== null && contentTypeMatches(ex.rule, headerString(h['content-type'])) ? ex.rule : null;
+  if (!explicit && cc.public === undefined && !HEURISTIC_STATUSES.has(status)) return null;
+  const hasValidator = h.etag !== undefined || h['last-modified'] !== undefined;
+  const f = freshnessLifetime({
+    status, cc, dateMs: dateOf(h), expires: headerString(h.expires), lastModified: headerString(h['last-modified']), responseTimeMs: res.responseTimeMs,
+    ruleTtlSeconds: rule ? rule.ttlSeconds : null,
+  });
+  if (f.lifetimeMs <= 0 && !hasValidator) return null; // nothing to reuse it with
+  return cc;
+}
+
+function makeEntry(ex: RoutedExchange, primary: string, res: OriginResponse, cc: Directives, body: Buffer, generation: number): CachedObject {
+  const h = res.headers;
+  const rule = ex.rule !== null && contentTypeMatches(ex.rule, headerString(h['content-type'])) ? ex.rule : null;
+  const headers = storedHeaderPairs(h);
+  setHeader(headers, 'content-length', String(body.length));
+  const dateMs = dateOf(h);
+  if (dateMs === null) headers.push(['date', new Date(res.responseTimeMs).toUTCString()]);
+  const vary = parseVary(h.vary);
+  const f = freshnessLifetime({
+    status: res.statusCode, cc, dateMs, expires: headerString(h.expires), lastModified: headerString(h['last-modified']), responseTimeMs: res.responseTimeMs,
+    ruleTtlSeconds: rule ? rule.ttlSeconds : null,
+  });
+  const swr = deltaSeconds(cc['stale-while-revalidate']) ?? rule?.staleWhileRevalidateSeconds ?? 0;
+  const sie = deltaSeconds(cc['stale-if-error']) ?? rule?.staleIfErrorSeconds ?? 0;
+  const varied = vary === null ? '' : varyValues(ex.headers, vary);
+  return {
+    key: vary === null ? primary : primary + '\x01' + varied,
+    primaryKey: primary,
+    endpointId: ex.endpoint.id,
+    path: ex.path,
+    tags: responseTags(h),
+    status: res.statusCode,
+    headers,
+    body,
+    size: body.length + headers.reduce((n, [k, v]) => n + k.length + v.length, 0),
+    requestTimeMs: res.requestTimeMs,
+    responseTimeMs: res.responseTimeMs,
+    correctedInitialAgeMs: correctedInitialAgeMs(parseAge(h.age), dateMs, res.requestTimeMs, res.responseTimeMs),
+    lifetimeMs: f.lifetimeMs,
+    mustRevalidate: cc['must-revalidate'] !== undefined || cc['proxy-revalidate'] !== undefined || cc['s-maxage'] !== undefined,
+    noCache: cc['no-cache'] === true,
+    staleWhileRevalidateMs: swr * 1000,
+    staleIfErrorMs: sie * 1000,
+    etag: headerString(h.etag),
+    lastModified: headerString(h['last-modified']),
+    varyNames: vary,
+    varyValues: varied,
+    authorizationAllowed: cc.public !== undefined || cc['s-maxage'] !== undefined || cc['must-revalidate'] !== undefined,
+    generation,
+    checkedGeneration: generation,
+    cacheRuleId: rule?.id ?? null,
+    browserCacheControl: rule !== null && rule.browserTtlSeconds !== null ? `public, max-age=${rule.browserTtlSeconds}` : null,
+    statusHeader: ex.rule === null ? true : ex.rule.cacheStatusHeader,
+    hitHeaders: null,
+    hitHeadersAge: -1,
+    urlSlot: null,
+  };
+}
+
+/** RFC 9111 4.3.4: headers from the 304 replace the stored ones; freshness is recomputed from them. */
+function updateFrom304(stale: CachedObject, res: OriginResponse, rule: CompiledCacheRule | null, generation: number): CachedObject {
+  const incoming = storedHeaderPairs(res.headers).filter(([k]) => !NOT_UPDATED_BY_304.has(k));
+  const names = new Set(incoming.map(([k]) => k));
+  const headers = stale.headers.filter(([k]) => !names.has(k)).concat(incoming);
+  const get = (n: string) => {
+    const vs = headers.filter(([k]) => k === n).map(([, v]) => v);
+    return vs.length ? vs.join(', ') : undefined;
+  };
+  const cdn = headerString(res.headers['cdn-cache-control']);
+  const cc = parseCacheControl(cdn ?? get('cache-control'));
+  const dateMs = parseHttpDate(get('date'));
+  const date = dateMs === null || Number.isNaN(dateMs) ? null : dateMs;
+  const activeRule = rule !== null && stale.cacheRuleId === rule.id ? rule : null;
+  const f = freshnessLifetime({ status: stale.status, cc, dateMs: date, expires: get('expires'), lastModified: get('last-modified'), responseTimeMs: res.responseTimeMs, ruleTtlSeconds: activeRule ? activeRule.ttlSeconds : null });
+  return {
+    ...stale,
+    headers,
+    requestTimeMs: res.requestTimeMs,
+    responseTimeMs: res.responseTimeMs,
+    correctedInitialAgeMs: correctedInitialAgeMs(parseAge(res.headers.age), date, res.requestTimeMs, res.responseTimeMs),
+    lifetimeMs: f.lifetimeMs,
+    mustRevalidate: cc['must-revalidate'] !== undefined || cc['proxy-revalidate'] !== undefined || cc['s-maxage'] !== undefined,
+    noCache: cc['no-cache'] === true,
+    staleWhileRevalidateMs: (deltaSeconds(cc['stale-while-revalidate']) ?? activeRule?.staleWhileRevalidateSeconds ?? 0) * 1000,
+    staleIfErrorMs: (deltaSeconds(cc['stale-if-error']) ?? activeRule?.staleIfErrorSeconds ?? 0) * 1000,
+    etag: get('etag'),
+    lastModified: get('last-modified'),
+    authorizationAllowed: cc.public !== undefined || cc['s-maxage'] !== undefined || cc['must-revalidate'] !== undefined,
+    generation,
+    checkedGeneration: generation,
+    hitHeaders: null,
+    hitHeadersAge: -1,
+  };
+}
+
+function dateOf(h: Record<string, string | string[] | undefined>): number | null {
+  const d = parseHttpDate(headerString(h.date));
+  return d === null || Number.isNaN(d) ? null : d;
+}
+
+function setHeader(headers: [string, string][], name: string, value: string): void {
+  const i = headers.findIndex(([k]) => k === name);
+  if (i === -1) headers.push([name, value]);
+  else headers[i] = [name, value];
+}
