@@ -226,7 +226,7 @@ async function main(): Promise<void> {
     const lines = [
       '# Auth benchmark',
       '',
-      `Run ${new Date().toISOString()} on ${os.cpus().length} × ${os.cpus()[0]?.model.trim()}, Node ${process.version}, ${backing}.`,
+      `Run ${new Date().toISOString()} on ${os.cpus().length} × ${os.cpus()[0]?.model.trim()}, Node ${process.version}, ${backing}; load average at the end ${os.loadavg().map((l) => l.toFixed(1)).join(' / ')} (1/5/15 min: above 2 the host was busy with other work, and the ratios are less trustworthy).`,
       `Throughput: wrk -t1 -c${CONNECTIONS}, ${DURATION} s per target and round, ${ROUNDS} interleaved rounds (medians) after ${WARMUP} s warm-up; servers pinned to core 0, wrk to core 1. The host is noisy (±20% run to run): compare within one run.`,
       '',
       '| target | req/s | p50 ms | p99 ms | vs plain Koa |',
