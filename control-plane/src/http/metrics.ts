@@ -26,13 +26,16 @@ export function createHttpMetrics(): HttpMetrics {
   // A registry per app, so tests that start several apps in one process don't collide.
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
-  const series = new Map<string, Series>();
+  // route pattern → (status × 64 + method; node:http knows fewer than 64 methods) → series: the route strings are the declarations' own,
+  // so each lookup hashes nothing new and builds no key string.
+  const series = new Map<string, Map<number, Series>>();
+  const methods = new Map<string, number>();
 
   registry.registerMetric({
     name: NAME,
     get: async () => {
       const values: { labels: Record<string, string | number>; value: number; metricName: string }[] = [];
-      for (const s of series.values()) {
+      for (const byRoute of series.values()) for (const s of byRoute.values()) {
         let cumulative = 0;
         for (let i = 0; i < RESPONSE_TIME_BUCKETS_MS.length; i++) {
           cumulative += s.buckets[i]!;
@@ -49,11 +52,15 @@ export function createHttpMetrics(): HttpMetrics {
   return {
     registry,
     observe(method, route, status, seconds) {
-      const key = `${method} ${status} ${route}`;
-      let s = series.get(key);
+      let byRoute = series.get(route);
+      if (!byRoute) series.set(route, (byRoute = new Map()));
+      let m = methods.get(method);
+      if (m === undefined) methods.set(method, (m = methods.size));
+      const key = status * 64 + m;
+      let s = byRoute.get(key);
       if (!s) {
         s = { labels: { method, route, status: String(status) }, buckets: new Float64Array(RESPONSE_TIME_BUCKETS_MS.length + 1), sum: 0, count: 0 };
-        series.set(key, s);
+        byRoute.set(key, s);
       }
       s.buckets[responseTimeBucket(seconds * 1000)]!++;
       s.sum += seconds;
