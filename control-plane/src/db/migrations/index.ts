@@ -3,8 +3,10 @@
 import type { MigrationObject } from '@mikro-orm/core';
 import { Migration0001Foundation } from './0001-foundation.ts';
 import { Migration0002Auth } from './0002-auth.ts';
+import { Migration0004Jobs } from './0004-jobs.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
   { name: '0002-auth', class: Migration0002Auth },
+  { name: '0004-jobs', class: Migration0004Jobs },
 ];
