@@ -118,10 +118,6 @@ export class JobQueue {
     }]);
   }
 
-  get clock(): Clock {
-    return this.#options.clock;
-  }
-
   /** Adds job types (at start, before start() or the first runDue()). */
   register(definitions: readonly JobDefinition[]): void {
     for (const definition of definitions) {
@@ -130,11 +126,6 @@ export class JobQueue {
       this.#definitions.set(definition.type, definition);
     }
     this.#schedulesSynced = undefined;
-  }
-
-  /** The registered definition of a type (undefined when unknown). */
-  definition(type: string): JobDefinition | undefined {
-    return this.#definitions.get(type);
   }
 
   /** Stores a job; it runs once it is due, on whichever replica claims it first. */

@@ -362,6 +362,28 @@ async function suite(t: Test, embedded: boolean) {
     await until('the loop to run the job', async () => (await jobs.get(id))?.state === 'succeeded');
     t.equal(callsOf('test.echo', (p) => p.tag === 'from-elsewhere').length, 1);
   });
+
+  t.test('finished jobs are pruned: succeeded after a week, failed after 30 days', async (t) => {
+    const kept = await jobs.enqueue(echo, { tag: 'retention-succeeded' });
+    const failed = await jobs.enqueue(echo, { tag: 'retention-failed' });
+    const pending = await jobs.enqueue(echo, { tag: 'retention-pending' }, { runAt: new Date(clock.now().getTime() + 60 * DAY) });
+    await jobs.runDue();
+    // Stands for a job that failed its last attempt now.
+    await cp.database.db.orm.em.fork().execute(`update job set state = 'failed' where id = ?`, [failed.id]);
+    clock.advance(7 * DAY - MINUTE);
+    await jobs.runDue();
+    t.ok(await jobs.get(kept.id), 'a succeeded job is kept for a week');
+    clock.advance(2 * MINUTE + 2 * 3_600_000);
+    await jobs.runDue();
+    t.equal(await jobs.get(kept.id), null, 'then deleted');
+    t.ok(await jobs.get(failed.id), 'a failed job is kept longer');
+    clock.advance(23 * DAY);
+    await jobs.runDue();
+    t.equal(await jobs.get(failed.id), null, 'and deleted after 30 days');
+    t.equal((await jobs.get(pending.id))?.state, 'queued', 'a job that has not run is never pruned');
+    const prunes = await jobs.list({ type: 'jobs.prune' });
+    t.ok(prunes.length > 0 && prunes.every((j) => j.state === 'succeeded'), 'the pruning job itself ran');
+  });
 }
 
 async function recurringSuite(t: Test, embedded: boolean) {
