@@ -11,9 +11,10 @@ import type { CoreServices } from './core/services.ts';
 import { health, type HealthServices } from './health/index.ts';
 import type { RouteDefinition } from './http/route.ts';
 import type { AccessControl } from './http/services.ts';
+import { Job, JobSchedule, type JobDefinition, type JobServices } from './jobs/index.ts';
 
 /** Everything the capabilities' services may reach: the platform's and those capabilities add. */
-export type AppServices = CoreServices & AuthServices & HealthServices;
+export type AppServices = CoreServices & JobServices & AuthServices & HealthServices;
 
 export interface CapabilityStart {
   /** Services the capability adds for the others (merged into AppServices). */
@@ -27,14 +28,19 @@ export interface Capability {
   name: string;
   entities?: readonly EntityClass<object>[];
   routes?: readonly RouteDefinition<AppServices>[];
+  /** Background job types (recurring ones included); the composition root registers them. */
+  jobs?: readonly JobDefinition<any, AppServices>[];
   /** Runs once the platform services exist, in list order. */
   start?: (services: AppServices) => Promise<CapabilityStart>;
 }
 
 export const capabilities: readonly Capability[] = [accounts, auth, billing, admin, health];
 
-/** Every entity of the control plane: the framework's own (audit) and each capability's. */
-export const entities: EntityClass<object>[] = [AuditEntry, ...capabilities.flatMap((c) => c.entities ?? [])];
+/** Every entity of the control plane: the framework's own (audit, jobs) and each capability's. */
+export const entities: EntityClass<object>[] = [AuditEntry, Job, JobSchedule, ...capabilities.flatMap((c) => c.entities ?? [])];
 
 /** Every API route, in capability order. */
 export const routes: RouteDefinition<AppServices>[] = capabilities.flatMap((c) => c.routes ?? []);
+
+/** Every background job type, in capability order. */
+export const jobs: JobDefinition<any, AppServices>[] = capabilities.flatMap((c) => c.jobs ?? []);

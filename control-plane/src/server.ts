@@ -8,8 +8,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { EntityClass } from '@mikro-orm/core';
 import type { Logger } from 'pino';
-import { capabilities, entities, routes as capabilityRoutes, type AppServices } from './capabilities.ts';
+import { capabilities, entities, jobs as capabilityJobs, routes as capabilityRoutes, type AppServices } from './capabilities.ts';
 import type { Config } from './config/config.ts';
+import { systemClock, type Clock } from './core/clock.ts';
 import type { CoreServices } from './core/services.ts';
 import { deriveKey, loadSecretsKey, SecretBox } from './crypto/secret-box.ts';
 import { openDatabase, type Database } from './db/orm.ts';
@@ -19,6 +20,7 @@ import { createHttpMetrics } from './http/metrics.ts';
 import type { RouteDefinition } from './http/route.ts';
 import type { AccessControl } from './http/services.ts';
 import { DeferredTasks } from './jobs/deferred-tasks.ts';
+import { JobQueue, type JobDefinition } from './jobs/index.ts';
 import { createMailer } from './mail/mailer.ts';
 import { mountPages } from './pages/pages.ts';
 import { createStore, type KeyValueStore } from './store/index.ts';
@@ -36,8 +38,10 @@ export interface ControlPlaneOptions {
   extraEntities?: EntityClass<object>[];
   /** Routes beyond the product's own (tests mount fixture routes this way). */
   extraRoutes?: RouteDefinition<AppServices>[];
-  /** Clock (ms since the epoch) for issuing and verifying tokens; tests move it to reach expiries. */
-  now?: () => number;
+  /** Job types beyond the product's own (tests register fixture jobs this way). */
+  extraJobs?: JobDefinition<any, AppServices>[];
+  /** The clock (default: the system's; tests pass a ManualClock to reach expiries and due work). */
+  clock?: Clock;
 }
 
 export interface ControlPlane {
@@ -56,16 +60,23 @@ export async function startControlPlane(config: Config, options: ControlPlaneOpt
   const secretsKey = await loadSecretsKey({ secretsKey: config.SECRETS_KEY, dataDir: config.dataDir, production: config.NODE_ENV === 'production' });
   const mailer = createMailer({ smtpUrl: config.SMTP_URL, dataDir: config.dataDir, from: config.MAIL_FROM, logger: log.child({ component: 'mail' }) });
   const deferred = new DeferredTasks(log.child({ component: 'deferred' }));
+  const clock = options.clock ?? systemClock;
   const core: CoreServices = {
-    config, db, store, log, version, mailer, deferred,
+    config, db, store, log, clock, version, mailer, deferred,
     secretBox: new SecretBox(deriveKey(secretsKey, 'secret-box')),
     tokenPepper: deriveKey(secretsKey, 'token-pepper'),
     deriveKey: (purpose) => deriveKey(secretsKey, purpose),
-    now: options.now ?? Date.now,
   };
 
+  // Every capability may enqueue jobs from its start on; handlers get the finished services.
+  const jobs = new JobQueue({
+    db, clock, services: core, log: log.child({ component: 'jobs' }),
+    pollMs: config.JOBS_POLL_MS, concurrency: config.JOBS_CONCURRENCY, shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
+  });
+  jobs.register([...capabilityJobs, ...(options.extraJobs ?? [])]);
+
   // Each capability may add services for those after it, and one provides the guard.
-  const app = core as AppServices;
+  const app = Object.assign(core, { jobs }) as AppServices;
   let access: AccessControl | undefined;
   const closers: (() => Promise<void>)[] = [];
   for (const capability of capabilities) {
@@ -96,6 +107,7 @@ export async function startControlPlane(config: Config, options: ControlPlaneOpt
     server.once('error', reject);
     server.listen(config.PORT, config.HOST, () => resolve());
   });
+  if (config.JOBS_WORKER) jobs.start();
   const { port } = server.address() as AddressInfo;
   const host = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST;
 
@@ -107,11 +119,11 @@ export async function startControlPlane(config: Config, options: ControlPlaneOpt
     url: `http://${host}:${port}`,
     close() {
       closing ??= (async () => {
-        // Stop accepting, let in-flight requests finish, then drop what is left.
+        // Stop accepting, let in-flight requests and running jobs finish, then drop what is left.
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
         const timer = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_TIMEOUT_MS);
-        await closed;
+        await Promise.all([closed, jobs.stop()]);
         clearTimeout(timer);
         // Work the finished requests handed off still needs the database and the mailer.
         await deferred.close();

@@ -7,8 +7,10 @@ import path from 'node:path';
 import type { EntityClass } from '@mikro-orm/core';
 import { Redis } from 'ioredis';
 import { loadConfig, type Config } from '../../control-plane/src/config/config.ts';
+import type { Clock } from '../../control-plane/src/core/clock.ts';
 import type { RouteDefinition } from '../../control-plane/src/http/route.ts';
-import { startControlPlane, type ControlPlane } from '../../control-plane/src/server.ts';
+import type { JobDefinition } from '../../control-plane/src/jobs/index.ts';
+import { startControlPlane, type AppServices, type ControlPlane } from '../../control-plane/src/server.ts';
 import { createStore } from '../../control-plane/src/store/index.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
 import { detectServices } from './services.ts';
@@ -39,10 +41,25 @@ export interface TestResponse {
 
 export async function startTestControlPlane(
   t: Teardown,
-  options: { env?: Record<string, string>; extraEntities?: EntityClass<object>[]; extraRoutes?: RouteDefinition[]; throughProxy?: boolean; now?: () => number } = {},
+  options: {
+    env?: Record<string, string>;
+    extraEntities?: EntityClass<object>[];
+    extraRoutes?: RouteDefinition[];
+    /** Fixture job types (beside the product's). */
+    extraJobs?: JobDefinition<any, AppServices>[];
+    /** E.g. a ManualClock the test moves. */
+    clock?: Clock;
+    /** Embedded PGlite even when a PostgreSQL server is reachable. */
+    embedded?: boolean;
+    throughProxy?: boolean;
+  } = {},
 ): Promise<TestControlPlane> {
   const services = await detectServices();
-  const database = await createTestDatabase({ postgresUrl: services.postgresUrl, extraEntities: options.extraEntities, throughProxy: options.throughProxy });
+  const database = await createTestDatabase({
+    postgresUrl: options.embedded ? undefined : services.postgresUrl,
+    extraEntities: options.extraEntities,
+    throughProxy: options.throughProxy,
+  });
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'sp-cp-'));
   const config = loadConfig({
     NODE_ENV: 'test',
@@ -50,12 +67,14 @@ export async function startTestControlPlane(
     HOST: '127.0.0.1',
     DATA_DIR: dataDir,
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    // Tests drive jobs by hand (cp.app.jobs.runDue()); a file that wants the background loop sets JOBS_WORKER=true.
+    JOBS_WORKER: 'false',
     ...(services.redisUrl ? { REDIS_URL: services.redisUrl } : {}),
     ...options.env,
   });
   const keyPrefix = `t:${randomBytes(6).toString('hex')}:`;
   const store = createStore(config.REDIS_URL, keyPrefix);
-  const cp = await startControlPlane(config, { db: database.db, store, extraRoutes: options.extraRoutes, now: options.now });
+  const cp = await startControlPlane(config, { db: database.db, store, extraRoutes: options.extraRoutes, extraJobs: options.extraJobs, clock: options.clock });
 
   t.teardown(async () => {
     await cp.close();

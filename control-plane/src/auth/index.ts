@@ -19,7 +19,7 @@ export const auth = {
   async start(core: CoreServices) {
     // The role tables follow the catalog in code (every replica agrees).
     await syncRoleCatalog(core.db.orm.em.fork());
-    const tokens = await TokenService.create({ em: core.db.orm.em.fork(), store: core.store, box: core.secretBox, issuer: core.config.publicUrl, now: core.now });
+    const tokens = await TokenService.create({ em: core.db.orm.em.fork(), store: core.store, box: core.secretBox, issuer: core.config.publicUrl, now: () => core.clock.now().getTime() });
     const sessions = new SessionService(core.tokenPepper, tokens);
     return {
       services: { tokens, sessions },

@@ -207,7 +207,7 @@ t.test('a step-up token works only in the session that obtained it (403 STEP_UP_
 
 t.test('a step-up token expires 300 s after issue (clock moved, not waited for)', async (t) => {
   let offsetMs = 0;
-  const clocked = await startTestControlPlane(t, { env: RELAXED_LIMITS, now: () => Date.now() + offsetMs });
+  const clocked = await startTestControlPlane(t, { env: RELAXED_LIMITS, clock: { now: () => new Date(Date.now() + offsetMs) } });
   const a = await createLoggedInUser(clocked);
   const { stepUp } = await enableMfaFor(clocked, a);
   const read = () => clocked.request('GET', '/v1/me/auth/mfa/recovery-codes', { headers: bearer(a.accessToken, { 'x-step-up-token': stepUp }) });

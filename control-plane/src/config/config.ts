@@ -40,6 +40,11 @@ const schema = z.object({
   // within REQUEST_TIMEOUT_MS; slower connections are closed (slow-loris senders).
   HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(20_000),
   REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1_000).max(3_600_000).default(120_000),
+  // Background jobs: whether this process runs them (every replica may; all may enqueue), how long an idle
+  // worker waits between looks at the job table, and how many jobs it runs at once.
+  JOBS_WORKER: bool.default(true),
+  JOBS_POLL_MS: z.coerce.number().int().min(10).max(600_000).default(1_000),
+  JOBS_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(4),
 });
 
 export type Config = z.infer<typeof schema> & {

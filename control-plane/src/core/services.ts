@@ -3,6 +3,7 @@
 // (auth's tokens and sessions) declares them as an extension of these, and the
 // composition root's object satisfies them all.
 import type { Logger } from 'pino';
+import type { Clock } from './clock.ts';
 import type { Config } from '../config/config.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
 import type { Database } from '../db/orm.ts';
@@ -15,6 +16,8 @@ export interface CoreServices {
   db: Database;
   store: KeyValueStore;
   log: Logger;
+  /** The time every decision by the clock uses (a ManualClock in tests). */
+  clock: Clock;
   version: string;
   mailer: Mailer;
   /** Encrypts secrets at rest (TOTP secrets, signing keys, private keys). */
@@ -25,6 +28,4 @@ export interface CoreServices {
   deriveKey(purpose: string): Buffer;
   /** Work handed off to run after the response (e-mail that must not show in response times). */
   deferred: DeferredTasks;
-  /** The clock (ms since the epoch); tests move it to reach expiries. */
-  now: () => number;
 }
