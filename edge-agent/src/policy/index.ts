@@ -8,11 +8,17 @@
 import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { CacheStatus } from '../metrics/traffic.ts';
-import type { CompiledEndpoint } from '../proxy/routing.ts';
+import type { EndpointSnapshot } from '../../../shared/src/config/snapshot.ts';
+
+/** What a policy knows of its endpoint: its id and configuration (the proxy's compiled form stays the proxy's). */
+export interface PolicyEndpoint {
+  readonly id: string;
+  readonly snapshot: EndpointSnapshot;
+}
 
 export interface PolicyRequest {
   req: IncomingMessage;
-  endpoint: CompiledEndpoint;
+  endpoint: PolicyEndpoint;
   /** Normalised host name (no port). */
   host: string;
   /** Normalised path (dot segments removed). */
@@ -39,7 +45,7 @@ export type RequestPolicy = (ctx: PolicyRequest) => PolicyAnswer | null;
  */
 export interface PolicyResponse {
   readonly req: IncomingMessage;
-  readonly endpoint: CompiledEndpoint;
+  readonly endpoint: PolicyEndpoint;
   readonly host: string;
   readonly path: string;
   readonly query: string;
@@ -52,11 +58,11 @@ export interface PolicyResponse {
 export type ResponsePolicy = (res: PolicyResponse) => void;
 
 /** Per-endpoint request policies, compiled from the snapshot; an empty list costs one length check per request. */
-export function compileRequestPolicies(_endpoint: CompiledEndpoint): RequestPolicy[] {
+export function compileRequestPolicies(_endpoint: EndpointSnapshot): RequestPolicy[] {
   return [];
 }
 
 /** Per-endpoint response policies, compiled from the snapshot; an empty list costs one length check per answer. */
-export function compileResponsePolicies(_endpoint: CompiledEndpoint): ResponsePolicy[] {
+export function compileResponsePolicies(_endpoint: EndpointSnapshot): ResponsePolicy[] {
   return [];
 }

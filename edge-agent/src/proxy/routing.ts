@@ -171,9 +171,10 @@ export function compileEndpoint(e: EndpointSnapshot): CompiledEndpoint {
   };
   const cacheRules = e.cache_rules.filter((c) => c.enabled).map(compileCacheRule).sort(byPriority);
   const hostnames = [e.hostname, ...e.custom_domains.map((d) => d.hostname)].map(normalizeHost);
-  const compiled: CompiledEndpoint = { id: e.id, enabled: e.enabled, snapshot: e, origins, routes, defaultRoute, cacheRules, hostnames, requestPolicies: [], responsePolicies: [] };
-  compiled.requestPolicies = compileRequestPolicies(compiled);
-  compiled.responsePolicies = compileResponsePolicies(compiled);
+  const compiled: CompiledEndpoint = {
+    id: e.id, enabled: e.enabled, snapshot: e, origins, routes, defaultRoute, cacheRules, hostnames,
+    requestPolicies: compileRequestPolicies(e), responsePolicies: compileResponsePolicies(e),
+  };
   return compiled;
 }
 
