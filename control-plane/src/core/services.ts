@@ -7,9 +7,16 @@ import type { Clock } from './clock.ts';
 import type { Config } from '../config/config.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
 import type { Database } from '../db/orm.ts';
-import type { DeferredTasks } from '../jobs/deferred-tasks.ts';
 import type { Mailer } from '../mail/mailer.ts';
 import type { KeyValueStore } from '../store/index.ts';
+
+/** Work handed off to run after the response (jobs/deferred-tasks.ts implements it). */
+export interface Deferred {
+  /** Runs `task` soon, after the caller has returned; its errors are logged, never thrown. */
+  defer(name: string, task: () => Promise<void>, log?: Logger): void;
+  /** Resolves when everything handed off so far has finished (tests). */
+  idle(): Promise<void>;
+}
 
 export interface CoreServices {
   config: Config;
@@ -27,5 +34,5 @@ export interface CoreServices {
   /** Derives further keys from the secrets key, one per purpose. */
   deriveKey(purpose: string): Buffer;
   /** Work handed off to run after the response (e-mail that must not show in response times). */
-  deferred: DeferredTasks;
+  deferred: Deferred;
 }
