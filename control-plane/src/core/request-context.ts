@@ -36,7 +36,11 @@ export interface RequestContext {
   readonly locale: string | null;
   /** Set by authentication; null for anonymous callers and jobs without an actor. */
   actor: Actor | null;
-  /** The tier that satisfied the operation's permission ('global' acts on anyone's resources). */
+  /**
+   * The tier that satisfied the operation's permission; 'global' whenever the
+   * caller also holds it globally (even if a narrower grant matched first),
+   * and then the caller acts on anyone's resources.
+   */
   access: MatchTier | null;
   /** The request's unit of work (forked on first use). */
   readonly em: EntityManager;
