@@ -34,6 +34,8 @@ export interface RequestContext {
   readonly userAgent: string;
   /** First BCP 47 tag of Accept-Language, if any. */
   readonly locale: string | null;
+  /** The profile token the client presented (X-Profile-Token), unchecked; null when none. Checked by auth's requireProfileToken. */
+  readonly profileToken: string | null;
   /** Set by authentication; null for anonymous callers and jobs without an actor. */
   actor: Actor | null;
   /**
@@ -67,6 +69,7 @@ export function systemContext(services: { db: { orm: { em: { fork(): unknown } }
     ip: '',
     userAgent: '',
     locale: null,
+    profileToken: null,
     actor: options.actor ?? null,
     access: options.actor ? 'global' : null,
     get em() { return (em ??= services.db.orm.em.fork() as EntityManager); },
