@@ -375,6 +375,7 @@ t.test('the OpenAPI document shows the profile operations with their refusals an
   const item = doc.paths['/v1/users/me/profiles/{profile_id}'];
   t.ok(collection?.get && collection?.post, 'list and create');
   t.ok(item?.get && item?.put && item?.delete, 'read, update, delete');
+  t.ok(doc.paths['/v1/users/me/profiles/{profile_id}/verify-pin']?.post, 'verify-pin');
   t.match(collection.post.responses['409'].description, /PROFILE_LIMIT_REACHED/);
   t.match(item.delete.responses['409'].description, /PRIMARY_PROFILE/);
   t.ok(item.delete.responses['204']);
