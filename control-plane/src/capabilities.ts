@@ -2,7 +2,7 @@
 // (its entities, routes and, where it adds services, a start hook). Adding a
 // capability is one folder and one line here.
 import type { EntityClass } from '@mikro-orm/core';
-import { accounts } from './accounts/index.ts';
+import { accounts, type AccountsServices } from './accounts/index.ts';
 import { admin } from './admin/index.ts';
 import { AuditEntry } from './audit/audit-entry.entity.ts';
 import { auth, type AuthServices } from './auth/index.ts';
@@ -14,7 +14,7 @@ import type { AccessControl } from './http/services.ts';
 import { Job, JobSchedule, type JobDefinition, type JobServices } from './jobs/index.ts';
 
 /** Everything the capabilities' services may reach: the platform's and those capabilities add. */
-export type AppServices = CoreServices & JobServices & AuthServices & HealthServices;
+export type AppServices = CoreServices & JobServices & AccountsServices & AuthServices & HealthServices;
 
 export interface CapabilityStart {
   /** Services the capability adds for the others (merged into AppServices). */

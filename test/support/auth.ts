@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { generate } from 'otplib';
+import { ensurePrimaryProfile } from '../../control-plane/src/accounts/profile-service.ts';
 import { User, defaultNotificationPreferences } from '../../control-plane/src/accounts/user.entity.ts';
 import { assignRole } from '../../control-plane/src/auth/permissions/permission-service.ts';
 import { hashPassword } from '../../control-plane/src/auth/primitives/password.ts';
@@ -169,7 +170,7 @@ export interface DirectUserOptions {
   country_code?: string;
 }
 
-/** Inserts an account and assigns roles through the permission service (no API, no e-mail). */
+/** Inserts an account with its primary profile and assigns roles through the permission service (no API, no e-mail). */
 export async function createUserDirect(cp: TestControlPlane, options: DirectUserOptions = {}): Promise<{ id: string; email: string; password: string }> {
   const em = cp.database.db.orm.em.fork();
   const email = options.email ?? uniqueEmail('direct');
@@ -185,6 +186,7 @@ export async function createUserDirect(cp: TestControlPlane, options: DirectUser
     notification_preferences: { ...defaultNotificationPreferences },
   } as never);
   await em.flush();
+  await ensurePrimaryProfile(em, user);
   for (const role of options.roles ?? ['subscriber']) await assignRole(em, user.id, role);
   return { id: user.id, email, password: PASSWORD };
 }

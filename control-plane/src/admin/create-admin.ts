@@ -4,6 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { ensurePrimaryProfile } from '../accounts/profile-service.ts';
 import { User, defaultNotificationPreferences } from '../accounts/user.entity.ts';
 import { normalizeEmail } from '../auth/auth-service.ts';
 import { assignRole, syncRoleCatalog } from '../auth/permissions/permission-service.ts';
@@ -25,7 +26,7 @@ export function generatePassword(): string {
   return `${randomBytes(18).toString('base64url')}aA1!`;
 }
 
-/** Creates the account (active, verified) or finds it; grants the role and `subscriber`. */
+/** Creates the account (active, verified, with its primary profile) or finds it; grants the role and `subscriber`. */
 async function upsertAdmin(em: EntityManager, input: { email: string; password?: string; displayName?: string; role: string }): Promise<{ created: boolean; password: string }> {
   const email = normalizeEmail(input.email);
   const password = input.password ?? generatePassword();
@@ -45,6 +46,8 @@ async function upsertAdmin(em: EntityManager, input: { email: string; password?:
     } as never);
   }
   await em.flush();
+  // Every account has its primary profile (an existing one already does).
+  await ensurePrimaryProfile(em, user);
   await assignRole(em, user.id, input.role);
   await assignRole(em, user.id, 'subscriber');
   return { created, password };

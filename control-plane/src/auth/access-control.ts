@@ -118,6 +118,9 @@ export class TokenAccessControl implements AccessControl {
       resourceId: rule.resourceId?.(input),
     });
     if (!tier) throw new ApiError('FORBIDDEN');
-    rc.access = tier;
+    // The first match only decides that the call is allowed. Ownership checks ask whether the caller
+    // holds the permission globally: an administrator who is also a subscriber matches the
+    // subscriber's type-scoped grant first, yet may act on anyone's resources (document 1 §4.0.6).
+    rc.access = tier !== 'global' && matchPermission(grants, { permission: rule.permission }) === 'global' ? 'global' : tier;
   }
 }

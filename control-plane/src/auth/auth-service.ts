@@ -2,6 +2,7 @@
 // (with MFA), refresh, logout, password reset and change. Route handlers call
 // these; nothing here knows about HTTP beyond the Koa context for addresses.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { primaryProfileInsertSql } from '../accounts/profile-service.ts';
 import { withRoles } from '../accounts/user-record.ts';
 import { defaultNotificationPreferences, User } from '../accounts/user.entity.ts';
 import { recordAudit } from '../audit/audit.ts';
@@ -128,8 +129,9 @@ export async function register(app: AppServices, rc: RequestContext, input: Regi
 const SUBSCRIBER = 'subscriber';
 
 /**
- * Inserts the user and grants the subscriber role in one statement that does
- * nothing when the address is taken (also against a concurrent registration).
+ * Inserts the user, grants the subscriber role and creates the primary
+ * profile in one statement that does nothing when the address is taken (also
+ * against a concurrent registration), so both branches do the same work.
  * Returns the new account's id, or the id of the account holding the address.
  */
 async function insertPendingUser(em: EntityManager, user: User, passwordHash: string): Promise<{ createdId: string | null; existingId: string | null }> {
@@ -143,6 +145,7 @@ async function insertPendingUser(em: EntityManager, user: User, passwordHash: st
   };
   const columns = Object.keys(row);
   const values = columns.map((c) => (c === 'notification_preferences' ? '?::jsonb' : '?'));
+  const primaryProfile = primaryProfileInsertSql('inserted', user);
   // The last select reads the snapshot from before the insert: it finds only an account that already held the address.
   const [result] = await em.execute<{ created_id: string | null; existing_id: string | null }[]>(
     `with inserted as (
@@ -153,9 +156,12 @@ async function insertPendingUser(em: EntityManager, user: User, passwordHash: st
        insert into user_role (id, user_id, role_name, created_at)
        select gen_random_uuid(), id, ?, ? from inserted
        returning user_id
+     ), profiled as (
+       ${primaryProfile.sql}
+       returning user_id
      )
      select (select user_id from granted) as created_id, (select id from app_user where email = ?) as existing_id`,
-    [...Object.values(row), SUBSCRIBER, user.created_at, user.email],
+    [...Object.values(row), SUBSCRIBER, user.created_at, ...primaryProfile.params, user.email],
   );
   return { createdId: result?.created_id ?? null, existingId: result?.existing_id ?? null };
 }

@@ -1,12 +1,17 @@
 // The auth capability: registration, login, sessions, tokens, MFA, the
 // role tables and the guard every route goes through. It adds tokens and
-// sessions to the platform's services and provides the access control.
+// sessions to the platform's services, provides the access control, and
+// issues and checks the profile tokens of PIN-protected profiles.
+import type { RequestContext } from '../core/request-context.ts';
 import type { CoreServices } from '../core/services.ts';
 import { TokenAccessControl } from './access-control.ts';
 import { JwtSigningKey, OneTimeToken, RecoveryCode, RefreshToken, Session } from './auth.entities.ts';
 import { syncRoleCatalog } from './permissions/permission-service.ts';
 import { Role, RolePermission, UserRole } from './permissions/role.entity.ts';
+import { profileTokenRoutes } from './profile-token-routes.ts';
+import { requireProfileToken } from './profile-tokens.ts';
 import { authRoutes } from './routes.ts';
+import type { AuthServices } from './services.ts';
 import { SessionService } from './session-service.ts';
 import { TokenService } from './token-service.ts';
 
@@ -15,14 +20,16 @@ export type { AuthServices } from './services.ts';
 export const auth = {
   name: 'auth',
   entities: [Role, RolePermission, UserRole, Session, RefreshToken, OneTimeToken, RecoveryCode, JwtSigningKey],
-  routes: authRoutes,
+  routes: [...authRoutes, ...profileTokenRoutes],
   async start(core: CoreServices) {
     // The role tables follow the catalog in code (every replica agrees).
     await syncRoleCatalog(core.db.orm.em.fork());
     const tokens = await TokenService.create({ em: core.db.orm.em.fork(), store: core.store, box: core.secretBox, issuer: core.config.publicUrl, now: () => core.clock.now().getTime() });
     const sessions = new SessionService(core.tokenPepper, tokens);
+    const services: AuthServices = { ...core, tokens, sessions };
     return {
-      services: { tokens, sessions },
+      // Accounts asks for proof of a PIN-protected profile's PIN through this (accounts/services.ts).
+      services: { tokens, sessions, requireProfileToken: (rc: RequestContext, profileId: string) => requireProfileToken(services, rc, profileId) },
       access: new TokenAccessControl(tokens, core.db),
       close: () => tokens.close(),
     };

@@ -1,4 +1,4 @@
-// Access, step-up and ID tokens: signing keys persisted (sealed) in the
+// Access, step-up, profile and ID tokens: signing keys persisted (sealed) in the
 // database and shared by every replica, and revocation checked on every
 // request through the store, so a logout, session revocation or suspension
 // takes effect at once rather than at expiry.
@@ -13,6 +13,7 @@ export const ACCESS_TOKEN_TTL_SECONDS = 900;
 export const STEP_UP_TOKEN_TTL_SECONDS = 300;
 export const PROFILE_TOKEN_TTL_SECONDS = 3600;
 const STEP_UP_TYP = 'step-up+jwt';
+const PROFILE_TYP = 'profile+jwt';
 const ID_TOKEN_TYP = 'JWT';
 // Revocation entries only need to outlive the longest access token.
 const REVOCATION_TTL_MS = (ACCESS_TOKEN_TTL_SECONDS + 60) * 1000;
@@ -83,6 +84,30 @@ export class TokenService {
   async issueStepUpToken(userId: string, sessionId: string): Promise<{ step_up_token: string; expires_in: number }> {
     const step_up_token = await this.#ring.sign({ sub: userId, sid: sessionId }, { expiresInSeconds: STEP_UP_TOKEN_TTL_SECONDS, typ: STEP_UP_TYP });
     return { step_up_token, expires_in: STEP_UP_TOKEN_TTL_SECONDS };
+  }
+
+  async issueProfileToken(claims: { userId: string; sessionId: string; profileId: string; pinFingerprint: string }): Promise<{ profile_token: string; expires_in: number }> {
+    const profile_token = await this.#ring.sign(
+      { sub: claims.userId, sid: claims.sessionId, profile_id: claims.profileId, pin_fp: claims.pinFingerprint },
+      { expiresInSeconds: PROFILE_TOKEN_TTL_SECONDS, typ: PROFILE_TYP },
+    );
+    return { profile_token, expires_in: PROFILE_TOKEN_TTL_SECONDS };
+  }
+
+  /**
+   * A profile token proves the PIN of one profile in one session: refused for
+   * another profile, another user or another session, once the profile's PIN
+   * has changed, once that session is revoked, and after its 3600 s. (It is always presented beside an access
+   * token of its session, which is checked too, so the session's revocation
+   * entry outliving access tokens only is enough.)
+   */
+  async verifyProfileToken(token: string, expected: { userId: string; sessionId: string | undefined; profileId: string; pinFingerprint: string }): Promise<void> {
+    const claims = await this.#verify(token, PROFILE_TYP);
+    if (claims.sub !== expected.userId) throw new TokenVerificationError('invalid', 'profile token of another user');
+    if (typeof claims.sid !== 'string' || claims.sid !== expected.sessionId) throw new TokenVerificationError('invalid', 'profile token of another session');
+    if (claims.profile_id !== expected.profileId) throw new TokenVerificationError('invalid', 'profile token of another profile');
+    if (claims.pin_fp !== expected.pinFingerprint) throw new TokenVerificationError('invalid', 'profile token of a former PIN');
+    if (await this.#revocations.check([`revoked:sid:${claims.sid}`])) throw new TokenVerificationError('invalid', 'session revoked');
   }
 
   async issueIdToken(user: { id: string; email: string; email_verified: boolean; display_name?: string | null }): Promise<string> {

@@ -34,9 +34,15 @@ export interface RequestContext {
   readonly userAgent: string;
   /** First BCP 47 tag of Accept-Language, if any. */
   readonly locale: string | null;
+  /** The profile token the client presented (X-Profile-Token), unchecked; null when none. Checked by auth's requireProfileToken. */
+  readonly profileToken: string | null;
   /** Set by authentication; null for anonymous callers and jobs without an actor. */
   actor: Actor | null;
-  /** The tier that satisfied the operation's permission ('global' acts on anyone's resources). */
+  /**
+   * The tier that satisfied the operation's permission; 'global' whenever the
+   * caller also holds it globally (even if a narrower grant matched first),
+   * and then the caller acts on anyone's resources.
+   */
   access: MatchTier | null;
   /** The request's unit of work (forked on first use). */
   readonly em: EntityManager;
@@ -63,6 +69,7 @@ export function systemContext(services: { db: { orm: { em: { fork(): unknown } }
     ip: '',
     userAgent: '',
     locale: null,
+    profileToken: null,
     actor: options.actor ?? null,
     access: options.actor ? 'global' : null,
     get em() { return (em ??= services.db.orm.em.fork() as EntityManager); },

@@ -64,6 +64,7 @@ export function buildOpenApi(routes: RouteDefinition[], info: { title: string; v
     const headerParams: unknown[] = [];
     if (route.idempotent) headerParams.push({ name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', maxLength: 255 }, description: 'Replaying the same key within 24 hours returns the original result' });
     if (route.ifMatch) headerParams.push({ name: 'If-Match', in: 'header', required: false, schema: { type: 'string' }, description: 'ETag of the version last read; 412 when it no longer matches' });
+    for (const header of route.headers ?? []) headerParams.push({ name: header.name, in: 'header', required: header.required ?? false, schema: { type: 'string' }, description: header.description });
     if (etagged && route.method === 'get') headerParams.push({ name: 'If-None-Match', in: 'header', required: false, schema: { type: 'string' }, description: 'ETag held by the client; 304 when it is still current' });
 
     const operation: Record<string, unknown> = {

@@ -35,6 +35,19 @@ export function rateLimited(result: RateLimitResult): ApiError {
   });
 }
 
+/**
+ * For a budget that only failures spend (wrong PINs): 429 RATE_LIMITED when
+ * it is already spent, without spending it; a failure is then recorded with
+ * consumeRateLimit. Check and spend must be serialised per subject (e.g.
+ * under a row lock), or parallel attempts could all pass the check.
+ */
+export async function assertBudgetLeft(store: KeyValueStore, key: string, limit: number, windowSeconds: number): Promise<void> {
+  const spent = Number((await store.get(`rl:${key}`)) ?? 0);
+  // Spent: count once more to learn the window's reset for Retry-After (and throw). Should the
+  // window have ended in between, that count opens the next one and the attempt goes ahead.
+  if (spent >= limit) await enforceRateLimit(store, key, limit, windowSeconds);
+}
+
 /** Consumes one unit and throws 429 RATE_LIMITED with Retry-After when the budget is spent. */
 export async function enforceRateLimit(store: KeyValueStore, key: string, limit: number, windowSeconds: number): Promise<RateLimitResult> {
   const result = await consumeRateLimit(store, key, limit, windowSeconds);

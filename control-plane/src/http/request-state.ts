@@ -8,6 +8,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import { localeFromAcceptLanguage, type Actor, type RequestContext } from '../core/request-context.ts';
 import type { MatchTier } from '../permissions/catalog.ts';
+import { PROFILE_TOKEN_HEADER } from './headers.ts';
 import type { RouteDefinition } from './route.ts';
 
 export interface RequestStateServices {
@@ -52,5 +53,9 @@ export class RequestState implements RequestContext {
 
   get locale(): string | null {
     return localeFromAcceptLanguage(this.#ctx.get('accept-language'));
+  }
+
+  get profileToken(): string | null {
+    return this.#ctx.get(PROFILE_TOKEN_HEADER) || null;
   }
 }

@@ -12,6 +12,7 @@ import type { RequestContext } from '../core/request-context.ts';
 import type { Permission } from '../permissions/catalog.ts';
 import { etagFor } from './etag.ts';
 import type { ErrorCode } from './errors.ts';
+import type { HeaderParameter } from './headers.ts';
 import { pageMeta, type PageMeta } from './paging.ts';
 
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
@@ -186,6 +187,8 @@ export interface RouteDefinition<S = any, P extends Schema | undefined = any, Q 
   responses: R;
   /** Error codes the operation may answer with beyond those every route may (see allowedErrorCodes). */
   errors?: ErrorCode[];
+  /** Request headers the operation reads beyond the standard ones (listed in OpenAPI), e.g. X-Profile-Token. */
+  headers?: readonly HeaderParameter[];
   /** Honour the Idempotency-Key header (DESIGN.md §4). */
   idempotent?: boolean;
   /**

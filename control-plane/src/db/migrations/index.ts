@@ -6,6 +6,7 @@ import { Migration0002Auth } from './0002-auth.ts';
 import { Migration0003UserSearch } from './0003-user-search.ts';
 import { Migration0005BillingModel } from './0005-billing-model.ts';
 import { Migration0004Jobs } from './0004-jobs.ts';
+import { Migration0006Profiles } from './0006-profiles.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -13,4 +14,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0003-user-search', class: Migration0003UserSearch },
   { name: '0004-jobs', class: Migration0004Jobs },
   { name: '0005-billing-model', class: Migration0005BillingModel },
+  { name: '0006-profiles', class: Migration0006Profiles },
 ];
