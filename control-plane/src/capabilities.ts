@@ -6,14 +6,14 @@ import { accounts } from './accounts/index.ts';
 import { admin } from './admin/index.ts';
 import { AuditEntry } from './audit/audit-entry.entity.ts';
 import { auth, type AuthServices } from './auth/index.ts';
-import { billing } from './billing/index.ts';
+import { billing, type BillingServices } from './billing/index.ts';
 import type { CoreServices } from './core/services.ts';
 import { health, type HealthServices } from './health/index.ts';
 import type { RouteDefinition } from './http/route.ts';
 import type { AccessControl } from './http/services.ts';
 
 /** Everything the capabilities' services may reach: the platform's and those capabilities add. */
-export type AppServices = CoreServices & AuthServices & HealthServices;
+export type AppServices = CoreServices & AuthServices & BillingServices & HealthServices;
 
 export interface CapabilityStart {
   /** Services the capability adds for the others (merged into AppServices). */
