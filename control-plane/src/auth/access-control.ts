@@ -118,6 +118,8 @@ export class TokenAccessControl implements AccessControl {
       resourceId: rule.resourceId?.(input),
     });
     if (!tier) throw new ApiError('FORBIDDEN');
-    rc.access = tier;
+    // Document 1 §4.0.6: a holder of the permission globally bypasses ownership checks, also when a
+    // narrower grant matched first (an admin who also holds subscriber matches the user-scoped grant).
+    rc.access = tier !== 'global' && matchPermission(grants, { permission: rule.permission }) === 'global' ? 'global' : tier;
   }
 }
