@@ -1,16 +1,20 @@
-// The billing capability: plans and subscriptions (document 1 §2–4.3, 4.7–4.8).
-// Today its model, on which accounts' rules already stand (the profile limit,
-// cancellation at account deletion), and the payment gateway its start hook
-// provides (chosen by PAYMENT_GATEWAY) to every part of billing.
+// The billing capability: plans and subscriptions (document 1 §2–4.3, 4.7–4.8)
+// and payment methods (§4.4). Its start hook provides the payment gateway
+// (chosen by PAYMENT_GATEWAY) to every part of billing, so the payment-method
+// routes and the billing engine charge through the same object.
 import type { CoreServices } from '../core/services.ts';
 import { Plan, Subscription } from './billing.entities.ts';
 import { createPaymentGateway } from './gateway/index.ts';
+import { PaymentMethod } from './payment-method.entity.ts';
+import { paymentMethodRoutes } from './payment-method-routes.ts';
 
 export type { BillingServices } from './services.ts';
+export { findDefaultPaymentMethod, findUserPaymentMethod } from './payment-method-service.ts';
 
 export const billing = {
   name: 'billing',
-  entities: [Plan, Subscription],
+  entities: [Plan, Subscription, PaymentMethod],
+  routes: paymentMethodRoutes,
   async start(core: CoreServices) {
     return { services: { paymentGateway: createPaymentGateway(core.config, core.now) } };
   },
