@@ -6,7 +6,7 @@ import { accounts, type AccountsServices } from './accounts/index.ts';
 import { admin } from './admin/index.ts';
 import { AuditEntry } from './audit/audit-entry.entity.ts';
 import { auth, type AuthServices } from './auth/index.ts';
-import { billing } from './billing/index.ts';
+import { billing, type BillingServices } from './billing/index.ts';
 import type { CoreServices } from './core/services.ts';
 import { health, type HealthServices } from './health/index.ts';
 import type { RouteDefinition } from './http/route.ts';
@@ -14,7 +14,7 @@ import type { AccessControl } from './http/services.ts';
 import { Job, JobSchedule, type JobDefinition, type JobServices } from './jobs/index.ts';
 
 /** Everything the capabilities' services may reach: the platform's and those capabilities add. */
-export type AppServices = CoreServices & JobServices & AccountsServices & AuthServices & HealthServices;
+export type AppServices = CoreServices & JobServices & AccountsServices & AuthServices & BillingServices & HealthServices;
 
 export interface CapabilityStart {
   /** Services the capability adds for the others (merged into AppServices). */

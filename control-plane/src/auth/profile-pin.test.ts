@@ -199,7 +199,7 @@ t.test('a profile token is refused for another profile, another session and afte
 
 t.test('a profile token expires 3600 s after issue (clock moved, not waited for)', async (t) => {
   let offsetMs = 0;
-  const clocked = await startTestControlPlane(t, { env: RELAXED_LIMITS, now: () => Date.now() + offsetMs });
+  const clocked = await startTestControlPlane(t, { env: RELAXED_LIMITS, clock: { now: () => new Date(Date.now() + offsetMs) } });
   const a = await subscriber(clocked);
   const id = await createProfile(a, { name: 'Parent', pin: '9090' }, clocked);
   const token = (await verifyPin(a, id, '9090', clocked)).body.profile_token as string;

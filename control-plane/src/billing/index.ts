@@ -1,14 +1,28 @@
-// The billing capability: plans and subscriptions (document 1 §2–4.3, 4.7–4.8).
-// Today its model, on which accounts' rules already stand (the profile limit,
-// cancellation at account deletion); the routes and the billing engine follow.
+// The billing capability: plans and subscriptions (document 1 §2–4.3, 4.7–4.8)
+// and payment methods (§4.4). Its start hook provides the payment gateway
+// (chosen by PAYMENT_GATEWAY) to every part of billing, so the payment-method
+// routes and the billing engine charge through the same object.
+import type { CoreServices } from '../core/services.ts';
 import { Plan, Subscription } from './billing.entities.ts';
+import { createPaymentGateway } from './gateway/index.ts';
+import { PaymentMethod } from './payment-method.entity.ts';
+import { paymentMethodRoutes } from './payment-method-routes.ts';
 import { highestProfileLimit } from './profile-limit.ts';
+
+export type { BillingServices } from './services.ts';
+export { findDefaultPaymentMethod, findUserPaymentMethod } from './payment-method-service.ts';
 
 export const billing = {
   name: 'billing',
-  entities: [Plan, Subscription],
-  async start() {
-    // Accounts' profile limit comes from the plans the user subscribes to.
-    return { services: { profileLimit: highestProfileLimit } };
+  entities: [Plan, Subscription, PaymentMethod],
+  routes: paymentMethodRoutes,
+  async start(core: CoreServices) {
+    return {
+      services: {
+        // Accounts' profile limit comes from the plans the user subscribes to.
+        profileLimit: highestProfileLimit,
+        paymentGateway: createPaymentGateway(core.config, () => core.clock.now().getTime()),
+      },
+    };
   },
 };

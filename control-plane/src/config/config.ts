@@ -35,6 +35,9 @@ const schema = z.object({
   // Sender of platform e-mail.
   MAIL_FROM: z.string().min(3).default('Streaming Platform <no-reply@localhost>'),
   CDN_PUBLISH_MODE: z.enum(['auto', 'manual']).default('auto'),
+  // The payment provider billing tokenizes and charges through. `test` is the built-in test gateway
+  // (well-known tokens, takes no money); production must name its gateway explicitly.
+  PAYMENT_GATEWAY: z.enum(['test']).optional(),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).max(120_000).default(10_000),
   // A client must send a request's headers within this time, and the whole request (body included)
   // within REQUEST_TIMEOUT_MS; slower connections are closed (slow-loris senders).
@@ -47,7 +50,8 @@ const schema = z.object({
   JOBS_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(4),
 });
 
-export type Config = z.infer<typeof schema> & {
+export type Config = Omit<z.infer<typeof schema>, 'PAYMENT_GATEWAY'> & {
+  PAYMENT_GATEWAY: NonNullable<z.infer<typeof schema>['PAYMENT_GATEWAY']>;
   publicUrl: string;
   /** Base of the links in e-mails: APP_URL when set, otherwise PUBLIC_URL (the control plane's own pages). */
   linkBaseUrl: string;
@@ -93,9 +97,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(`${name}: ${issue.message}${shown}`);
   }
   const c = parsed.data;
+  // The test gateway takes no money: a production deployment names its gateway, so it cannot sell for free by default.
+  if (c.NODE_ENV === 'production' && !c.PAYMENT_GATEWAY) {
+    throw new ConfigError('PAYMENT_GATEWAY: required when NODE_ENV=production (set it to the payment provider; `test` takes no money)');
+  }
   const publicUrl = (c.PUBLIC_URL ?? `http://localhost:${c.PORT}`).replace(/\/$/, '');
   return {
     ...c,
+    PAYMENT_GATEWAY: c.PAYMENT_GATEWAY ?? 'test',
     dataDir: path.resolve(c.DATA_DIR),
     publicUrl,
     linkBaseUrl: c.APP_URL?.replace(/\/$/, '') ?? publicUrl,

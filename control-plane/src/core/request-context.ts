@@ -88,6 +88,7 @@ export function inTransaction<T>(rc: RequestContext, work: (tx: RequestContext) 
     ip: rc.ip,
     userAgent: rc.userAgent,
     locale: rc.locale,
+    profileToken: rc.profileToken,
     actor: rc.actor,
     access: rc.access,
     em: em as EntityManager,
