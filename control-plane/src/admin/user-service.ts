@@ -8,9 +8,9 @@ import { assignRole, loadUserGrants, removeRole } from '../auth/permissions/perm
 import type { AuthServices } from '../auth/services.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import { ApiError, found } from '../http/errors.ts';
-import { deliver } from '../mail/deliver.ts';
 import { matchPermission } from '../permissions/catalog.ts';
 import { suspensionNotice } from '../mail/templates.ts';
+import { notify } from '../notifications/index.ts';
 
 /** Superadmins are touched (suspended, re-roled) only by superadmins. */
 async function assertMayManage(rc: RequestContext, target: User): Promise<void> {
@@ -41,12 +41,19 @@ export async function suspendUser(app: AuthServices, rc: RequestContext, userId:
   user.status = 'suspended';
   user.suspended_reason = input.reason;
   recordAudit(rc, { action: 'user.suspended', resource_type: 'user', resource_id: user.id, metadata: { reason: input.reason, previous_status: previous, notify_user: input.notify_user } });
+  if (input.notify_user) {
+    // In the app (seen once reinstated) and by e-mail after the response; committed with the suspension.
+    const reason = input.reason ?? 'Not stated';
+    await notify(app, rc, {
+      userId: user.id, type: 'account_suspended', priority: 'high',
+      title: 'Your account has been suspended',
+      body: `Your account has been suspended. You cannot sign in or stream until it is reinstated. Reason: ${reason}`,
+      email: suspensionNotice({ reason, displayName: user.display_name ?? undefined }),
+    });
+  }
   await em.flush();
   // Sessions end and their access tokens are refused from this moment.
   await app.sessions.revokeAll(em, user.id, 'suspended');
-  if (input.notify_user) {
-    await deliver(app, user.email, suspensionNotice({ reason: input.reason ?? 'Not stated', displayName: user.display_name ?? undefined }));
-  }
   return user;
 }
 

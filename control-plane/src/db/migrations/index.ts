@@ -5,10 +5,12 @@ import { Migration0001Foundation } from './0001-foundation.ts';
 import { Migration0002Auth } from './0002-auth.ts';
 import { Migration0003UserSearch } from './0003-user-search.ts';
 import { Migration0005BillingModel } from './0005-billing-model.ts';
+import { Migration0008Notifications } from './0008-notifications.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
   { name: '0002-auth', class: Migration0002Auth },
   { name: '0003-user-search', class: Migration0003UserSearch },
   { name: '0005-billing-model', class: Migration0005BillingModel },
+  { name: '0008-notifications', class: Migration0008Notifications },
 ];
