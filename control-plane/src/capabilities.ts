@@ -9,6 +9,7 @@ import { auth, type AuthServices } from './auth/index.ts';
 import { billing, type BillingServices } from './billing/index.ts';
 import type { CoreServices } from './core/services.ts';
 import { health, type HealthServices } from './health/index.ts';
+import { notifications } from './notifications/index.ts';
 import type { RouteDefinition } from './http/route.ts';
 import type { AccessControl } from './http/services.ts';
 import { Job, JobSchedule, type JobDefinition, type JobServices } from './jobs/index.ts';
@@ -34,7 +35,7 @@ export interface Capability {
   start?: (services: AppServices) => Promise<CapabilityStart>;
 }
 
-export const capabilities: readonly Capability[] = [accounts, auth, billing, admin, health];
+export const capabilities: readonly Capability[] = [accounts, notifications, auth, billing, admin, health];
 
 /** Every entity of the control plane: the framework's own (audit, jobs) and each capability's. */
 export const entities: EntityClass<object>[] = [AuditEntry, Job, JobSchedule, ...capabilities.flatMap((c) => c.entities ?? [])];

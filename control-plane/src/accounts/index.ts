@@ -1,7 +1,9 @@
 // The accounts capability: the User record (owned here; auth and
-// administration sit above it), the subscriber's own account routes and the
-// viewing profiles with their watchlist and progress data.
+// administration sit above it), the subscriber's own account routes, the
+// avatar (upload and the public image files) and the viewing profiles with
+// their watchlist and progress data.
 import { ApiError } from '../http/errors.ts';
+import { avatarRoutes } from './avatar-routes.ts';
 import { meRoutes } from './me-routes.ts';
 import { profileRoutes } from './profile-routes.ts';
 import { Profile, ProfileProgress, ProfileWatchlistItem } from './profile.entity.ts';
@@ -25,7 +27,7 @@ const defaults: Pick<AccountsServices, 'profileLimit' | 'requireProfileToken'> =
 export const accounts = {
   name: 'accounts',
   entities: [User, Profile, ProfileWatchlistItem, ProfileProgress],
-  routes: [...meRoutes, ...profileRoutes],
+  routes: [...meRoutes, ...avatarRoutes, ...profileRoutes],
   async start() {
     return { services: { ...defaults } };
   },

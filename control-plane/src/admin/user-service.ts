@@ -8,9 +8,9 @@ import { assignRole, loadUserGrants, removeRole } from '../auth/permissions/perm
 import type { AuthServices } from '../auth/services.ts';
 import { inTransaction, type RequestContext } from '../core/request-context.ts';
 import { ApiError, found } from '../http/errors.ts';
-import { deliver } from '../mail/deliver.ts';
 import { matchPermission } from '../permissions/catalog.ts';
 import { suspensionNotice } from '../mail/templates.ts';
+import { notify } from '../notifications/index.ts';
 
 /** Superadmins are touched (suspended, re-roled) only by superadmins. */
 async function assertMayManage(rc: RequestContext, target: User): Promise<void> {
@@ -44,15 +44,21 @@ export async function suspendUser(app: AuthServices, rc: RequestContext, userId:
       action: 'user.suspended', resource_type: 'user', resource_id: target.id, reason: input.reason,
       changes: { status: { from: previous, to: 'suspended' } }, metadata: { notify_user: input.notify_user },
     });
+    if (input.notify_user) {
+      // In the app (seen once reinstated) and by e-mail after the response; committed with the suspension.
+      const reason = input.reason ?? 'Not stated';
+      await notify(app, tx, {
+        userId: target.id, type: 'account_suspended', priority: 'high',
+        title: 'Your account has been suspended',
+        body: `Your account has been suspended. You cannot sign in or stream until it is reinstated. Reason: ${reason}`,
+        email: suspensionNotice({ reason, displayName: target.display_name ?? undefined }),
+      });
+    }
     await tx.em.flush();
     // Sessions end and their access tokens are refused from this moment.
     await app.sessions.revokeAll(tx.em, target.id, 'suspended');
     return target;
   });
-  if (input.notify_user) {
-    const notice = suspensionNotice({ reason: input.reason ?? 'Not stated', displayName: user.display_name ?? undefined });
-    app.deferred.defer('suspension-notice', () => deliver(app, user.email, notice), rc.log);
-  }
   return user;
 }
 

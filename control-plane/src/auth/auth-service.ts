@@ -11,6 +11,7 @@ import { ApiError } from '../http/errors.ts';
 import { enforceRateLimit } from '../http/rate-limit.ts';
 import { deliver } from '../mail/deliver.ts';
 import { passwordResetEmail, registrationAttemptNotice, verificationEmail } from '../mail/templates.ts';
+import { notify } from '../notifications/index.ts';
 import { OneTimeToken, RecoveryCode, Session, type OneTimeTokenPurpose } from './auth.entities.ts';
 import { TOTP_BUDGET, totpBudgetKey } from './limits.ts';
 import { loadUserGrants } from './permissions/permission-service.ts';
@@ -363,7 +364,12 @@ export async function resetPassword(app: AppServices, rc: RequestContext, input:
     user.email_verified = true;
     if (user.status === 'pending_verification') user.status = 'active';
   }
-  await em.flush();
+  // Committed with the new password; the owner is told in the app and by e-mail.
+  await notify(app, rc, {
+    userId: user.id, type: 'password_reset', priority: 'high',
+    title: 'Your password was reset',
+    body: 'Your password was reset with a link sent to this address, and every session was signed out. If you did not do this, reset your password again at once and contact support.',
+  });
   await app.sessions.revokeAll(em, user.id, 'password_reset');
   const { session, refreshToken } = await app.sessions.start(em, user, rc);
   const accessToken = await accessTokenFor(app, em, user.id, session.id);
@@ -387,7 +393,12 @@ export async function changePassword(app: AppServices, rc: RequestContext, calle
     throw new ApiError('VALIDATION_ERROR', undefined, { errors: [{ field: 'new_password', message: 'Must differ from the current password' }] });
   }
   user.password_hash = await hashPassword(newPassword);
-  await em.flush();
+  // Committed with the new password; the owner is told in the app and by e-mail.
+  await notify(app, rc, {
+    userId: user.id, type: 'password_changed', priority: 'high',
+    title: 'Your password was changed',
+    body: 'The password of your account was changed and your other sessions were signed out. If you did not do this, reset your password at once and contact support.',
+  });
   await app.sessions.revokeAll(em, user.id, 'password_change', { except: caller.sessionId });
   // This session carries on with a new token set; the old access token is retired with it.
   if (caller.tokenId) await app.tokens.revokeAccessToken(caller.tokenId);

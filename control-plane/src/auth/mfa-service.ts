@@ -4,6 +4,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { User } from '../accounts/user.entity.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import { ApiError } from '../http/errors.ts';
+import { notify } from '../notifications/index.ts';
 import { requireActor } from './access-control.ts';
 import type { AuthServices as AppServices } from './services.ts';
 import { RecoveryCode } from './auth.entities.ts';
@@ -60,7 +61,12 @@ export async function verifyMfa(app: AppServices, rc: RequestContext, code: stri
     user.totp_pending_secret_encrypted = null;
     user.totp_last_step = match.timeStep;
     user.mfa_enabled = true;
-    await em.flush();
+    // Committed with the change.
+    await notify(app, rc, {
+      userId: user.id, type: 'mfa_enabled', priority: 'normal',
+      title: 'Two-step verification is on',
+      body: 'Signing in to your account now needs a code from your authenticator app. Keep your recovery codes somewhere safe. If you did not do this, reset your password at once and contact support.',
+    });
     const recovery_codes = await replaceRecoveryCodes(app, em, user);
     return { ...(await app.tokens.issueStepUpToken(user.id, sessionId)), recovery_codes };
   }
@@ -80,7 +86,12 @@ export async function disableMfa(app: AppServices, rc: RequestContext, code: str
   user.totp_last_step = null;
   user.recovery_codes_generated_at = null;
   await em.nativeDelete(RecoveryCode, { user: user.id });
-  await em.flush();
+  // Committed with the change.
+  await notify(app, rc, {
+    userId: user.id, type: 'mfa_disabled', priority: 'high',
+    title: 'Two-step verification is off',
+    body: 'Signing in to your account no longer needs an authenticator code, and every session was signed out. If you did not do this, reset your password at once and contact support.',
+  });
   await app.sessions.revokeAll(em, user.id, 'mfa_disabled');
 }
 

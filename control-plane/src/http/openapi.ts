@@ -37,6 +37,23 @@ const errorBody: JsonSchema = {
   },
 };
 
+/** A multipart body: its text fields (the body schema) and its file fields, as binary strings. */
+function multipartSchema(route: RouteDefinition): JsonSchema {
+  const fields = route.body ? toSchema(route.body, 'input') : { type: 'object', properties: {}, additionalProperties: false };
+  const properties = { ...(fields.properties as Record<string, JsonSchema> | undefined) };
+  const required = [...((fields.required as string[] | undefined) ?? [])];
+  for (const [name, file] of Object.entries(route.multipart!.files)) {
+    properties[name] = {
+      type: 'string',
+      format: 'binary',
+      contentMediaType: 'application/octet-stream',
+      description: [file.description, `At most ${route.multipart!.maxFileBytes} bytes.`].filter(Boolean).join(' '),
+    };
+    if (file.required) required.push(name);
+  }
+  return { ...fields, properties, ...(required.length ? { required } : {}) };
+}
+
 export function buildOpenApi(routes: RouteDefinition[], info: { title: string; version: string; serverUrl?: string }): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const route of routes) {
@@ -45,7 +62,12 @@ export function buildOpenApi(routes: RouteDefinition[], info: { title: string; v
     let etagged = false;
     for (const [status, spec] of Object.entries(route.responses as Responses)) {
       etagged ||= Boolean(spec.etag);
-      responses[status] = spec.schema
+      responses[status] = spec.kind === 'binary'
+        ? {
+          description: 'Success (bytes)',
+          content: Object.fromEntries((spec.mediaTypes ?? []).map((type) => [type, { schema: { type: 'string', contentMediaType: type } }])),
+        }
+        : spec.schema
         ? {
           description: Number(status) < 400 ? 'Success' : 'Answer',
           ...(spec.etag ? { headers: { ETag: { description: 'Strong validator of this version', schema: { type: 'string' } } } } : {}),
@@ -76,9 +98,16 @@ export function buildOpenApi(routes: RouteDefinition[], info: { title: string; v
       responses,
       security: route.access === 'public' ? [] : [{ bearerAuth: [] }],
     };
-    if (route.body) {
-      const contentType = route.multipart ? 'multipart/form-data' : 'application/json';
-      operation.requestBody = { required: true, content: { [contentType]: { schema: toSchema(route.body, 'input') } } };
+    if (route.multipart) {
+      const encoding = Object.fromEntries(Object.entries(route.multipart.files)
+        .filter(([, file]) => file.mediaTypes?.length)
+        .map(([name, file]) => [name, { contentType: file.mediaTypes!.join(', ') }]));
+      operation.requestBody = {
+        required: true,
+        content: { 'multipart/form-data': { schema: multipartSchema(route), ...(Object.keys(encoding).length ? { encoding } : {}) } },
+      };
+    } else if (route.body) {
+      operation.requestBody = { required: true, content: { 'application/json': { schema: toSchema(route.body, 'input') } } };
     }
     paths[path] ??= {};
     paths[path][route.method] = operation;

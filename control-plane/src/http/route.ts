@@ -59,13 +59,15 @@ export interface RateLimitRule<S = any> {
 
 /** How one success status is answered: the body schema (for OpenAPI and the check) and the presenter. */
 export interface ResponseSpec<V = any> {
-  readonly kind: 'data' | 'page' | 'bare' | 'empty';
+  readonly kind: 'data' | 'page' | 'bare' | 'empty' | 'binary';
   /** Schema of the body as sent; null for no body. */
   readonly schema: z.ZodType | null;
   /** Turns the handler's value into the body, validating it (throws z.ZodError when off the schema). */
   present(value: V): unknown;
   /** Strong ETag of a versioned resource's value. */
   readonly etag?: (value: V) => string;
+  /** Media types of a binary reply (the body is bytes, not JSON). */
+  readonly mediaTypes?: readonly string[];
   /** Phantom: the value type the handler returns for this status. */
   readonly __value?: V;
 }
@@ -99,12 +101,29 @@ export function data<R extends RecordLike>(r: R): ResponseSpec<ValueOf<R>> {
   return { kind: 'data', schema, present: (value) => ({ data: record.parse(value) }), etag: versionedEtag(r) as never };
 }
 
-/** `{data: [record], meta}` (every list); the handler returns `{items, meta}` as paginate() gives it. */
-export function page<R extends RecordLike>(r: R): ResponseSpec<{ items: ValueOf<R>[]; meta: PageMeta }> {
+/**
+ * `{data: [record], meta}` (every list); the handler returns `{items, meta}` as
+ * paginate() gives it. `extra` declares further top-level members the list
+ * carries beside them (e.g. `unread_count`), which the handler returns beside
+ * `items` and `meta`; they are checked and documented like the rest.
+ */
+export function page<R extends RecordLike, E extends z.ZodObject | undefined = undefined>(
+  r: R,
+  options: { extra?: E } = {},
+): ResponseSpec<{ items: ValueOf<R>[]; meta: PageMeta } & (E extends z.ZodObject ? z.input<E> : unknown)> {
   const record = recordOf(r);
   const list = z.array(record);
-  const schema = z.object({ data: list, meta: pageMeta });
-  return { kind: 'page', schema, present: (value) => ({ data: list.parse(value.items), meta: pageMeta.parse(value.meta) }) };
+  const extra = options.extra as z.ZodObject | undefined;
+  // Members in the order the spec shows them: data, the extra ones, meta.
+  const schema = z.object({ data: list, ...extra?.shape, meta: pageMeta });
+  return {
+    kind: 'page',
+    schema,
+    present: (value) => {
+      const { items, meta, ...rest } = value as { items: unknown[]; meta: PageMeta };
+      return { data: list.parse(items), ...(extra ? extra.strict().parse(rest) : {}), meta: pageMeta.parse(meta) };
+    },
+  };
 }
 
 /** `{data: [record]}`: a whole, unpaged list (sessions of the caller). */
@@ -118,6 +137,26 @@ export function list<R extends RecordLike>(r: R): ResponseSpec<ValueOf<R>[]> {
 export function bare<R extends RecordLike>(r: R): ResponseSpec<ValueOf<R>> {
   const record = recordOf(r);
   return { kind: 'bare', schema: record, present: (value) => record.parse(value), etag: versionedEtag(r) as never };
+}
+
+/** What a handler returns for a binary reply: the bytes and their media type (one the route declares). */
+export interface BinaryBody {
+  contentType: string;
+  body: Buffer;
+}
+
+/** Bytes rather than JSON (an avatar image): `{contentType, body}` from the handler, one of `mediaTypes`. */
+export function binary(mediaTypes: readonly [string, ...string[]]): ResponseSpec<BinaryBody> {
+  return {
+    kind: 'binary',
+    schema: null,
+    mediaTypes,
+    present: (value) => {
+      // Off the declaration is our bug, reported like a body off its schema.
+      const check = z.object({ contentType: z.enum(mediaTypes as [string, ...string[]]), body: z.instanceof(Buffer) });
+      return check.parse(value).body;
+    },
+  };
 }
 
 /** No body (204). */
@@ -154,10 +193,32 @@ export const reply = {
 export type Responses = Record<number, ResponseSpec>;
 type HandlerValue<R extends Responses> = { [K in keyof R]: R[K] extends ResponseSpec<infer V> ? V : never }[keyof R];
 
+/** A file of a multipart request, held in memory (uploads are bounded by the route's maxFileBytes). */
+export interface UploadedFile {
+  /** The form field it came in. */
+  field: string;
+  /** The file name the client sent (untrusted; may be empty). */
+  filename: string;
+  /** The Content-Type the client declared for the part (untrusted; may be empty). */
+  declaredType: string;
+  size: number;
+  bytes: Buffer;
+}
+
+/** A multipart route's file fields; each is one file. */
+export interface MultipartSpec {
+  /** Largest file accepted (bytes); above it the request gets 413 while it is still arriving. */
+  maxFileBytes: number;
+  /** The file fields the operation takes, by name. */
+  files: Record<string, { required?: boolean; description?: string; /** Media types accepted (documentation; the handler decides by the bytes). */ mediaTypes?: string[] }>;
+}
+
 export interface HandlerInput<P, Q, B, S> {
   params: P;
   query: Q;
   body: B;
+  /** The files of a multipart request, by field (the declared required ones are present). */
+  files: Partial<Record<string, UploadedFile>>;
   /** The request context services take (actor, address, request id, unit of work, logger). */
   rc: RequestContext;
   /** The services of the composition root. */
@@ -181,8 +242,8 @@ export interface RouteDefinition<S = any, P extends Schema | undefined = any, Q 
   params?: P;
   query?: Q;
   body?: B;
-  /** multipart/form-data body (the body schema then validates the text fields). */
-  multipart?: { maxFileBytes: number };
+  /** multipart/form-data body: its file fields (handed over as `files`); the body schema then validates the text fields. */
+  multipart?: MultipartSpec;
   /** Success replies by status. */
   responses: R;
   /** Error codes the operation may answer with beyond those every route may (see allowedErrorCodes). */

@@ -4,16 +4,19 @@
 // body parsing → authentication (401) → route rate limits → validation (400)
 // → authorization (403) → If-Match (412) → idempotency → handler → reply,
 // presented through the declared record and checked against the declaration.
+// Upload (multipart) routes authenticate before receiving the body.
 import type { Context, Middleware } from 'koa';
+import { Writable } from 'node:stream';
 import { koaBody } from 'koa-body';
+import { errors as formidableErrors } from 'formidable';
 import FindMyWay from 'find-my-way';
 import { z } from 'zod';
-import { ApiError, ContractViolation } from './errors.ts';
+import { ApiError, ContractViolation, type FieldError } from './errors.ts';
 import { assertIfMatch, ifNoneMatchHits } from './etag.ts';
 import { withIdempotency, requestFingerprint } from './idempotency.ts';
 import { enforceRateLimit, rateLimitHeaders } from './rate-limit.ts';
 import type { RequestState } from './request-state.ts';
-import { Reply, type HttpMethod, type Responses, type ResponseSpec, type RouteDefinition, type SentReply } from './route.ts';
+import { Reply, type HttpMethod, type MultipartSpec, type Responses, type ResponseSpec, type RouteDefinition, type SentReply, type UploadedFile } from './route.ts';
 import { idempotencyKeyHeader } from './schemas.ts';
 import type { AccessControl, HttpServices } from './services.ts';
 import { issuesToFieldErrors, validateRequest } from './validation.ts';
@@ -27,11 +30,34 @@ export function callerKey(ctx: Context): string {
   return actor ? `${actor.type}:${actor.id}` : `ip:${ctx.ip}`;
 }
 
+const FILES = Symbol('uploaded bytes');
+
+/** Collects an uploaded part in memory: uploads are bounded (maxFileBytes), and no temporary file is left behind. */
+function collectInMemory(file: unknown): Writable {
+  const chunks: Buffer[] = [];
+  return new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      chunks.push(chunk);
+      done();
+    },
+    final(done) {
+      (file as { [FILES]?: Buffer })[FILES] = Buffer.concat(chunks);
+      done();
+    },
+  });
+}
+
 function bodyParser(route: RouteDefinition, limit: number): Middleware {
   if (route.multipart) {
+    const fileFields = Object.keys(route.multipart.files).length;
     return koaBody({
-      multipart: true, json: false, urlencoded: false, text: false, formLimit: limit,
-      formidable: { maxFileSize: route.multipart.maxFileBytes, maxFiles: 1, allowEmptyFiles: false },
+      multipart: true, json: false, urlencoded: false, text: false,
+      formidable: {
+        // Checked while the bytes arrive (formidable's total applies per chunk; its per-file check only at the end).
+        maxFileSize: route.multipart.maxFileBytes, maxTotalFileSize: route.multipart.maxFileBytes * Math.max(1, fileFields),
+        maxFiles: fileFields, allowEmptyFiles: false, maxFields: 50, maxFieldsSize: limit,
+        fileWriteStreamHandler: collectInMemory as never,
+      },
       parsedMethods: ['POST', 'PUT', 'PATCH'] as never,
     });
   }
@@ -46,6 +72,63 @@ function hasBody(ctx: Context): boolean {
   return (length !== '' && length !== '0') || ctx.get('transfer-encoding') !== '';
 }
 
+/** formidable's refusals of a malformed or oversized multipart body, as API errors (its own codes say 500 for some client faults). */
+function multipartError(error: unknown, spec: MultipartSpec): ApiError | undefined {
+  const e = error as { code?: unknown; httpCode?: unknown; message?: string };
+  if (typeof e?.code !== 'number' || typeof e.httpCode !== 'number') return undefined;
+  if (e.code === formidableErrors.aborted) return undefined;
+  if (e.code === formidableErrors.biggerThanTotalMaxFileSize || e.code === formidableErrors.biggerThanMaxFileSize) {
+    return new ApiError('PAYLOAD_TOO_LARGE', `A file may be at most ${spec.maxFileBytes} bytes`);
+  }
+  if (e.code === formidableErrors.maxFieldsSizeExceeded || e.code === formidableErrors.maxFieldsExceeded) {
+    return new ApiError('PAYLOAD_TOO_LARGE', 'The form fields are too large');
+  }
+  if (e.code === formidableErrors.maxFilesExceeded) {
+    return new ApiError('VALIDATION_ERROR', undefined, { errors: [{ field: '(body)', message: `At most ${Object.keys(spec.files).length} file(s), one per file field` }] });
+  }
+  if (e.code === formidableErrors.noEmptyFiles || e.code === formidableErrors.smallerThanMinFileSize) {
+    return new ApiError('VALIDATION_ERROR', undefined, { errors: [{ field: '(body)', message: 'A file must not be empty' }] });
+  }
+  return new ApiError('VALIDATION_ERROR', 'Malformed multipart body', { errors: [{ field: '(body)', message: 'Malformed multipart/form-data' }] });
+}
+
+/** The uploaded files as the handler gets them, and the errors of unknown or missing file fields. */
+function takeFiles(ctx: Context, spec: MultipartSpec): { files: Partial<Record<string, UploadedFile>>; errors: FieldError[] } {
+  const raw = ((ctx.request as { files?: Record<string, unknown> }).files ?? {});
+  const files: Partial<Record<string, UploadedFile>> = {};
+  const errors: FieldError[] = [];
+  for (const [field, value] of Object.entries(raw)) {
+    if (!Object.hasOwn(spec.files, field)) {
+      errors.push({ field, message: 'Unknown field' });
+      continue;
+    }
+    const part = value as { originalFilename?: string | null; mimetype?: string | null; [FILES]?: Buffer };
+    const bytes = part[FILES] ?? Buffer.alloc(0);
+    files[field] = { field, filename: part.originalFilename ?? '', declaredType: part.mimetype ?? '', size: bytes.length, bytes };
+  }
+  for (const [field, declared] of Object.entries(spec.files)) {
+    if (declared.required && !files[field]) errors.push({ field, message: 'Required: a file in this multipart field' });
+  }
+  return { files, errors };
+}
+
+/** Validates the request; an upload's file-field errors are reported with those of the other fields. */
+function validateWithFiles(raw: Parameters<typeof validateRequest>[0], route: RouteDefinition, ctx: Context) {
+  if (!route.multipart) return { input: validateRequest(raw, route), files: {} };
+  const { files, errors } = takeFiles(ctx, route.multipart);
+  let input: ReturnType<typeof validateRequest>;
+  try {
+    input = validateRequest(raw, route);
+  } catch (error) {
+    if (error instanceof ApiError && error.code === 'VALIDATION_ERROR' && error.errors) {
+      throw new ApiError('VALIDATION_ERROR', undefined, { errors: [...error.errors, ...errors] });
+    }
+    throw error;
+  }
+  if (errors.length) throw new ApiError('VALIDATION_ERROR', undefined, { errors });
+  return { input, files };
+}
+
 /** Parses a body when one is sent: JSON (or multipart for upload routes), anything else is 415. */
 function readBody(route: RouteDefinition, limit: number): (ctx: Context) => Promise<void> {
   const parse = bodyParser(route, limit);
@@ -55,7 +138,15 @@ function readBody(route: RouteDefinition, limit: number): (ctx: Context) => Prom
     if (!ctx.is(wanted) && !(wanted === 'application/json' && ctx.is('+json'))) {
       throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `Request body must be ${wanted}`);
     }
-    await parse(ctx, async () => {});
+    if (!route.multipart) {
+      await parse(ctx, async () => {});
+      return;
+    }
+    try {
+      await parse(ctx, async () => {});
+    } catch (error) {
+      throw multipartError(error, route.multipart) ?? error;
+    }
   };
 }
 
@@ -65,7 +156,7 @@ function defaultStatus(route: RouteDefinition): number {
 }
 
 /** Presents a handler's value through the declaration of its status; off-schema values are contract violations. */
-function present(route: RouteDefinition, result: unknown, fallbackStatus: number): SentReply & { etag?: string } {
+function present(route: RouteDefinition, result: unknown, fallbackStatus: number): SentReply & { etag?: string; contentType?: string } {
   const status = result instanceof Reply ? result.status : fallbackStatus;
   const value = result instanceof Reply ? result.value : result;
   const spec = route.responses[status] as ResponseSpec | undefined;
@@ -82,7 +173,8 @@ function present(route: RouteDefinition, result: unknown, fallbackStatus: number
   }
   const headers = result instanceof Reply ? result.headers : undefined;
   const etag = spec.etag && value ? spec.etag(value) : undefined;
-  return { status, body, headers, etag };
+  const contentType = spec.kind === 'binary' ? (value as { contentType: string }).contentType : undefined;
+  return { status, body, headers, etag, contentType };
 }
 
 /** One route's request handler: the whole pipeline of the declaration. */
@@ -93,17 +185,20 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
   const etagged = Object.values(route.responses as Responses).some((spec) => spec.etag);
   const isPublic = route.access === 'public';
   const checksPermission = typeof route.access === 'object';
+  const uploads = route.multipart !== undefined;
 
   return async (ctx, params) => {
     const rc = ctx.state as RequestState;
     rc.route = route;
     rc.routePath = route.path;
-    if (readRequestBody) await readRequestBody(ctx);
-    else if (hasBody(ctx)) throw new ApiError('VALIDATION_ERROR', 'This operation takes no request body', { errors: [{ field: '(body)', message: 'Must be empty' }] });
-
     const authorization = ctx.get('authorization');
     // A public route without credentials has nobody to authenticate.
-    if (!(isPublic && authorization === '')) await access.authenticate(rc, authorization, route.access);
+    const authenticate = () => (isPublic && authorization === '' ? undefined : access.authenticate(rc, authorization, route.access));
+    // An upload is only received from a caller who may send one: authentication first, then megabytes.
+    if (uploads) await authenticate();
+    if (readRequestBody) await readRequestBody(ctx);
+    else if (hasBody(ctx)) throw new ApiError('VALIDATION_ERROR', 'This operation takes no request body', { errors: [{ field: '(body)', message: 'Must be empty' }] });
+    if (!uploads) await authenticate();
     const requestBody = (ctx.request as { body?: unknown }).body;
     for (const rule of route.rateLimits ?? []) {
       const subject = rule.by === 'ip' ? `ip:${ctx.ip}` : rule.by === 'caller' ? callerKey(ctx) : rule.by({ params, query: ctx.query, body: requestBody, ctx, app });
@@ -112,7 +207,7 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
       const result = await enforceRateLimit(app.store, `${rule.name}:${subject}`, limit, rule.windowSeconds);
       ctx.set(rateLimitHeaders(result));
     }
-    const input = validateRequest({ params, query: ctx.query, body: requestBody }, route);
+    const { input, files } = validateWithFiles({ params, query: ctx.query, body: requestBody }, route, ctx);
     if (checksPermission) await access.authorize(rc, route.access, input);
 
     if (route.ifMatch && ctx.get('if-match')) {
@@ -120,14 +215,14 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
       assertIfMatch(ctx.get('if-match'), current);
     }
 
-    const handlerInput = { ...input, rc, app, ctx } as never;
-    const run = async (): Promise<SentReply & { etag?: string }> => {
+    const handlerInput = { ...input, files, rc, app, ctx } as never;
+    const run = async (): Promise<SentReply & { etag?: string; contentType?: string }> => {
       const sent = present(route, await route.handler(handlerInput), fallbackStatus);
       if (sent.etag) sent.headers = { ...sent.headers, etag: sent.etag };
       return sent;
     };
 
-    let sent: SentReply;
+    let sent: SentReply & { contentType?: string };
     const idempotencyKey = route.idempotent ? ctx.get('idempotency-key') : '';
     if (idempotencyKey) {
       const parsed = idempotencyKeyHeader.safeParse(idempotencyKey);
@@ -149,7 +244,7 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
     if (sent.headers) ctx.set(sent.headers);
     if (sent.body !== undefined && sent.status !== 204) {
       // Named up front, so Koa does not look the media type up for every JSON body.
-      ctx.res.setHeader('content-type', 'application/json; charset=utf-8');
+      ctx.res.setHeader('content-type', sent.contentType ?? 'application/json; charset=utf-8');
       ctx.body = sent.body;
     }
   };

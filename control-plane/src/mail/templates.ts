@@ -104,6 +104,12 @@ export function suspensionNotice(
   );
 }
 
+/** A notification sent by e-mail as well (notify()): its title as the subject and its text, without a link. */
+export function notificationEmail(ctx: Omit<TemplateContext, 'publicUrl'> & { title: string; body: string; displayName?: string }): EmailContent {
+  const product = ctx.productName ?? DEFAULT_PRODUCT;
+  return render(ctx.title, [`${greeting(ctx.displayName)}\n\n${ctx.body}`], undefined, product);
+}
+
 export function cdnAdminInvitation(
   ctx: TemplateContext & { token: string; role: string; invitedBy?: string; expiresInHours?: number },
 ): EmailContent {

@@ -8,6 +8,7 @@ import { Migration0005BillingModel } from './0005-billing-model.ts';
 import { Migration0004Jobs } from './0004-jobs.ts';
 import { Migration0006Profiles } from './0006-profiles.ts';
 import { Migration0007PaymentMethods } from './0007-payment-methods.ts';
+import { Migration0008Notifications } from './0008-notifications.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -17,4 +18,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0005-billing-model', class: Migration0005BillingModel },
   { name: '0006-profiles', class: Migration0006Profiles },
   { name: '0007-payment-methods', class: Migration0007PaymentMethods },
+  { name: '0008-notifications', class: Migration0008Notifications },
 ];
