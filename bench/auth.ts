@@ -42,7 +42,15 @@ const ACCOUNTS = QUICK ? 1 : 8;
 
 // ---- the benchmark ----------------------------------------------------------
 
-interface Result { rps: number; p50: number; p99: number }
+interface Result { rps: number; p50: number; p99: number; cpuUsPerRequest?: number }
+
+/** CPU time (user + system, ms) a process has used so far, from /proc (Linux). */
+function cpuMs(pid: number): number {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  const ticks = Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of the whole line)
+  return (ticks * 1000) / CLOCK_TICKS;
+}
+const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 
 function wrkCommand(url: string, headers: Record<string, string>, seconds: number, connections: number): string[] {
   const lua = path.join(os.tmpdir(), `wrk-auth-${process.pid}-${Buffer.from(url + JSON.stringify(headers)).toString('base64url').slice(-24)}.lua`);
@@ -50,9 +58,19 @@ function wrkCommand(url: string, headers: Record<string, string>, seconds: numbe
   return pin('1', ['wrk', '-t1', `-c${connections}`, `-d${seconds}s`, '--latency', '-s', lua, url]);
 }
 
-function wrk(url: string, headers: Record<string, string>, seconds: number): Result {
+/**
+ * One target under load. With the server's pid, also the server's CPU time per
+ * request: what a request costs, whatever else the host runs meanwhile (other
+ * load slows a request down but adds little to its own CPU time).
+ */
+function wrk(url: string, headers: Record<string, string>, seconds: number, pid?: number): Result {
   const cmd = wrkCommand(url, headers, seconds, CONNECTIONS);
-  return parseWrk(url, execFileSync(cmd[0]!, cmd.slice(1), { encoding: 'utf8' }));
+  const before = pid ? cpuMs(pid) : 0;
+  const out = execFileSync(cmd[0]!, cmd.slice(1), { encoding: 'utf8' });
+  const result = parseWrk(url, out);
+  const requests = Number(/(\d+) requests in/.exec(out)?.[1] ?? 0);
+  if (pid && requests > 0) result.cpuUsPerRequest = ((cpuMs(pid) - before) * 1000) / requests;
+  return result;
 }
 
 /**
@@ -157,7 +175,8 @@ async function main(): Promise<void> {
   try {
     const self = fileURLToPath(import.meta.url);
     const bareCmd = pin('0', [process.execPath, self, '--serve-bare', String(BARE_PORT)]);
-    children.push(spawn(bareCmd[0]!, bareCmd.slice(1), { stdio: ['ignore', 'ignore', 'inherit'] }));
+    const bare = spawn(bareCmd[0]!, bareCmd.slice(1), { stdio: ['ignore', 'ignore', 'inherit'] });
+    children.push(bare);
     const cpCmd = pin('0', [process.execPath, ...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []), self, '--serve-cp']);
     const cp = spawn(cpCmd[0]!, cpCmd.slice(1), { env, stdio: ['ignore', 'ignore', 'inherit'] });
     children.push(cp);
@@ -182,19 +201,21 @@ async function main(): Promise<void> {
     const accessToken = ((await first.json()) as { data: { access_token: string } }).data.access_token;
     const auth = { Authorization: `Bearer ${accessToken}` };
     const benchUserId = JSON.parse(Buffer.from(accessToken.split('.')[1]!, 'base64url').toString()).sub as string;
+    let pgServer: ChildProcess | undefined;
     if (env.DATABASE_URL) {
       const pgCmd = pin('0', [process.execPath, self, '--serve-pg', String(PG_PORT)]);
-      children.push(spawn(pgCmd[0]!, pgCmd.slice(1), { env: { ...env, BENCH_USER_ID: benchUserId }, stdio: ['ignore', 'ignore', 'inherit'] }));
+      pgServer = spawn(pgCmd[0]!, pgCmd.slice(1), { env: { ...env, BENCH_USER_ID: benchUserId }, stdio: ['ignore', 'ignore', 'inherit'] });
+      children.push(pgServer);
       await waitFor(`http://127.0.0.1:${PG_PORT}/me`);
     }
 
     // 1. Throughput: each target warmed up, then measured.
-    const targets: [string, string, Record<string, string>][] = [
-      ['bare Koa route (GET /me)', `http://127.0.0.1:${BARE_PORT}/me`, {}],
-      ['same control-plane stack, no auth (GET /v1/bench/public)', `${base}/v1/bench/public`, {}],
-      ['me-like route (GET /v1/bench/me: JWT + revocation check)', `${base}/v1/bench/me`, auth],
-      ['GET /v1/users/me (also stored permissions + user read)', `${base}/v1/users/me`, auth],
-      ...(env.DATABASE_URL ? [['plain Koa + pg, the same two queries (GET /me)', `http://127.0.0.1:${PG_PORT}/me`, {}] as [string, string, Record<string, string>]] : []),
+    const targets: [string, string, Record<string, string>, number?][] = [
+      ['bare Koa route (GET /me)', `http://127.0.0.1:${BARE_PORT}/me`, {}, bare.pid],
+      ['same control-plane stack, no auth (GET /v1/bench/public)', `${base}/v1/bench/public`, {}, cp.pid],
+      ['me-like route (GET /v1/bench/me: JWT + revocation check)', `${base}/v1/bench/me`, auth, cp.pid],
+      ['GET /v1/users/me (also stored permissions + user read)', `${base}/v1/users/me`, auth, cp.pid],
+      ...(pgServer ? [['plain Koa + pg, the same two queries (GET /me)', `http://127.0.0.1:${PG_PORT}/me`, {}, pgServer.pid] as [string, string, Record<string, string>, number?]] : []),
     ];
     // The host is noisy (a shared VM): targets are measured in interleaved rounds
     // and each reports its median round, so a slow spell hits every target alike.
@@ -202,12 +223,12 @@ async function main(): Promise<void> {
     for (const [, url, headers] of chosen) wrk(url, headers, WARMUP);
     const rounds: Result[][] = chosen.map(() => []);
     for (let round = 0; round < ROUNDS; round++) {
-      chosen.forEach(([, url, headers], i) => rounds[i]!.push(wrk(url, headers, DURATION)));
+      chosen.forEach(([, url, headers, pid], i) => rounds[i]!.push(wrk(url, headers, DURATION, pid)));
     }
     const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
     const throughput: [string, Result][] = chosen.map(([name], i) => {
       const r = rounds[i]!;
-      const result = { rps: median(r.map((x) => x.rps)), p50: median(r.map((x) => x.p50)), p99: median(r.map((x) => x.p99)) };
+      const result = { rps: median(r.map((x) => x.rps)), p50: median(r.map((x) => x.p50)), p99: median(r.map((x) => x.p99)), cpuUsPerRequest: median(r.map((x) => x.cpuUsPerRequest ?? NaN)) };
       console.log(`${name}: ${result.rps.toFixed(0)} req/s, p50 ${fmt(result.p50)} ms, p99 ${fmt(result.p99)} ms (median of ${ROUNDS} rounds: ${r.map((x) => x.rps.toFixed(0)).join(', ')} req/s)`);
       return [name, result];
     });
@@ -244,6 +265,13 @@ async function main(): Promise<void> {
       sideBySide.push(entry);
     }
     const pair = (name: string) => sideBySide.find((e) => e.name === name);
+    /** Throughput one core allows target b relative to target a: the inverse ratio of their CPU per request. */
+    const cpuRatio = (a: number, b: number) => {
+      const ca = throughput[a]?.[1].cpuUsPerRequest;
+      const cb = throughput[b]?.[1].cpuUsPerRequest;
+      return ca && cb ? `${((ca / cb) * 100).toFixed(0)}%` : 'n/a';
+    };
+    console.log(`by CPU per request: public / plain Koa ${cpuRatio(0, 1)}; me-like / public ${cpuRatio(1, 2)}; users/me / plain Koa + pg ${throughput[4] ? cpuRatio(4, 3) : 'n/a'}`);
 
     // 2. Logins: the control plane may now use both cores (argon2 runs on the libuv pool).
     if (have('taskset')) spawnSync('taskset', ['-a', '-p', '-c', '0,1', String(cp.pid)], { stdio: 'ignore' });
@@ -273,20 +301,22 @@ async function main(): Promise<void> {
       `Run ${new Date().toISOString()} on ${os.cpus().length} × ${os.cpus()[0]?.model.trim()}, Node ${process.version}, ${backing}; load average at the end ${os.loadavg().map((l) => l.toFixed(1)).join(' / ')} (1/5/15 min: above 2 the host was busy with other work, and the ratios are less trustworthy).`,
       `Throughput: wrk -t1 -c${CONNECTIONS}, ${DURATION} s per target and round, ${ROUNDS} interleaved rounds (medians) after ${WARMUP} s warm-up; servers pinned to core 0, wrk to core 1. The host is noisy (±20% run to run): compare within one run.`,
       '',
-      '| target | req/s | p50 ms | p99 ms | vs plain Koa |',
-      '|---|---:|---:|---:|---:|',
-      ...throughput.map(([name, r]) => `| ${name} | ${r.rps.toFixed(0)} | ${fmt(r.p50)} | ${fmt(r.p99)} | ${((r.rps / throughput[0]![1].rps) * 100).toFixed(0)}% |`),
+      '| target | req/s | p50 ms | p99 ms | vs plain Koa | server CPU µs per request |',
+      '|---|---:|---:|---:|---:|---:|',
+      ...throughput.map(([name, r]) => `| ${name} | ${r.rps.toFixed(0)} | ${fmt(r.p50)} | ${fmt(r.p99)} | ${((r.rps / throughput[0]![1].rps) * 100).toFixed(0)}% | ${fmt(r.cpuUsPerRequest ?? NaN)} |`),
       '',
       `The control plane carries ${ROUTE_TABLE_SIZE} routes (the product's plus fillers), the size the finished API will have.`,
       '',
-      'Ratios, same run. *Side by side*: both targets loaded at once, each by its own wrk with half the connections, both servers sharing core 0, so the ratio of their rates is the ratio of their cost per request whatever else the host runs (medians of the rounds; the goals are read here). *One at a time*: from the table above, exposed to the host\'s swings between measurements.',
+      'Ratios, same run, three ways. *By CPU*: the inverse ratio of the servers\' CPU time per request (from /proc, over the one-at-a-time runs): what one core can serve, least sensitive to what else the host runs. *Side by side*: both targets loaded at once, each by its own wrk with half the connections, both servers sharing core 0 (both wrk share core 1, so the faster server\'s load generator can become the limit, which understates its lead or inflates it). *One at a time*: from the table above, exposed to the host\'s swings between measurements.',
       '',
-      '| ratio | side by side | one at a time | goal |',
-      '|---|---:|---:|---:|',
-      `| request frame, public route / plain Koa (req/s) | ${((pair('public route / plain Koa')?.ratio ?? NaN) * 100).toFixed(0)}% | ${(stackRatio * 100).toFixed(0)}% | ≥ 60% |`,
-      `| request frame, public route p99 / plain Koa p99 | ${(pair('public route / plain Koa')?.p99 ?? NaN).toFixed(2)}× | ${p99Ratio.toFixed(2)}× | ≤ 2× |`,
-      `| authenticated (me-like) / public route on the same stack | ${((pair('me-like / public route')?.ratio ?? NaN) * 100).toFixed(0)}% | ${((ratio / stackRatio) * 100).toFixed(0)}% | ≥ 90% |`,
-      `| GET /v1/users/me / plain Koa + pg running the same two queries | ${pair('users/me / plain Koa + pg') ? `${(pair('users/me / plain Koa + pg')!.ratio * 100).toFixed(0)}%` : 'n/a'} | ${pgRatio === undefined ? 'n/a' : `${(pgRatio * 100).toFixed(0)}%`} | ≥ 80% |`,
+      '| ratio | by CPU | side by side | one at a time | goal |',
+      '|---|---:|---:|---:|---:|',
+      `| request frame, public route / plain Koa (req/s) | ${cpuRatio(0, 1)} | ${((pair('public route / plain Koa')?.ratio ?? NaN) * 100).toFixed(0)}% | ${(stackRatio * 100).toFixed(0)}% | ≥ 60% |`,
+      `| request frame, public route p99 / plain Koa p99 | | ${(pair('public route / plain Koa')?.p99 ?? NaN).toFixed(2)}× | ${p99Ratio.toFixed(2)}× | ≤ 2× |`,
+      `| authenticated (me-like) / public route on the same stack | ${cpuRatio(1, 2)} | ${((pair('me-like / public route')?.ratio ?? NaN) * 100).toFixed(0)}% | ${((ratio / stackRatio) * 100).toFixed(0)}% | ≥ 90% |`,
+      `| GET /v1/users/me / plain Koa + pg running the same two queries | ${throughput[4] ? cpuRatio(4, 3) : 'n/a'} | ${pair('users/me / plain Koa + pg') ? `${(pair('users/me / plain Koa + pg')!.ratio * 100).toFixed(0)}%` : 'n/a'} | ${pgRatio === undefined ? 'n/a' : `${(pgRatio * 100).toFixed(0)}%`} | ≥ 80% |`,
+      '',
+      'For users/me, CPU time is only part of the cost: PostgreSQL answers both servers (one statement per request for the control plane, two for the baseline), so the by-CPU ratio says how much node-side work each does, and the throughput ratios say how they fare end to end.',
       '',
       `Side-by-side rounds (req/s, first / second): ${sideBySide.map((e) => `${e.name}: ${e.samples.join(', ')}`).join('; ')}.`,
       '',
