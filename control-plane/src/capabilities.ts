@@ -5,14 +5,17 @@ import type { EntityClass } from '@mikro-orm/core';
 import { accounts, type AccountsServices } from './accounts/index.ts';
 import { admin } from './admin/index.ts';
 import { AuditEntry } from './audit/audit-entry.entity.ts';
+import { auditPersonalData } from './audit/personal-data.ts';
 import { auth, type AuthServices } from './auth/index.ts';
 import { billing, type BillingServices } from './billing/index.ts';
+import type { PersonalDataProvider } from './core/personal-data.ts';
 import type { CoreServices } from './core/services.ts';
 import { health, type HealthServices } from './health/index.ts';
 import { notifications } from './notifications/index.ts';
 import type { RouteDefinition } from './http/route.ts';
 import type { AccessControl } from './http/services.ts';
 import { Job, JobSchedule, type JobDefinition, type JobServices } from './jobs/index.ts';
+import { jobPersonalData } from './jobs/personal-data.ts';
 
 /** Everything the capabilities' services may reach: the platform's and those capabilities add. */
 export type AppServices = CoreServices & JobServices & AccountsServices & AuthServices & BillingServices & HealthServices;
@@ -31,6 +34,8 @@ export interface Capability {
   routes?: readonly RouteDefinition<AppServices>[];
   /** Background job types (recurring ones included); the composition root registers them. */
   jobs?: readonly JobDefinition<any, AppServices>[];
+  /** What the capability holds about a user, for the data export and the account erasure (core/personal-data.ts). */
+  personalData?: PersonalDataProvider<AppServices>;
   /** Runs once the platform services exist, in list order. */
   start?: (services: AppServices) => Promise<CapabilityStart>;
 }
@@ -42,6 +47,17 @@ export const entities: EntityClass<object>[] = [AuditEntry, Job, JobSchedule, ..
 
 /** Every API route, in capability order. */
 export const routes: RouteDefinition<AppServices>[] = capabilities.flatMap((c) => c.routes ?? []);
+
+/**
+ * Every holder of personal data: each capability's provider, in capability
+ * order, then the framework's tables that copy it (the audit trail, job
+ * payloads). The export walks them in this order; the erasure in reverse.
+ */
+export const personalData: PersonalDataProvider<AppServices>[] = [
+  ...capabilities.flatMap((c) => (c.personalData ? [c.personalData] : [])),
+  auditPersonalData,
+  jobPersonalData,
+];
 
 /** Every background job type, in capability order. */
 export const jobs: JobDefinition<any, AppServices>[] = capabilities.flatMap((c) => c.jobs ?? []);

@@ -8,7 +8,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { EntityClass } from '@mikro-orm/core';
 import type { Logger } from 'pino';
-import { capabilities, entities, jobs as capabilityJobs, routes as capabilityRoutes, type AppServices } from './capabilities.ts';
+import { capabilities, entities, jobs as capabilityJobs, personalData, routes as capabilityRoutes, type AppServices } from './capabilities.ts';
 import type { Config } from './config/config.ts';
 import { systemClock, type Clock } from './core/clock.ts';
 import type { CoreServices } from './core/services.ts';
@@ -75,8 +75,10 @@ export async function startControlPlane(config: Config, options: ControlPlaneOpt
   });
   jobs.register([...capabilityJobs, ...(options.extraJobs ?? [])]);
 
-  // Each capability may add services for those after it, and one provides the guard.
+  // Each capability may add services for those after it, and one provides the guard; the
+  // personal-data providers of all of them are gathered for the export and the erasure.
   const app = Object.assign(core, { jobs }) as AppServices;
+  app.personalData = personalData;
   let access: AccessControl | undefined;
   const closers: (() => Promise<void>)[] = [];
   for (const capability of capabilities) {

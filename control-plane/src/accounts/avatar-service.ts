@@ -39,7 +39,8 @@ async function storeAvatar(dataDir: string, image: AvatarImage): Promise<string>
   return name;
 }
 
-async function removeAvatar(dataDir: string, name: string): Promise<void> {
+/** Deletes an avatar file of ours (a missing one is fine). */
+export async function removeAvatar(dataDir: string, name: string): Promise<void> {
   if (!AVATAR_FILE_NAME.test(name)) return;
   await fs.rm(path.join(avatarDir(dataDir), name), { force: true });
 }

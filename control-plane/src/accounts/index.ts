@@ -1,10 +1,21 @@
 // The accounts capability: the User record (owned here; auth and
 // administration sit above it), the subscriber's own account routes, the
-// avatar (upload and the public image files) and the viewing profiles with
-// their watchlist and progress data.
+// avatar (upload and the public image files), the viewing profiles with
+// their watchlist and progress data, and the personal-data export and
+// account deletion (GDPR) with their background jobs.
+import type { CoreServices } from '../core/services.ts';
 import { ApiError } from '../http/errors.ts';
+import { deliver } from '../mail/deliver.ts';
 import { avatarRoutes } from './avatar-routes.ts';
+import { DataExport } from './data-export.entity.ts';
+import { dataExportRoutes } from './data-export-routes.ts';
+import { dataExportJob } from './data-export-service.ts';
+import { DeletionRequest } from './deletion-request.entity.ts';
+import { deletionRoutes } from './deletion-routes.ts';
+import { erasureJob } from './deletion-service.ts';
 import { meRoutes } from './me-routes.ts';
+import { accountsPersonalData } from './personal-data.ts';
+import { personalDataHousekeepingJob } from './personal-data-housekeeping.ts';
 import { profileRoutes } from './profile-routes.ts';
 import { Profile, ProfileProgress, ProfileWatchlistItem } from './profile.entity.ts';
 import type { AccountsServices } from './services.ts';
@@ -13,22 +24,38 @@ import { User } from './user.entity.ts';
 export type { AccountsServices } from './services.ts';
 
 /**
- * What accounts needs from capabilities above it, until they provide it:
- * one profile per account (billing raises it per plan), and no way to prove
- * a profile's PIN (auth provides profile tokens).
+ * What accounts needs from capabilities above it, until they provide it: one
+ * profile per account (billing raises it per plan), no way to prove a
+ * profile's PIN or a password (auth), no subscriptions to end (billing), and
+ * notices sent as e-mail only (notifications adds the in-app record and the
+ * user's preferences).
  */
-const defaults: Pick<AccountsServices, 'profileLimit' | 'requireProfileToken'> = {
-  profileLimit: async () => 1,
-  requireProfileToken: async () => {
-    throw new ApiError('PROFILE_TOKEN_REQUIRED', 'Profile tokens are not available');
-  },
-};
+function defaults(core: CoreServices): Pick<AccountsServices, 'profileLimit' | 'requireProfileToken' | 'checkPassword' | 'endSubscriptionsForDeletion' | 'notifyUser'> {
+  return {
+    profileLimit: async () => 1,
+    requireProfileToken: async () => {
+      throw new ApiError('PROFILE_TOKEN_REQUIRED', 'Profile tokens are not available');
+    },
+    checkPassword: async () => false,
+    endSubscriptionsForDeletion: async () => 0,
+    notifyUser: async (rc, notice) => {
+      const user = await rc.em.findOne(User, notice.userId);
+      await rc.em.flush();
+      if (!user || user.status === 'deleted' || !notice.email) return;
+      const to = user.email;
+      const email = notice.email;
+      core.deferred.defer(`account-notice:${notice.type}`, () => deliver(core, to, email), rc.log);
+    },
+  };
+}
 
 export const accounts = {
   name: 'accounts',
-  entities: [User, Profile, ProfileWatchlistItem, ProfileProgress],
-  routes: [...meRoutes, ...avatarRoutes, ...profileRoutes],
-  async start() {
-    return { services: { ...defaults } };
+  entities: [User, Profile, ProfileWatchlistItem, ProfileProgress, DataExport, DeletionRequest],
+  routes: [...meRoutes, ...deletionRoutes, ...avatarRoutes, ...profileRoutes, ...dataExportRoutes],
+  jobs: [dataExportJob, erasureJob, personalDataHousekeepingJob],
+  personalData: accountsPersonalData,
+  async start(core: CoreServices) {
+    return { services: defaults(core) };
   },
 };

@@ -12,7 +12,7 @@ const tags = ['Account'];
 
 export const readMeRoute = defineRoute({
   method: 'get', path: '/v1/users/me', tags,
-  access: { permission: 'users.read', resourceType: 'user', allowUnverified: true },
+  access: { permission: 'users.read', resourceType: 'user', allowUnverified: true, allowPendingDeletion: true },
   summary: 'Read the current user',
   responses: { 200: data(userResource) },
   async handler({ rc }) {

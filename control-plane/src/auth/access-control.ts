@@ -4,6 +4,7 @@
 // by the CDN module). Authorization: the rule's permission evaluated against
 // the caller's stored roles, exact → type-scoped → global.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { pendingDeletionSql } from '../accounts/deletion-request.entity.ts';
 import type { Actor, RequestContext } from '../core/request-context.ts';
 import type { Database } from '../db/orm.ts';
 import { ApiError } from '../http/errors.ts';
@@ -38,13 +39,14 @@ export function assertOwnerOrGlobal(rc: RequestContext, ownerId: string): void {
 }
 
 /** The caller's user row, with the roles and grants it holds now (role, permission, resource type, resource id). */
-type UserAccessRow = Record<string, unknown> & { status: string; access: [string, string | null, string | null, string | null][] };
+type UserAccessRow = Record<string, unknown> & { status: string; deletion_pending: boolean; access: [string, string | null, string | null, string | null][] };
 
 // One round trip: the user's row (kept on the actor, so a route reading the
-// caller's own record needs no second query) and, folded into one JSON
+// caller's own record needs no second query), whether the account is
+// scheduled for deletion (an index lookup) and, folded into one JSON
 // column, every unexpired role with the permissions it carries.
 const USER_ACCESS_SQL = `
-  select u.*, coalesce((
+  select u.*, ${pendingDeletionSql('u')} as deletion_pending, coalesce((
     select json_agg(json_build_array(ur.role_name, rp.permission, rp.resource_type, rp.resource_id))
       from user_role ur left join role_permission rp on rp.role_name = ur.role_name
      where ur.user_id = u.id and (ur.expires_at is null or ur.expires_at > now())
@@ -107,7 +109,11 @@ export class TokenAccessControl implements AccessControl {
       if (row.status === 'pending_verification' && !rule.allowUnverified) {
         throw new ApiError('EMAIL_NOT_VERIFIED', 'Verify your e-mail address first');
       }
-      const { access, ...record } = row;
+      // During the grace period of a deletion the owner may read the account, cancel the deletion and export their data.
+      if (row.deletion_pending && !rule.allowPendingDeletion) {
+        throw new ApiError('ACCOUNT_PENDING_DELETION', 'This account is scheduled for deletion; cancel the deletion (DELETE /v1/users/me/deletion-request) to use it again');
+      }
+      const { access, deletion_pending: _pending, ...record } = row;
       caller.record = record;
       caller.roles = [...new Set(access.map(([role]) => role))].sort();
       grants = access.filter(([, permission]) => permission !== null).map(([, permission, resource_type, resource_id]) => ({ permission: permission!, resource_type, resource_id }));

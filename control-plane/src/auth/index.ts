@@ -6,6 +6,7 @@ import type { RequestContext } from '../core/request-context.ts';
 import type { CoreServices } from '../core/services.ts';
 import { TokenAccessControl } from './access-control.ts';
 import { JwtSigningKey, OneTimeToken, RecoveryCode, RefreshToken, Session } from './auth.entities.ts';
+import { authPersonalData, checkAccountPassword } from './personal-data.ts';
 import { syncRoleCatalog } from './permissions/permission-service.ts';
 import { Role, RolePermission, UserRole } from './permissions/role.entity.ts';
 import { profileTokenRoutes } from './profile-token-routes.ts';
@@ -21,6 +22,7 @@ export const auth = {
   name: 'auth',
   entities: [Role, RolePermission, UserRole, Session, RefreshToken, OneTimeToken, RecoveryCode, JwtSigningKey],
   routes: [...authRoutes, ...profileTokenRoutes],
+  personalData: authPersonalData,
   async start(core: CoreServices) {
     // The role tables follow the catalog in code (every replica agrees).
     await syncRoleCatalog(core.db.orm.em.fork());
@@ -29,7 +31,8 @@ export const auth = {
     const services: AuthServices = { ...core, tokens, sessions };
     return {
       // Accounts asks for proof of a PIN-protected profile's PIN through this (accounts/services.ts).
-      services: { tokens, sessions, requireProfileToken: (rc: RequestContext, profileId: string) => requireProfileToken(services, rc, profileId) },
+      // Accounts checks the password of a deletion request through checkPassword.
+      services: { tokens, sessions, requireProfileToken: (rc: RequestContext, profileId: string) => requireProfileToken(services, rc, profileId), checkPassword: checkAccountPassword },
       access: new TokenAccessControl(tokens, core.db),
       close: () => tokens.close(),
     };

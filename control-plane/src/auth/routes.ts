@@ -163,7 +163,7 @@ const sessionValue = (s: Session, currentId: string | undefined) => ({
 });
 
 export const listSessionsRoute = defineRoute({
-  method: 'get', path: '/v1/me/auth/sessions', tags, access: { permission: 'sessions.read', resourceType: 'user' },
+  method: 'get', path: '/v1/me/auth/sessions', tags, access: { permission: 'sessions.read', resourceType: 'user', allowPendingDeletion: true },
   summary: 'List the active sessions of the current account',
   responses: { 200: list(sessionRecord) },
   async handler({ rc, app }) {
@@ -174,7 +174,7 @@ export const listSessionsRoute = defineRoute({
 });
 
 export const revokeSessionRoute = defineRoute({
-  method: 'delete', path: '/v1/me/auth/sessions/:session_id', tags, access: { permission: 'sessions.revoke', resourceType: 'user' },
+  method: 'delete', path: '/v1/me/auth/sessions/:session_id', tags, access: { permission: 'sessions.revoke', resourceType: 'user', allowPendingDeletion: true },
   summary: 'Revoke one session (the literal `current` logs out)',
   params: z.strictObject({ session_id: z.union([z.literal('current'), z.uuid()], { message: 'Must be a session id or current' }) }),
   responses: { 204: empty },

@@ -3,10 +3,12 @@
 // (chosen by PAYMENT_GATEWAY) to every part of billing, so the payment-method
 // routes and the billing engine charge through the same object.
 import type { CoreServices } from '../core/services.ts';
+import type { RequestContext } from '../core/request-context.ts';
 import { Plan, Subscription } from './billing.entities.ts';
 import { createPaymentGateway } from './gateway/index.ts';
 import { PaymentMethod } from './payment-method.entity.ts';
 import { paymentMethodRoutes } from './payment-method-routes.ts';
+import { billingPersonalData, endSubscriptionsForAccountDeletion } from './personal-data.ts';
 import { highestProfileLimit } from './profile-limit.ts';
 
 export type { BillingServices } from './services.ts';
@@ -16,11 +18,14 @@ export const billing = {
   name: 'billing',
   entities: [Plan, Subscription, PaymentMethod],
   routes: paymentMethodRoutes,
+  personalData: billingPersonalData,
   async start(core: CoreServices) {
     return {
       services: {
         // Accounts' profile limit comes from the plans the user subscribes to.
         profileLimit: highestProfileLimit,
+        // An account's deletion ends its live subscriptions at once, without refund.
+        endSubscriptionsForDeletion: (rc: RequestContext, userId: string) => endSubscriptionsForAccountDeletion(core, rc, userId),
         paymentGateway: createPaymentGateway(core.config, () => core.clock.now().getTime()),
       },
     };

@@ -6,6 +6,7 @@
 // record *is* the presenter), sets ETags and checks If-Match for versioned
 // resources, and in development and tests refuses a reply the declaration
 // does not allow. openapi.ts walks the same declarations.
+import { Readable } from 'node:stream';
 import type { Context } from 'koa';
 import { z } from 'zod';
 import type { RequestContext } from '../core/request-context.ts';
@@ -40,6 +41,8 @@ export type AccessRule =
     resourceId?: (input: RouteInput) => string | undefined;
     /** Allow callers whose account is not yet verified (DESIGN.md §5). */
     allowUnverified?: boolean;
+    /** Allow callers whose account is scheduled for deletion (during the grace period: read the account, cancel, export). */
+    allowPendingDeletion?: boolean;
   };
 
 export interface RateLimitRule<S = any> {
@@ -139,13 +142,13 @@ export function bare<R extends RecordLike>(r: R): ResponseSpec<ValueOf<R>> {
   return { kind: 'bare', schema: record, present: (value) => record.parse(value), etag: versionedEtag(r) as never };
 }
 
-/** What a handler returns for a binary reply: the bytes and their media type (one the route declares). */
+/** What a handler returns for a binary reply: the bytes (or a stream of them, e.g. a file) and their media type (one the route declares). */
 export interface BinaryBody {
   contentType: string;
-  body: Buffer;
+  body: Buffer | Readable;
 }
 
-/** Bytes rather than JSON (an avatar image): `{contentType, body}` from the handler, one of `mediaTypes`. */
+/** Bytes rather than JSON (an avatar image, an export archive): `{contentType, body}` from the handler, one of `mediaTypes`. */
 export function binary(mediaTypes: readonly [string, ...string[]]): ResponseSpec<BinaryBody> {
   return {
     kind: 'binary',
@@ -153,7 +156,7 @@ export function binary(mediaTypes: readonly [string, ...string[]]): ResponseSpec
     mediaTypes,
     present: (value) => {
       // Off the declaration is our bug, reported like a body off its schema.
-      const check = z.object({ contentType: z.enum(mediaTypes as [string, ...string[]]), body: z.instanceof(Buffer) });
+      const check = z.object({ contentType: z.enum(mediaTypes as [string, ...string[]]), body: z.union([z.instanceof(Buffer), z.instanceof(Readable)]) });
       return check.parse(value).body;
     },
   };
@@ -286,6 +289,7 @@ export function allowedErrorCodes(route: RouteDefinition): Set<ErrorCode> {
   if (typeof route.access === 'object') {
     codes.add('FORBIDDEN');
     if (!route.access.allowUnverified) codes.add('EMAIL_NOT_VERIFIED');
+    if (!route.access.allowPendingDeletion) codes.add('ACCOUNT_PENDING_DELETION');
   }
   if (route.ifMatch) codes.add('PRECONDITION_FAILED');
   if (route.idempotent) codes.add('IDEMPOTENCY_KEY_REUSED').add('IDEMPOTENCY_KEY_IN_USE');

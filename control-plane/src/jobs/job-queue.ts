@@ -154,6 +154,18 @@ export class JobQueue {
     return enqueued;
   }
 
+  /**
+   * Withdraws the queued job of this type and unique key (a scheduled erasure
+   * whose deletion was canceled), so the key is free for a later enqueue.
+   * A job already running is left to finish: its handler must check that its
+   * work is still wanted. With `em`, joins that transaction. Returns how many
+   * jobs were withdrawn (0 or 1).
+   */
+  async cancel(job: JobDefinition<any, any>, uniqueKey: string, options: { em?: EntityManager } = {}): Promise<number> {
+    const em = options.em ?? this.#options.db.orm.em.fork();
+    return affected(em, `delete from job where type = ? and unique_key = ? and state = 'queued'`, [job.type, uniqueKey]);
+  }
+
   /** One job by id (null when unknown or pruned). */
   async get(id: string): Promise<Job | null> {
     return this.#options.db.orm.em.fork().findOne(Job, { id });

@@ -269,6 +269,34 @@ async function suite(t: Test, embedded: boolean) {
     await jobs.runDue();
   });
 
+  t.test('cancel withdraws the queued job of a unique key, frees the key, and leaves others alone', async (t) => {
+    const later = new Date(clock.now().getTime() + DAY);
+    const scheduled = await jobs.enqueue(echo, { tag: 'canceled' }, { uniqueKey: 'erase:1', runAt: later });
+    const other = await jobs.enqueue(echo, { tag: 'kept' }, { uniqueKey: 'erase:2', runAt: later });
+    const sameKeyOtherType = await jobs.enqueue(flaky, { tag: 'kept-too', succeedOn: 1 }, { uniqueKey: 'erase:1', runAt: later });
+
+    // Inside a transaction that rolls back, nothing is withdrawn.
+    await t.rejects(cp.database.db.orm.em.fork().transactional(async (tx) => {
+      t.equal(await jobs.cancel(echo, 'erase:1', { em: tx }), 1);
+      throw new Error('rolled back');
+    }), /rolled back/);
+    t.equal((await jobs.get(scheduled.id))?.state, 'queued', 'still there after the rollback');
+
+    t.equal(await jobs.cancel(echo, 'erase:1'), 1);
+    t.equal(await jobs.get(scheduled.id), null, 'withdrawn');
+    t.equal(await jobs.cancel(echo, 'erase:1'), 0, 'nothing left to withdraw');
+    const again = await jobs.enqueue(echo, { tag: 'rescheduled' }, { uniqueKey: 'erase:1', runAt: later });
+    t.ok(again.created, 'the key is free again');
+    clock.advance(DAY);
+    await jobs.runDue();
+    t.equal(callsOf('test.echo', (p) => p.tag === 'canceled').length, 0, 'the withdrawn job never ran');
+    t.equal(callsOf('test.echo', (p) => p.tag === 'rescheduled').length, 1);
+    t.equal((await jobs.get(other.id))?.state, 'succeeded', 'another key is untouched');
+    t.equal((await jobs.get(sameKeyOtherType.id))?.state, 'succeeded', 'another type with the key is untouched');
+    t.equal(await jobs.cancel(echo, 'erase:2'), 0, 'a finished job is not withdrawn');
+    t.equal((await jobs.get(other.id))?.state, 'succeeded');
+  });
+
   t.test('a job whose worker stopped answering is taken over after its lease', async (t) => {
     const other = secondWorker(cp, clock, oneShotTypes);
     const g = gate('lease-1');

@@ -23,7 +23,7 @@ const subscriberPermissions = [
   'subscriptions.read', 'subscriptions.write',
   'payment_methods.read', 'payment_methods.write',
   'invoices.read', 'coupons.validate', 'gift_cards.read', 'gift_cards.redeem',
-  'notifications.read', 'notifications.write', 'exports.write',
+  'notifications.read', 'notifications.write', 'exports.read', 'exports.write',
 ] as const;
 
 const cdnRead = ['cdn.read'] as const;

@@ -1,0 +1,60 @@
+// Account deletion (document 1 §3, §4.1; DESIGN.md §6 `POST|DELETE
+// /v1/users/me/deletion-request`, `DELETE /v1/users/me` is the first form).
+import { bare, data, empty, reply } from '../http/route.ts';
+import { deletionRequestBody, deletionRequestRecord } from './deletion-request-record.ts';
+import { cancelAccountDeletion, latestDeletionRequest, requestAccountDeletion } from './deletion-service.ts';
+import { defineAccountsRoute } from './services.ts';
+
+const tags = ['Account'];
+const grace = 'The account and its personal data are erased 30 days later (GDPR Art. 17); live subscriptions are canceled at once, without refund. '
+  + 'Until then the owner may sign in, read the account, export their data and cancel; other operations answer 403 ACCOUNT_PENDING_DELETION. '
+  + 'While a request is pending, asking again answers the pending request unchanged.';
+
+export const deleteMeRoute = defineAccountsRoute({
+  method: 'delete', path: '/v1/users/me', tags,
+  access: { permission: 'users.delete', resourceType: 'user', allowUnverified: true, allowPendingDeletion: true },
+  summary: 'Initiate the deletion of the current user\'s account (first form, no body)',
+  description: grace,
+  responses: { 202: bare(deletionRequestRecord) },
+  async handler({ rc, app }) {
+    return reply.accepted((await requestAccountDeletion(app, rc, {})).request);
+  },
+});
+
+export const requestDeletionRoute = defineAccountsRoute({
+  method: 'post', path: '/v1/users/me/deletion-request', tags,
+  access: { permission: 'users.delete', resourceType: 'user', allowUnverified: true, allowPendingDeletion: true },
+  summary: 'Request the deletion of the current user\'s account (second form: password and reason)',
+  description: `${grace} A wrong password is 400 on \`password\` and changes nothing; at most 10 requests an hour.`,
+  body: deletionRequestBody,
+  responses: { 202: bare(deletionRequestRecord) },
+  rateLimits: [{ name: 'account-deletion', limit: 10, windowSeconds: 3600, by: 'caller' }],
+  async handler({ body, rc, app }) {
+    return reply.accepted((await requestAccountDeletion(app, rc, { password: body.password, reason: body.reason ?? null })).request);
+  },
+});
+
+export const readDeletionRoute = defineAccountsRoute({
+  method: 'get', path: '/v1/users/me/deletion-request', tags,
+  access: { permission: 'users.read', resourceType: 'user', allowUnverified: true, allowPendingDeletion: true },
+  summary: 'Read the current user\'s latest deletion request',
+  description: 'Pending (with its `scheduled_deletion_at`), canceled or completed; 404 when none was made.',
+  responses: { 200: data(deletionRequestRecord) },
+  async handler({ rc }) {
+    return latestDeletionRequest(rc);
+  },
+});
+
+export const cancelDeletionRoute = defineAccountsRoute({
+  method: 'delete', path: '/v1/users/me/deletion-request', tags,
+  access: { permission: 'users.delete', resourceType: 'user', allowUnverified: true, allowPendingDeletion: true },
+  summary: 'Cancel the pending deletion of the current user\'s account',
+  description: 'During the grace period: full access is restored and the erasure is withdrawn (audit-logged). Canceled subscriptions stay canceled. 404 without a pending request.',
+  responses: { 204: empty },
+  async handler({ rc, app }) {
+    await cancelAccountDeletion(app, rc);
+    return reply.noContent();
+  },
+});
+
+export const deletionRoutes = [deleteMeRoute, requestDeletionRoute, readDeletionRoute, cancelDeletionRoute];

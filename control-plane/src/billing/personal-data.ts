@@ -1,0 +1,85 @@
+// What billing holds about a user (core/personal-data.ts), and how an
+// account's deletion ends its subscriptions. The export lists subscriptions
+// and payment methods as the API shows them: a card is its brand, last four
+// digits and expiry, never the gateway's reference. The erasure deletes the
+// payment methods (and forgets them at the gateway) and keeps the
+// subscriptions, which hold no personal data, as accounting records.
+import { recordAudit } from '../audit/audit.ts';
+import type { PersonalDataProvider } from '../core/personal-data.ts';
+import type { RequestContext } from '../core/request-context.ts';
+import type { CoreServices } from '../core/services.ts';
+import { LIVE_SUBSCRIPTION_STATUSES, Subscription } from './billing.entities.ts';
+import { paymentMethodRecord, presentPaymentMethod } from './payment-method-record.ts';
+import { PaymentMethod } from './payment-method.entity.ts';
+import type { BillingServices } from './services.ts';
+
+/**
+ * Ends the user's live subscriptions at once, without refund, because the
+ * account is to be deleted (document 1 §3): status canceled, canceled now, no
+ * renewal, nothing more billed; audit-logged per subscription. In the
+ * caller's unit of work. (The billing engine's immediate cancellation takes
+ * this over when it exists; the rule stays.)
+ */
+export async function endSubscriptionsForAccountDeletion(app: Pick<CoreServices, 'clock'>, rc: RequestContext, userId: string): Promise<number> {
+  const now = app.clock.now();
+  const live = await rc.em.find(Subscription, { user: userId, status: { $in: [...LIVE_SUBSCRIPTION_STATUSES] } });
+  for (const subscription of live) {
+    const from = subscription.status;
+    subscription.status = 'canceled';
+    subscription.canceled_at = now;
+    subscription.auto_renew = false;
+    subscription.cancel_at_period_end = false;
+    subscription.next_billing_date = null;
+    recordAudit(rc, {
+      action: 'subscription.canceled', resource_type: 'subscription', resource_id: subscription.id, reason: 'account deletion requested',
+      changes: { status: { from, to: 'canceled' } }, metadata: { user_id: userId, immediate: true, refund: false },
+    });
+  }
+  await rc.em.flush();
+  return live.length;
+}
+
+export const billingPersonalData: PersonalDataProvider<BillingServices> = {
+  name: 'billing',
+
+  async export(rc, userId, app) {
+    const subscriptions = await rc.em.find(Subscription, { user: userId }, { orderBy: { created_at: 'asc' }, populate: ['plan'] });
+    const methods = await rc.em.find(PaymentMethod, { user: userId }, { orderBy: { created_at: 'asc' } });
+    const now = app.clock.now().getTime();
+    return {
+      subscriptions: subscriptions.map((s) => ({
+        id: s.id, plan_id: s.plan.id, plan_name: s.plan.name, type: s.type, status: s.status,
+        price_minor: s.price_minor, currency: s.currency, billing_cycle: s.billing_cycle,
+        max_profiles: s.max_profiles, max_concurrent_streams: s.max_concurrent_streams, max_devices: s.max_devices,
+        auto_renew: s.auto_renew, current_period_start: s.current_period_start, current_period_end: s.current_period_end,
+        next_billing_date: s.next_billing_date ?? null, cancel_at_period_end: s.cancel_at_period_end, canceled_at: s.canceled_at ?? null,
+        paused_at: s.paused_at ?? null, resume_at: s.resume_at ?? null, trial_start: s.trial_start ?? null, trial_end: s.trial_end ?? null,
+        payment_method_id: s.payment_method_id ?? null, created_at: s.created_at,
+      })),
+      payment_methods: methods.map((m) => paymentMethodRecord.parse(presentPaymentMethod(m, now))),
+      // Invoices join here when the billing engine adds them.
+    };
+  },
+
+  async identifiers(rc, userId) {
+    const methods = await rc.em.find(PaymentMethod, { user: userId });
+    return methods.flatMap((m) => [m.billing_name, m.wallet_email]).filter((v): v is string => Boolean(v));
+  },
+
+  async erase(rc, subject, app) {
+    const methods = await rc.em.find(PaymentMethod, { user: subject.userId });
+    await rc.em.nativeDelete(PaymentMethod, { user: subject.userId });
+    // The gateway forgets them too; a failure is logged (the methods are unusable without our record).
+    for (const method of methods) {
+      if (method.gateway !== app.paymentGateway.name) continue;
+      try {
+        await app.paymentGateway.detach(method.gateway_payment_method_id);
+      } catch (error) {
+        rc.log.warn({ err: error, gateway: method.gateway }, 'payment method of an erased account not detached at the gateway');
+      }
+    }
+    // Subscriptions stay, as accounting records: they name a plan, prices and dates, no personal data.
+    // Invoices (the billing engine adds them) must stay too, for accounting: erase the personal data
+    // they carry here (billing name and address) and keep amounts, dates and numbers.
+  },
+};
