@@ -49,8 +49,8 @@ export function createApp<S extends HttpServices>(app: S, options: AppOptions<S>
     const started = performance.now();
     const res = ctx.res;
     for (let i = 0; i < SECURITY_HEADERS.length; i++) res.setHeader(SECURITY_HEADERS[i]![0], SECURITY_HEADERS[i]![1]);
-    const incoming = ctx.get('x-request-id');
-    const requestId = incoming !== '' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    const incoming = ctx.req.headers['x-request-id'];
+    const requestId = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     res.setHeader('x-request-id', requestId);
     const state = new RequestState(stateServices, ctx, requestId);
     ctx.state = state;

@@ -68,8 +68,9 @@ function bodyParser(route: RouteDefinition, limit: number): Middleware {
 }
 
 function hasBody(ctx: Context): boolean {
-  const length = ctx.get('content-length');
-  return (length !== '' && length !== '0') || ctx.get('transfer-encoding') !== '';
+  const headers = ctx.req.headers;
+  const length = headers['content-length'];
+  return (length !== undefined && length !== '' && length !== '0') || headers['transfer-encoding'] !== undefined;
 }
 
 /** formidable's refusals of a malformed or oversized multipart body, as API errors (its own codes say 500 for some client faults). */
@@ -191,7 +192,7 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
     const rc = ctx.state as RequestState;
     rc.route = route;
     rc.routePath = route.path;
-    const authorization = ctx.get('authorization');
+    const authorization = ctx.req.headers.authorization ?? '';
     // A public route without credentials has nobody to authenticate.
     const authenticate = () => (isPublic && authorization === '' ? undefined : access.authenticate(rc, authorization, route.access));
     // An upload is only received from a caller who may send one: authentication first, then megabytes.
@@ -240,12 +241,23 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
       ctx.set('etag', sent.headers!.etag!);
       return;
     }
-    ctx.status = sent.status;
-    if (sent.headers) ctx.set(sent.headers);
-    if (sent.body !== undefined && sent.status !== 204) {
-      // Named up front, so Koa does not look the media type up for every JSON body.
-      ctx.res.setHeader('content-type', sent.contentType ?? 'application/json; charset=utf-8');
+    const res = ctx.res;
+    if (sent.headers) for (const name in sent.headers) res.setHeader(name, sent.headers[name]!);
+    if (sent.body === undefined || sent.status === 204) {
+      ctx.status = sent.status;
+    } else if (sent.contentType) {
+      // Bytes or a stream (files, archives): Koa's response handling streams them.
+      ctx.status = sent.status;
+      res.setHeader('content-type', sent.contentType);
       ctx.body = sent.body;
+    } else {
+      // JSON, written here rather than through Koa's body handling: one stringify, one write.
+      const json = JSON.stringify(sent.body);
+      res.statusCode = sent.status;
+      res.setHeader('content-type', 'application/json; charset=utf-8');
+      res.setHeader('content-length', Buffer.byteLength(json));
+      ctx.respond = false;
+      res.end(json);
     }
   };
 }
