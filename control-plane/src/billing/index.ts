@@ -4,6 +4,8 @@
 // routes and the billing engine charge through the same object.
 import type { CoreServices } from '../core/services.ts';
 import { Plan, Subscription } from './billing.entities.ts';
+import { Coupon, CouponRedemption } from './coupon.entity.ts';
+import { AccountBalance, BalanceEntry, GiftCard } from './gift-card.entity.ts';
 import { createPaymentGateway } from './gateway/index.ts';
 import { PaymentMethod } from './payment-method.entity.ts';
 import { paymentMethodRoutes } from './payment-method-routes.ts';
@@ -14,7 +16,7 @@ export { findDefaultPaymentMethod, findUserPaymentMethod } from './payment-metho
 
 export const billing = {
   name: 'billing',
-  entities: [Plan, Subscription, PaymentMethod],
+  entities: [Plan, Subscription, PaymentMethod, Coupon, CouponRedemption, GiftCard, AccountBalance, BalanceEntry],
   routes: paymentMethodRoutes,
   async start(core: CoreServices) {
     return {

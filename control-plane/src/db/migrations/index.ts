@@ -9,6 +9,7 @@ import { Migration0004Jobs } from './0004-jobs.ts';
 import { Migration0006Profiles } from './0006-profiles.ts';
 import { Migration0007PaymentMethods } from './0007-payment-methods.ts';
 import { Migration0008Notifications } from './0008-notifications.ts';
+import { Migration0010BillingCatalog } from './0010-billing-catalog.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -19,4 +20,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0006-profiles', class: Migration0006Profiles },
   { name: '0007-payment-methods', class: Migration0007PaymentMethods },
   { name: '0008-notifications', class: Migration0008Notifications },
+  { name: '0010-billing-catalog', class: Migration0010BillingCatalog },
 ];
