@@ -9,6 +9,7 @@ import { AccountBalance, BalanceEntry, GiftCard } from './gift-card.entity.ts';
 import { createPaymentGateway } from './gateway/index.ts';
 import { PaymentMethod } from './payment-method.entity.ts';
 import { paymentMethodRoutes } from './payment-method-routes.ts';
+import { planRoutes } from './plan-routes.ts';
 import { highestProfileLimit } from './profile-limit.ts';
 
 export type { BillingServices } from './services.ts';
@@ -17,7 +18,7 @@ export { findDefaultPaymentMethod, findUserPaymentMethod } from './payment-metho
 export const billing = {
   name: 'billing',
   entities: [Plan, Subscription, PaymentMethod, Coupon, CouponRedemption, GiftCard, AccountBalance, BalanceEntry],
-  routes: paymentMethodRoutes,
+  routes: [...planRoutes, ...paymentMethodRoutes],
   async start(core: CoreServices) {
     return {
       services: {
