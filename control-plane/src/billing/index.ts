@@ -10,6 +10,7 @@ import { createPaymentGateway } from './gateway/index.ts';
 import { PaymentMethod } from './payment-method.entity.ts';
 import { paymentMethodRoutes } from './payment-method-routes.ts';
 import { planRoutes } from './plan-routes.ts';
+import { couponRoutes } from './coupon-routes.ts';
 import { highestProfileLimit } from './profile-limit.ts';
 
 export type { BillingServices } from './services.ts';
@@ -18,7 +19,7 @@ export { findDefaultPaymentMethod, findUserPaymentMethod } from './payment-metho
 export const billing = {
   name: 'billing',
   entities: [Plan, Subscription, PaymentMethod, Coupon, CouponRedemption, GiftCard, AccountBalance, BalanceEntry],
-  routes: [...planRoutes, ...paymentMethodRoutes],
+  routes: [...planRoutes, ...couponRoutes, ...paymentMethodRoutes],
   async start(core: CoreServices) {
     return {
       services: {
