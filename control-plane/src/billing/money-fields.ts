@@ -15,8 +15,8 @@ export const currencyField = () => z.string()
   .describe('ISO 4217 currency code, e.g. EUR');
 
 /** An amount as the API takes it: a JSON number in major units (9.99), never more decimals than its currency has. */
-export const amountField = (description: string) => z.number()
-  .min(0, 'Must not be negative')
+export const amountField = (description: string, options: { positive?: boolean } = {}) =>
+  (options.positive ? z.number().positive('Must be above 0') : z.number().min(0, 'Must not be negative'))
   .max(MAX_MINOR, 'Too large')
   .describe(`${description} A JSON number in major units of the currency (9.99 EUR, 500 JPY, 1.25 KWD), with at most as many decimals as the currency's minor unit has (ISO 4217).`);
 
