@@ -1,23 +1,33 @@
-// The billing capability: plans and subscriptions (document 1 §2–4.3, 4.7–4.8)
-// and payment methods (§4.4). Its start hook provides the payment gateway
-// (chosen by PAYMENT_GATEWAY) to every part of billing, so the payment-method
-// routes and the billing engine charge through the same object.
+// The billing capability: plans and subscriptions (document 1 §2–4.3, 4.7–4.8),
+// payment methods (§4.4), coupons, gift cards and the account balance (§4.5).
+// Its start hook provides the payment gateway (chosen by PAYMENT_GATEWAY) to
+// every part of billing, so the payment-method routes and the billing engine
+// charge through the same object. Money is integer minor units (money.ts).
 import type { CoreServices } from '../core/services.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import { Plan, Subscription } from './billing.entities.ts';
+import { Coupon, CouponRedemption } from './coupon.entity.ts';
+import { AccountBalance, BalanceEntry, GiftCard } from './gift-card.entity.ts';
 import { createPaymentGateway } from './gateway/index.ts';
 import { PaymentMethod } from './payment-method.entity.ts';
 import { paymentMethodRoutes } from './payment-method-routes.ts';
 import { billingPersonalData, endSubscriptionsForAccountDeletion } from './personal-data.ts';
+import { planRoutes } from './plan-routes.ts';
+import { couponRoutes } from './coupon-routes.ts';
+import { giftCardRoutes } from './gift-card-routes.ts';
 import { highestProfileLimit } from './profile-limit.ts';
 
 export type { BillingServices } from './services.ts';
 export { findDefaultPaymentMethod, findUserPaymentMethod } from './payment-method-service.ts';
+// For the billing engine (subscriptions, invoices, renewals), inside its own transactions.
+export { findActivePlan, findPlan } from './plan-service.ts';
+export { couponDiscount, couponRefusal, findCouponByCode, redeemCoupon } from './coupon-service.ts';
+export { balanceOf, creditBalance, debitBalance } from './balance-service.ts';
 
 export const billing = {
   name: 'billing',
-  entities: [Plan, Subscription, PaymentMethod],
-  routes: paymentMethodRoutes,
+  entities: [Plan, Subscription, PaymentMethod, Coupon, CouponRedemption, GiftCard, AccountBalance, BalanceEntry],
+  routes: [...planRoutes, ...couponRoutes, ...giftCardRoutes, ...paymentMethodRoutes],
   personalData: billingPersonalData,
   async start(core: CoreServices) {
     return {

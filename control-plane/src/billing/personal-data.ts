@@ -3,13 +3,17 @@
 // and payment methods as the API shows them: a card is its brand, last four
 // digits and expiry, never the gateway's reference. The erasure deletes the
 // payment methods (and forgets them at the gateway) and keeps the
-// subscriptions, which hold no personal data, as accounting records.
+// subscriptions, the balance ledger and coupon redemptions, which hold no
+// personal data (amounts and references to the tombstoned account), as
+// accounting records.
 import { recordAudit } from '../audit/audit.ts';
 import type { PersonalDataProvider } from '../core/personal-data.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import type { CoreServices } from '../core/services.ts';
 import { LIVE_SUBSCRIPTION_STATUSES, Subscription } from './billing.entities.ts';
 import { paymentMethodRecord, presentPaymentMethod } from './payment-method-record.ts';
+import { CouponRedemption } from './coupon.entity.ts';
+import { AccountBalance, BalanceEntry } from './gift-card.entity.ts';
 import { PaymentMethod } from './payment-method.entity.ts';
 import type { BillingServices } from './services.ts';
 
@@ -45,6 +49,9 @@ export const billingPersonalData: PersonalDataProvider<BillingServices> = {
   async export(rc, userId, app) {
     const subscriptions = await rc.em.find(Subscription, { user: userId }, { orderBy: { created_at: 'asc' }, populate: ['plan'] });
     const methods = await rc.em.find(PaymentMethod, { user: userId }, { orderBy: { created_at: 'asc' } });
+    const balances = await rc.em.find(AccountBalance, { user: userId }, { orderBy: { currency: 'asc' } });
+    const entries = await rc.em.find(BalanceEntry, { user: userId }, { orderBy: { created_at: 'asc' } });
+    const redemptions = await rc.em.find(CouponRedemption, { user: userId }, { orderBy: { created_at: 'asc' }, populate: ['coupon'] });
     const now = app.clock.now().getTime();
     return {
       subscriptions: subscriptions.map((s) => ({
@@ -57,6 +64,15 @@ export const billingPersonalData: PersonalDataProvider<BillingServices> = {
         payment_method_id: s.payment_method_id ?? null, created_at: s.created_at,
       })),
       payment_methods: methods.map((m) => paymentMethodRecord.parse(presentPaymentMethod(m, now))),
+      account_balances: balances.map((b) => ({ currency: b.currency, balance_minor: b.balance_minor, updated_at: b.updated_at })),
+      balance_entries: entries.map((e) => ({
+        id: e.id, currency: e.currency, kind: e.kind, amount_minor: e.amount_minor, balance_after_minor: e.balance_after_minor,
+        source: e.source, reference_id: e.reference_id ?? null, created_at: e.created_at,
+      })),
+      coupon_redemptions: redemptions.map((r) => ({
+        id: r.id, coupon_code: r.coupon.code, plan_id: r.plan?.id ?? null, subscription_id: r.subscription?.id ?? null,
+        invoice_id: r.invoice_id ?? null, created_at: r.created_at,
+      })),
       // Invoices join here when the billing engine adds them.
     };
   },

@@ -34,6 +34,8 @@ const adminPermissions = [
   ...subscriberPermissions,
   'admin.users.read', 'admin.users.update', 'admin.users.suspend',
   'admin.subscriptions.read', 'admin.subscriptions.manage',
+  // Coupons and gift cards (the plans they apply to are superadmin's: plans.manage).
+  'admin.billing.read', 'admin.billing.manage',
   'audit.read',
   ...cdnAdmin,
 ] as const;
