@@ -52,7 +52,7 @@ export async function createEndpoint(rc: RequestContext, input: CreateEndpointIn
   assertValidConfiguration([...problems, ...settingsProblems(values)]);
   const endpoint = rc.em.create(Endpoint, { ...values, status: 'deploying', hostname: `${endpointLabel()}.${domain}` } as never);
   // The default origin joins the new endpoint (it belonged to none).
-  origin!.distribution = endpoint as never;
+  origin!.distribution = endpoint;
   recordAudit(rc, { action: 'endpoint.created', resource_type: 'endpoint', resource_id: endpoint.id, changes: changesOf({}, snapshot(endpoint)) });
   await rc.em.flush();
   return endpoint;
@@ -78,7 +78,7 @@ export async function updateEndpoint(rc: RequestContext, id: string, input: Upda
   for (const [field, value] of Object.entries(next)) if (value !== undefined) (endpoint as unknown as Record<string, unknown>)[field] = value;
   if (input.default_origin_id !== undefined) {
     const origin = await rc.em.findOneOrFail(Origin, input.default_origin_id);
-    if (!origin.distribution) origin.distribution = endpoint as never;
+    if (!origin.distribution) origin.distribution = endpoint;
   }
   const changes = changesOf(before, snapshot(endpoint));
   if (Object.keys(changes).length === 0) return endpoint;

@@ -173,7 +173,7 @@ t.test('DELETE removes the endpoint with its origins, routes and cache rules (20
 
 t.test('GET /v1/cdn/endpoints pages, sorts, filters by status and searches names, hostnames and tags', async (t) => {
   const tag = `list${process.pid}`;
-  const made = [];
+  const made: Record<string, any>[] = [];
   for (const name of ['Zulu', 'Yankee', 'Xray']) made.push((await makeEndpoint(cp, admin, { name: `${name} ${tag}`, tags: [tag] })).endpoint);
   await send(admin, 'POST', `/v1/cdn/endpoints/${made[0]!.id}/disable`);
   const page1 = await send(viewer, 'GET', `/v1/cdn/endpoints?q=${tag}&sort=name&limit=2`);

@@ -5,13 +5,15 @@ import { CacheRule, CdnRoute, Endpoint, Origin } from './cdn.entities.ts';
 import { endpointRoutes } from './endpoint-routes.ts';
 import { systemHostLookup } from './origin-host.ts';
 import { originRoutes } from './origin-routes.ts';
+import { routeRoutes } from './route-routes.ts';
+import { cacheRuleRoutes } from './cache-rule-routes.ts';
 
 export type { CdnServices } from './services.ts';
 
 export const cdn = {
   name: 'cdn',
   entities: [Endpoint, Origin, CdnRoute, CacheRule],
-  routes: [...endpointRoutes, ...originRoutes],
+  routes: [...endpointRoutes, ...originRoutes, ...routeRoutes, ...cacheRuleRoutes],
   async start() {
     return { services: { cdnHostLookup: systemHostLookup } };
   },

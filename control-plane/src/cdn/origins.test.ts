@@ -222,7 +222,7 @@ t.test('GET /v1/cdn/origins/{id}/health is unknown with nothing measured until e
 
 t.test('GET /v1/cdn/origins pages, sorts, filters and searches names, hosts and tags', async (t) => {
   const tag = `batch${process.pid}`;
-  const made = [];
+  const made: Record<string, any>[] = [];
   for (const name of ['Alpha', 'Bravo', 'Charlie']) made.push(await makeOrigin(cp, admin, { name: `${name} ${tag}`, host: `${name.toLowerCase()}.media.test`, tags: [tag] }));
   await send(admin, 'POST', `/v1/cdn/origins/${made[1]!.id}/disable`);
   const byName = await send(viewer, 'GET', `/v1/cdn/origins?q=${tag}&sort=name&limit=2`);
