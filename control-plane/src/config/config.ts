@@ -35,6 +35,12 @@ const schema = z.object({
   // Sender of platform e-mail.
   MAIL_FROM: z.string().min(3).default('Streaming Platform <no-reply@localhost>'),
   CDN_PUBLISH_MODE: z.enum(['auto', 'manual']).default('auto'),
+  // The DNS zone endpoint hostnames are assigned in (`<random label>.CDN_DOMAIN`); its records point at the edge nodes.
+  CDN_DOMAIN: z.string().max(200).toLowerCase()
+    .regex(/^(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))*$/, 'Must be a DNS name such as cdn.example.net').default('cdn.localhost'),
+  // How long an origin's host name may take to resolve when an origin is written (the SSRF check); a slower
+  // answer is treated like no answer: the write is accepted and the edge's dial-time guard still applies.
+  CDN_ORIGIN_DNS_TIMEOUT_MS: z.coerce.number().int().min(100).max(30_000).default(2_000),
   // The payment provider billing tokenizes and charges through. `test` is the built-in test gateway
   // (well-known tokens, takes no money); production must name its gateway explicitly.
   PAYMENT_GATEWAY: z.enum(['test']).optional(),

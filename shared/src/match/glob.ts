@@ -39,3 +39,32 @@ export function globLiteralPrefix(pattern: string): string {
   const i = pattern.search(/[*?{[]/);
   return i === -1 ? pattern : pattern.slice(0, i);
 }
+
+/**
+ * Why a path glob cannot be used, or null when it compiles: it must be an
+ * absolute path (or `*` / `**`), without whitespace or control characters, with
+ * balanced `{}` and `[]`, and compile to a matcher. The control plane refuses
+ * such patterns at write time so the edge never receives one.
+ */
+export function pathGlobProblem(pattern: string): string | null {
+  if (pattern === '*' || pattern === '**') return null;
+  if (!pattern.startsWith('/')) return 'must start with "/" (or be "*")';
+  if (/[\s\u0000-\u001f\u007f]/.test(pattern)) return 'must not contain whitespace or control characters';
+  let braces = 0;
+  let brackets = 0;
+  for (const c of pattern) {
+    if (c === '{') braces++;
+    else if (c === '}' && --braces < 0) return 'has a "}" without its "{"';
+    else if (c === '[') brackets++;
+    else if (c === ']' && --brackets < 0) return 'has a "]" without its "["';
+  }
+  if (braces !== 0) return 'has an unclosed "{"';
+  if (brackets !== 0) return 'has an unclosed "["';
+  if (/\*{3,}/.test(pattern)) return 'has more than two "*" in a row';
+  try {
+    compilePathGlob(pattern)('/');
+  } catch (error) {
+    return `does not compile: ${(error as Error).message}`;
+  }
+  return null;
+}

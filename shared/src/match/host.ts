@@ -46,3 +46,21 @@ export function compileHostPatterns(patterns: readonly string[]): HostMatcher {
     return false;
   };
 }
+
+const LABEL = /^(?!-)[a-z0-9_-]{1,63}(?<!-)$/;
+
+/**
+ * Why a host pattern cannot be used, or null: `*`, `*.example.com` (a leading
+ * wildcard label only) or a host name (letters, digits, `-`, `_` in labels of
+ * at most 63, 253 in all); no port.
+ */
+export function hostPatternProblem(pattern: string): string | null {
+  const p = pattern.trim().toLowerCase().replace(/\.$/, '');
+  if (p === '*') return null;
+  const name = p.startsWith('*.') ? p.slice(2) : p;
+  if (name.includes('*')) return 'a wildcard may only be the whole first label ("*.example.com")';
+  if (name.includes(':')) return 'must not carry a port';
+  if (name.length === 0 || name.length > 253) return 'must be a host name of 1 to 253 characters';
+  if (!name.split('.').every((label) => LABEL.test(label))) return 'must be a host name (letters, digits, "-" and "_" in dot-separated labels)';
+  return null;
+}

@@ -1,0 +1,70 @@
+// The Cache rule record of document 3 §2 and its request bodies; defaults as
+// the edge snapshot's (shared/src/config/snapshot.ts cacheRuleSnapshot).
+import { z } from 'zod';
+import { versioned } from '../http/route.ts';
+import { orNull, queryBoolean, timestamp, uuid } from '../http/schemas.ts';
+import type { CacheRule } from './cdn.entities.ts';
+import { idOf, methodField, nameField, patternField, tokenField } from './fields.ts';
+
+const MAX_ITEMS = 100;
+/** Ten years: longer TTLs mean "forever" in practice and would overflow what agents count in. */
+export const MAX_TTL_SECONDS = 315_360_000;
+
+const list = (item: z.ZodType<string>) => z.array(item).max(MAX_ITEMS);
+const seconds = () => z.number().int().min(0).max(MAX_TTL_SECONDS);
+
+export const cacheRuleRecord = z.object({
+  id: z.uuid(),
+  distribution_id: z.uuid(),
+  name: z.string(),
+  enabled: z.boolean(),
+  priority: z.number().int(),
+  match: z.object({ paths: z.array(z.string()), methods: z.array(z.string()), content_types: z.array(z.string()) }),
+  ttl_seconds: z.number().int(),
+  browser_ttl_seconds: orNull(z.number().int()),
+  cache_key: z.object({ include_headers: z.array(z.string()), include_query_params: z.array(z.string()), exclude_query_params: z.array(z.string()), include_cookies: z.array(z.string()) }),
+  bypass: z.object({ if_cookie_present: z.array(z.string()), if_header_present: z.array(z.string()), if_query_param_present: z.array(z.string()) }),
+  stale_while_revalidate_seconds: orNull(z.number().int()),
+  stale_if_error_seconds: orNull(z.number().int()),
+  cache_status_header: z.boolean(),
+  created_at: timestamp(),
+  updated_at: timestamp(),
+});
+export const cacheRuleResource = versioned(cacheRuleRecord);
+export const presentCacheRule = (c: CacheRule) => ({ ...c, distribution_id: idOf(c.distribution)! });
+
+const queryParam = () => z.string().min(1).max(256).regex(/^[^\s&=#]+$/, 'Must be a query parameter name');
+
+const cacheRuleFields = {
+  name: nameField(),
+  enabled: z.boolean(),
+  priority: z.number().int().min(0).max(10000).describe('Lower values are tried first'),
+  match: z.strictObject({
+    paths: list(patternField()).describe('Path globs (as for routes)'),
+    methods: list(methodField()).describe('GET and HEAD only: other responses are never cached'),
+    content_types: list(z.string().trim().toLowerCase().regex(/^[a-z0-9!#$&^_.+-]+(\/[a-z0-9!#$&^_.+-]*)?$/, 'Must be a media type or a prefix such as video/ or image/png')),
+  }).partial().describe('All stated conditions must match; at least one of paths, methods, content_types'),
+  ttl_seconds: seconds().describe('Edge TTL where the origin gives no explicit freshness'),
+  browser_ttl_seconds: seconds().nullable(),
+  cache_key: z.strictObject({
+    include_headers: list(tokenField('header')),
+    include_query_params: list(queryParam()).describe('Only these parameters are part of the key (not with exclude_query_params)'),
+    exclude_query_params: list(queryParam()),
+    include_cookies: list(tokenField('cookie')),
+  }).partial().describe('Fewer key parts raise the hit rate but may serve one user\'s variant to another'),
+  bypass: z.strictObject({
+    if_cookie_present: list(tokenField('cookie')),
+    if_header_present: list(tokenField('header')),
+    if_query_param_present: list(queryParam()),
+  }).partial(),
+  stale_while_revalidate_seconds: seconds().nullable(),
+  stale_if_error_seconds: seconds().nullable(),
+  cache_status_header: z.boolean(),
+};
+
+export const createCacheRuleBody = z.strictObject(cacheRuleFields).partial().required({ name: true, match: true, ttl_seconds: true });
+export const createTopLevelCacheRuleBody = createCacheRuleBody.extend({ distribution_id: uuid().describe('The endpoint the rule belongs to') });
+export const updateCacheRuleBody = z.strictObject(cacheRuleFields).partial();
+export type CacheRuleInput = z.output<typeof updateCacheRuleBody>;
+
+export const cacheRuleFilters = { enabled: queryBoolean().optional() };

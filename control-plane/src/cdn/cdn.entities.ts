@@ -1,0 +1,171 @@
+// The working configuration of the CDN (document 3 §2): endpoints
+// (distributions) with their origins, routes and cache rules. Field names are
+// the API's and the edge snapshot's (shared/src/config/snapshot.ts), so the
+// control-channel issue compiles rows to snapshots without renaming. Nested
+// objects (match, cache_key, tls_config ...) are jsonb in the snapshot's shape.
+import { defineEntity, p } from '@mikro-orm/core';
+
+export const ENDPOINT_STATUSES = ['deploying', 'active', 'disabled', 'error'] as const;
+export type EndpointStatus = (typeof ENDPOINT_STATUSES)[number];
+export const HTTP_VERSIONS = ['http1.1', 'http2', 'http2and3'] as const;
+export const ORIGIN_SCHEMES = ['http', 'https'] as const;
+export const HEALTH_STATUSES = ['healthy', 'degraded', 'unhealthy', 'unknown'] as const;
+export const RETRY_ON = ['connect_failure', '5xx', '429', '408'] as const;
+
+export interface TlsConfig { minimum_protocol_version: string; cipher_policy: string; http_to_https_redirect: boolean }
+export interface Compression { enabled: boolean; algorithms: string[]; min_size_bytes: number }
+export interface GeoRestriction { enabled: boolean; policy: string; countries: string[]; action: string }
+export interface CustomErrorPage { error_code: number; response_page_path: string; response_code: number | null; ttl_seconds: number }
+export interface RouteMatch { hosts: string[]; paths: string[]; methods: string[] }
+export interface RedirectRule { type: string; status_code: number; match_path: string; redirect_to: string }
+export interface CacheRuleMatch { paths: string[]; methods: string[]; content_types: string[] }
+export interface CacheKey { include_headers: string[]; include_query_params: string[]; exclude_query_params: string[]; include_cookies: string[] }
+export interface CacheBypass { if_cookie_present: string[]; if_header_present: string[]; if_query_param_present: string[] }
+
+/**
+ * The full-text document of a resource's `q` (GIN expression index, migration
+ * 0012): its name, each extra column whole and split into its words (so
+ * `media.example.com`, `media` and `example` all find a host), and its tags.
+ * The `simple` configuration: names and hosts are not a language to stem.
+ * One expression for the index and the query, which must match it.
+ */
+export function searchDocument(columns: readonly string[], tags: boolean, alias?: string): string {
+  const column = (name: string) => (alias ? `${alias}.${name}` : name);
+  const text = ['name', ...columns].map((c) => `${column(c)} || ' ' || regexp_replace(${column(c)}, '[^[:alnum:]]+', ' ', 'g')`).join(` || ' ' || `);
+  const words = `to_tsvector('simple'::regconfig, ${text})`;
+  return tags ? `(${words} || jsonb_to_tsvector('simple'::regconfig, ${column('tags')}, '["string"]'::jsonb))` : `(${words})`;
+}
+
+export const endpointSearch = (alias?: string) => searchDocument(['hostname'], true, alias);
+export const originSearch = (alias?: string) => searchDocument(['host'], true, alias);
+export const routeSearch = (alias?: string) => searchDocument([], false, alias);
+export const cacheRuleSearch = (alias?: string) => searchDocument([], false, alias);
+
+const timestamps = {
+  created_at: p.datetime().onCreate(() => new Date()),
+  updated_at: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
+  version: p.integer().version(),
+};
+
+export const EndpointSchema = defineEntity({
+  name: 'Endpoint',
+  tableName: 'cdn_endpoint',
+  properties: {
+    id: p.uuid().primary().onCreate(() => crypto.randomUUID()),
+    name: p.string().length(100),
+    // Not a foreign key: an endpoint and its default origin refer to each other (the origin's distribution);
+    // the service keeps it pointing at an origin of the endpoint, and origin deletion refuses while it does.
+    default_origin_id: p.uuid(),
+    hostname: p.string().length(253).unique('cdn_endpoint_hostname_key'),
+    status: p.enum(ENDPOINT_STATUSES),
+    http_version: p.enum(HTTP_VERSIONS),
+    ipv6_enabled: p.boolean(),
+    response_headers_policy_id: p.uuid().nullable(),
+    tls_config: p.json<TlsConfig>(),
+    compression: p.json<Compression>(),
+    geo_restriction: p.json<GeoRestriction>(),
+    custom_error_pages: p.json<CustomErrorPage[]>(),
+    shield_region: p.string().length(64).nullable(),
+    tags: p.json<string[]>(),
+    ...timestamps,
+  },
+  indexes: [
+    { name: 'cdn_endpoint_created_at_idx', properties: ['created_at', 'id'] },
+    { name: 'cdn_endpoint_search_idx', expression: `create index cdn_endpoint_search_idx on cdn_endpoint using gin (${endpointSearch()})` },
+  ],
+});
+export class Endpoint extends EndpointSchema.class {}
+EndpointSchema.setClass(Endpoint);
+
+export const OriginSchema = defineEntity({
+  name: 'Origin',
+  tableName: 'cdn_origin',
+  properties: {
+    id: p.uuid().primary().onCreate(() => crypto.randomUUID()),
+    // null until an endpoint uses it (an endpoint needs an origin to exist first).
+    distribution: () => p.manyToOne(Endpoint).nullable().deleteRule('cascade'),
+    name: p.string().length(100),
+    scheme: p.enum(ORIGIN_SCHEMES),
+    host: p.string().length(253),
+    port: p.integer(),
+    path_prefix: p.string().length(2048),
+    enabled: p.boolean(),
+    health_status: p.enum(HEALTH_STATUSES),
+    health_check_url: p.string().length(2048).nullable(),
+    health_check_interval_seconds: p.integer(),
+    verify_tls: p.boolean(),
+    allow_private_network: p.boolean(),
+    ssrf_protection: p.boolean(),
+    timeout_ms: p.integer(),
+    connect_timeout_ms: p.integer(),
+    max_retries: p.smallint(),
+    retry_on: p.json<(typeof RETRY_ON)[number][]>(),
+    forward_host_header: p.boolean(),
+    // Values are sent to the origin by the edge, so they are kept; the API shows them masked.
+    custom_headers: p.json<Record<string, string>>(),
+    tags: p.json<string[]>(),
+    ...timestamps,
+  },
+  indexes: [
+    { name: 'cdn_origin_created_at_idx', properties: ['created_at', 'id'] },
+    { name: 'cdn_origin_distribution_idx', properties: ['distribution', 'created_at'] },
+    { name: 'cdn_origin_search_idx', expression: `create index cdn_origin_search_idx on cdn_origin using gin (${originSearch()})` },
+  ],
+});
+export class Origin extends OriginSchema.class {}
+OriginSchema.setClass(Origin);
+
+export const RouteSchema = defineEntity({
+  name: 'CdnRoute',
+  tableName: 'cdn_route',
+  properties: {
+    id: p.uuid().primary().onCreate(() => crypto.randomUUID()),
+    distribution: () => p.manyToOne(Endpoint).deleteRule('cascade'),
+    origin: () => p.manyToOne(Origin).deleteRule('restrict'),
+    name: p.string().length(100),
+    enabled: p.boolean(),
+    priority: p.integer(),
+    match: p.json<RouteMatch>(),
+    strip_prefix: p.string().length(2048).nullable(),
+    response_headers_policy_id: p.uuid().nullable(),
+    redirect_rules: p.json<RedirectRule[]>(),
+    compression_enabled: p.boolean().nullable(),
+    ...timestamps,
+  },
+  indexes: [
+    { name: 'cdn_route_created_at_idx', properties: ['created_at', 'id'] },
+    { name: 'cdn_route_distribution_idx', properties: ['distribution', 'priority'] },
+    { name: 'cdn_route_origin_idx', properties: ['origin'] },
+    { name: 'cdn_route_search_idx', expression: `create index cdn_route_search_idx on cdn_route using gin (${routeSearch()})` },
+  ],
+});
+export class CdnRoute extends RouteSchema.class {}
+RouteSchema.setClass(CdnRoute);
+
+export const CacheRuleSchema = defineEntity({
+  name: 'CacheRule',
+  tableName: 'cdn_cache_rule',
+  properties: {
+    id: p.uuid().primary().onCreate(() => crypto.randomUUID()),
+    distribution: () => p.manyToOne(Endpoint).deleteRule('cascade'),
+    name: p.string().length(100),
+    enabled: p.boolean(),
+    priority: p.integer(),
+    match: p.json<CacheRuleMatch>(),
+    ttl_seconds: p.integer(),
+    browser_ttl_seconds: p.integer().nullable(),
+    cache_key: p.json<CacheKey>(),
+    bypass: p.json<CacheBypass>(),
+    stale_while_revalidate_seconds: p.integer().nullable(),
+    stale_if_error_seconds: p.integer().nullable(),
+    cache_status_header: p.boolean(),
+    ...timestamps,
+  },
+  indexes: [
+    { name: 'cdn_cache_rule_created_at_idx', properties: ['created_at', 'id'] },
+    { name: 'cdn_cache_rule_distribution_idx', properties: ['distribution', 'priority'] },
+    { name: 'cdn_cache_rule_search_idx', expression: `create index cdn_cache_rule_search_idx on cdn_cache_rule using gin (${cacheRuleSearch()})` },
+  ],
+});
+export class CacheRule extends CacheRuleSchema.class {}
+CacheRuleSchema.setClass(CacheRule);

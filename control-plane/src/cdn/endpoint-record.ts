@@ -1,0 +1,102 @@
+// The Endpoint (distribution) record of document 3 §2 and its request bodies.
+// Defaults and value sets follow the edge snapshot (shared/src/config/snapshot.ts).
+import { z } from 'zod';
+import { countryCodeField } from '../accounts/user-record.ts';
+import { versioned } from '../http/route.ts';
+import { orNull, timestamp, uuid } from '../http/schemas.ts';
+import { ENDPOINT_STATUSES, HTTP_VERSIONS, type Compression, type GeoRestriction, type TlsConfig } from './cdn.entities.ts';
+import { nameField, tagsField } from './fields.ts';
+
+export const TLS_VERSIONS = ['TLSv1', 'TLSv1.1', 'TLSv1.2', 'TLSv1.3'] as const;
+export const CIPHER_POLICIES = ['compatible', 'recommended', 'modern'] as const;
+export const COMPRESSION_ALGORITHMS = ['br', 'gzip'] as const;
+export const GEO_POLICIES = ['allowlist', 'blocklist'] as const;
+export const GEO_ACTIONS = ['block'] as const;
+export const MAX_ERROR_PAGES = 50;
+export const MAX_COMPRESSION_MIN_SIZE = 10 * 1024 * 1024;
+
+export const DEFAULT_TLS: TlsConfig = { minimum_protocol_version: 'TLSv1.2', cipher_policy: 'recommended', http_to_https_redirect: false };
+export const DEFAULT_COMPRESSION: Compression = { enabled: false, algorithms: ['br', 'gzip'], min_size_bytes: 1024 };
+export const DEFAULT_GEO: GeoRestriction = { enabled: false, policy: 'allowlist', countries: [], action: 'block' };
+
+const tlsRecord = z.object({ minimum_protocol_version: z.string(), cipher_policy: z.string(), http_to_https_redirect: z.boolean() });
+const compressionRecord = z.object({ enabled: z.boolean(), algorithms: z.array(z.string()), min_size_bytes: z.number().int() });
+const geoRecord = z.object({ enabled: z.boolean(), policy: z.string(), countries: z.array(z.string()), action: z.string() });
+const errorPageRecord = z.object({ error_code: z.number().int(), response_page_path: z.string(), response_code: z.number().int().nullable(), ttl_seconds: z.number().int() });
+
+export const endpointRecord = z.object({
+  id: z.uuid(),
+  name: z.string(),
+  default_origin_id: z.uuid(),
+  hostname: z.string().describe('Assigned by the CDN (`<label>.<CDN_DOMAIN>`); read-only'),
+  status: z.enum(ENDPOINT_STATUSES),
+  http_version: z.enum(HTTP_VERSIONS),
+  ipv6_enabled: z.boolean(),
+  response_headers_policy_id: orNull(z.uuid()),
+  tls_config: tlsRecord,
+  compression: compressionRecord,
+  geo_restriction: geoRecord,
+  custom_error_pages: z.array(errorPageRecord),
+  shield_region: orNull(z.string()),
+  tags: z.array(z.string()),
+  created_at: timestamp(),
+  updated_at: timestamp(),
+});
+export const endpointResource = versioned(endpointRecord);
+
+const tlsInput = z.strictObject({
+  minimum_protocol_version: z.enum(TLS_VERSIONS),
+  cipher_policy: z.enum(CIPHER_POLICIES),
+  http_to_https_redirect: z.boolean(),
+}).partial();
+const compressionInput = z.strictObject({
+  enabled: z.boolean(),
+  algorithms: z.array(z.enum(COMPRESSION_ALGORITHMS)).min(1).max(2).refine((a) => new Set(a).size === a.length, 'Must not repeat an algorithm'),
+  min_size_bytes: z.number().int().min(0).max(MAX_COMPRESSION_MIN_SIZE),
+}).partial();
+const geoInput = z.strictObject({
+  enabled: z.boolean(),
+  policy: z.enum(GEO_POLICIES),
+  countries: z.array(countryCodeField()).max(250),
+  action: z.enum(GEO_ACTIONS),
+}).partial();
+const errorPageInput = z.strictObject({
+  error_code: z.number().int().min(400).max(599),
+  response_page_path: z.string().max(2048).regex(/^\/[^\s]*$/, 'Must be an absolute path such as /errors/404.html'),
+  response_code: z.number().int().min(100).max(599).nullable().default(null),
+  ttl_seconds: z.number().int().min(0).max(31_536_000).default(10),
+});
+const shieldRegion = z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/, 'Must be a shield region id such as eu-west').nullable();
+
+const endpointFields = {
+  name: nameField(),
+  default_origin_id: uuid().describe('An enabled origin that belongs to no other endpoint; it joins this one'),
+  http_version: z.enum(HTTP_VERSIONS),
+  ipv6_enabled: z.boolean(),
+  response_headers_policy_id: uuid().nullable(),
+  tls_config: tlsInput.describe('Members sent change, others keep their values (defaults: TLSv1.2, recommended, no redirect)'),
+  compression: compressionInput.describe('Members sent change, others keep their values (defaults: off, br and gzip, 1024 bytes)'),
+  geo_restriction: geoInput.describe('Decided on the client address\'s country; members sent change, others keep their values'),
+  custom_error_pages: z.array(errorPageInput).max(MAX_ERROR_PAGES)
+    .refine((pages) => new Set(pages.map((p) => p.error_code)).size === pages.length, 'Must not name an error_code twice'),
+  shield_region: shieldRegion,
+  tags: tagsField(),
+};
+
+export const createEndpointBody = z.strictObject({
+  ...endpointFields,
+  http_version: endpointFields.http_version.default('http2'),
+  ipv6_enabled: endpointFields.ipv6_enabled.default(true),
+  response_headers_policy_id: endpointFields.response_headers_policy_id.default(null),
+  tls_config: endpointFields.tls_config.default({}),
+  compression: endpointFields.compression.default({}),
+  geo_restriction: endpointFields.geo_restriction.default({}),
+  custom_error_pages: endpointFields.custom_error_pages.default([]),
+  shield_region: endpointFields.shield_region.default(null),
+  tags: endpointFields.tags.default([]),
+});
+export type CreateEndpointInput = z.output<typeof createEndpointBody>;
+
+export const updateEndpointBody = z.strictObject(endpointFields).partial();
+export type UpdateEndpointInput = z.output<typeof updateEndpointBody>;
+

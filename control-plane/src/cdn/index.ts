@@ -1,0 +1,20 @@
+// The CDN capability (document 3): the working configuration — endpoints
+// (distributions), origins, routes and cache rules. Its start hook provides
+// the host lookup the origins' SSRF check uses.
+import { CacheRule, CdnRoute, Endpoint, Origin } from './cdn.entities.ts';
+import { endpointRoutes } from './endpoint-routes.ts';
+import { systemHostLookup } from './origin-host.ts';
+import { originRoutes } from './origin-routes.ts';
+import { routeRoutes } from './route-routes.ts';
+import { cacheRuleRoutes } from './cache-rule-routes.ts';
+
+export type { CdnServices } from './services.ts';
+
+export const cdn = {
+  name: 'cdn',
+  entities: [Endpoint, Origin, CdnRoute, CacheRule],
+  routes: [...endpointRoutes, ...originRoutes, ...routeRoutes, ...cacheRuleRoutes],
+  async start() {
+    return { services: { cdnHostLookup: systemHostLookup } };
+  },
+};

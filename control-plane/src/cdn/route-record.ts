@@ -1,0 +1,71 @@
+// The Route record of document 3 §2 and its request bodies; defaults as the
+// edge snapshot's (shared/src/config/snapshot.ts routeSnapshot).
+import { z } from 'zod';
+import { versioned } from '../http/route.ts';
+import { orNull, queryBoolean, timestamp, uuid } from '../http/schemas.ts';
+import type { CdnRoute } from './cdn.entities.ts';
+import { idOf, methodField, nameField, patternField } from './fields.ts';
+
+export const REDIRECT_TYPES = ['http_to_https', 'path'] as const;
+export const REDIRECT_STATUSES = [301, 302, 303, 307, 308] as const;
+const MAX_PATTERNS = 100;
+
+const matchRecord = z.object({ hosts: z.array(z.string()), paths: z.array(z.string()), methods: z.array(z.string()) });
+const redirectRecord = z.object({ type: z.string(), status_code: z.number().int(), match_path: z.string(), redirect_to: z.string() });
+
+export const routeRecord = z.object({
+  id: z.uuid(),
+  distribution_id: z.uuid(),
+  name: z.string(),
+  origin_id: z.uuid(),
+  enabled: z.boolean(),
+  priority: z.number().int(),
+  match: matchRecord,
+  strip_prefix: orNull(z.string()),
+  response_headers_policy_id: orNull(z.uuid()),
+  redirect_rules: z.array(redirectRecord),
+  compression_enabled: orNull(z.boolean()),
+  created_at: timestamp(),
+  updated_at: timestamp(),
+});
+export const routeResource = versioned(routeRecord);
+export const presentRoute = (r: CdnRoute) => ({ ...r, distribution_id: idOf(r.distribution)!, origin_id: idOf(r.origin)! });
+
+const matchInput = z.strictObject({
+  hosts: z.array(patternField(255)).max(MAX_PATTERNS).describe('Host names; "*.example.com" matches any subdomain, "*" every host'),
+  paths: z.array(patternField()).max(MAX_PATTERNS).describe('Path globs: * within a segment, ** across, ? one character, {a,b}; "/videos/*" covers everything below'),
+  methods: z.array(methodField()).max(7),
+}).partial();
+
+const redirectInput = z.strictObject({
+  type: z.enum(REDIRECT_TYPES).describe('http_to_https: to the same URL over https; path: to redirect_to'),
+  status_code: z.union(REDIRECT_STATUSES.map((s) => z.literal(s)) as never as [z.ZodLiteral<301>, z.ZodLiteral<302>]).default(301),
+  match_path: patternField().default('/*'),
+  redirect_to: z.string().trim().max(2048).default('').describe('For type path: an absolute path or http(s) URL; $1…$9 insert what the wildcards of match_path matched'),
+}).superRefine((rule, ctx) => {
+  if (rule.type === 'path' && !/^(\/|https?:\/\/)\S*$/.test(rule.redirect_to)) {
+    ctx.addIssue({ code: 'custom', path: ['redirect_to'], message: 'Required for type path: an absolute path or an http(s) URL' });
+  }
+  if (rule.type === 'http_to_https' && rule.redirect_to !== '') ctx.addIssue({ code: 'custom', path: ['redirect_to'], message: 'Must be empty for http_to_https' });
+});
+
+const routeFields = {
+  name: nameField(),
+  origin_id: uuid().describe('An origin of the same distribution (or of none: it then joins it); enabled while the route is'),
+  enabled: z.boolean(),
+  priority: z.number().int().min(0).max(10000).describe('Lower values are tried first'),
+  match: matchInput.describe('All stated conditions must match (AND); at least one of hosts, paths, methods'),
+  strip_prefix: z.string().max(2048).regex(/^\/\S*$/, 'Must be an absolute path such as /api').nullable(),
+  response_headers_policy_id: uuid().nullable(),
+  redirect_rules: z.array(redirectInput).max(50),
+  compression_enabled: z.boolean().nullable().describe('null follows the endpoint\'s compression setting'),
+};
+
+export const createRouteBody = z.strictObject(routeFields).partial().required({ name: true, origin_id: true, match: true });
+export const createTopLevelRouteBody = createRouteBody.extend({
+  distribution_id: uuid().optional().describe('Left out: the distribution of origin_id'),
+});
+export const updateRouteBody = z.strictObject(routeFields).partial();
+export type RouteInput = z.output<typeof updateRouteBody>;
+
+export const routeFilters = { origin_id: uuid().optional(), enabled: queryBoolean().optional() };
