@@ -10,7 +10,8 @@ import { found } from '../http/errors.ts';
 import type { FieldError } from '../http/errors.ts';
 import { CacheRule, CdnRoute, Endpoint, Origin } from './cdn.entities.ts';
 import { DEFAULT_COMPRESSION, DEFAULT_GEO, DEFAULT_TLS, type CreateEndpointInput, type UpdateEndpointInput } from './endpoint-record.ts';
-import { assertValidConfiguration, merged, policyProblems, resourceInUse } from './fields.ts';
+import { assertValidConfiguration, merged, resourceInUse } from './fields.ts';
+import { policyProblems } from './header-policy-check.ts';
 import { usableOriginProblems } from './origin-service.ts';
 
 const ENDPOINT_FIELDS = [
@@ -33,8 +34,8 @@ export function endpointLabel(): string {
 }
 
 /** What would make the endpoint's own settings invalid for the edge. */
-function settingsProblems(e: Pick<Endpoint, 'geo_restriction' | 'response_headers_policy_id'>): FieldError[] {
-  const problems = policyProblems(e.response_headers_policy_id);
+async function settingsProblems(rc: RequestContext, e: Pick<Endpoint, 'geo_restriction' | 'response_headers_policy_id'>): Promise<FieldError[]> {
+  const problems = await policyProblems(rc, e.response_headers_policy_id);
   if (e.geo_restriction.enabled && e.geo_restriction.policy === 'allowlist' && e.geo_restriction.countries.length === 0) {
     problems.push({ field: 'geo_restriction.countries', message: 'An enabled allowlist without countries would block every viewer' });
   }
@@ -49,7 +50,7 @@ export async function createEndpoint(rc: RequestContext, input: CreateEndpointIn
     geo_restriction: merged(DEFAULT_GEO, input.geo_restriction),
   };
   const { problems, origin } = await usableOriginProblems(rc, input.default_origin_id, null, 'default_origin_id');
-  assertValidConfiguration([...problems, ...settingsProblems(values)]);
+  assertValidConfiguration([...problems, ...(await settingsProblems(rc, values))]);
   const endpoint = rc.em.create(Endpoint, { ...values, status: 'deploying', hostname: `${endpointLabel()}.${domain}` } as never);
   // The default origin joins the new endpoint (it belonged to none).
   origin!.distribution = endpoint;
@@ -67,7 +68,7 @@ export async function updateEndpoint(rc: RequestContext, id: string, input: Upda
     compression: merged(endpoint.compression, input.compression),
     geo_restriction: merged(endpoint.geo_restriction, input.geo_restriction),
   };
-  const problems = settingsProblems({
+  const problems = await settingsProblems(rc, {
     geo_restriction: next.geo_restriction,
     response_headers_policy_id: input.response_headers_policy_id === undefined ? endpoint.response_headers_policy_id : input.response_headers_policy_id,
   });
