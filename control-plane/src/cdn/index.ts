@@ -9,6 +9,7 @@ import { originRoutes } from './origin-routes.ts';
 import { routeRoutes } from './route-routes.ts';
 import { cacheRuleRoutes } from './cache-rule-routes.ts';
 import { headerPolicyRoutes } from './header-policy-routes.ts';
+import { ipRuleRoutes } from './ip-rule-routes.ts';
 import { policyEntities } from './policies.entities.ts';
 
 export type { CdnServices } from './services.ts';
@@ -16,7 +17,7 @@ export type { CdnServices } from './services.ts';
 export const cdn = {
   name: 'cdn',
   entities: [Endpoint, Origin, CdnRoute, CacheRule, ...policyEntities],
-  routes: [...endpointRoutes, ...originRoutes, ...routeRoutes, ...cacheRuleRoutes, ...headerPolicyRoutes],
+  routes: [...endpointRoutes, ...originRoutes, ...routeRoutes, ...cacheRuleRoutes, ...headerPolicyRoutes, ...ipRuleRoutes],
   async start() {
     return { services: { cdnHostLookup: systemHostLookup } };
   },
