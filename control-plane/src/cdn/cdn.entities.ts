@@ -67,6 +67,8 @@ export const EndpointSchema = defineEntity({
     custom_error_pages: p.json<CustomErrorPage[]>(),
     shield_region: p.string().length(64).nullable(),
     tags: p.json<string[]>(),
+    // Signed URLs required (document 3 §4.8; migration 0014). Needs an active signing key.
+    token_auth_enabled: p.boolean().default(false),
     ...timestamps,
   },
   indexes: [

@@ -11,13 +11,16 @@ import { cacheRuleRoutes } from './cache-rule-routes.ts';
 import { headerPolicyRoutes } from './header-policy-routes.ts';
 import { ipRuleRoutes } from './ip-rule-routes.ts';
 import { policyEntities } from './policies.entities.ts';
+import { retiredSecretsSweepJob } from './signing-key-jobs.ts';
+import { signingKeyRoutes } from './signing-key-routes.ts';
 
 export type { CdnServices } from './services.ts';
 
 export const cdn = {
   name: 'cdn',
   entities: [Endpoint, Origin, CdnRoute, CacheRule, ...policyEntities],
-  routes: [...endpointRoutes, ...originRoutes, ...routeRoutes, ...cacheRuleRoutes, ...headerPolicyRoutes, ...ipRuleRoutes],
+  routes: [...endpointRoutes, ...originRoutes, ...routeRoutes, ...cacheRuleRoutes, ...headerPolicyRoutes, ...ipRuleRoutes, ...signingKeyRoutes],
+  jobs: [retiredSecretsSweepJob],
   async start() {
     return { services: { cdnHostLookup: systemHostLookup } };
   },

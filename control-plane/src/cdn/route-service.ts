@@ -10,7 +10,7 @@ import { pathGlobProblem } from '../../../shared/src/match/glob.ts';
 import { CdnRoute, Endpoint, Origin, type RouteMatch } from './cdn.entities.ts';
 import { childService, patternProblems } from './child-service.ts';
 import { assertValidConfiguration, merged } from './fields.ts';
-import { policyProblems } from './header-policy-check.ts';
+import { policyProblems } from './policy-checks.ts';
 import { usableOriginProblems } from './origin-service.ts';
 import type { RouteInput } from './route-record.ts';
 

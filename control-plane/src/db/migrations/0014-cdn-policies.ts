@@ -78,9 +78,13 @@ export class Migration0014CdnPolicies extends Migration {
       )`);
     this.addSql(`create index cdn_log_drain_created_at_idx on cdn_log_drain (created_at, id)`);
     this.addSql(`create index cdn_log_drain_endpoint_ids_idx on cdn_log_drain using gin (endpoint_ids jsonb_path_ops)`);
+
+    // Token authentication of an endpoint: signed URLs required (needs an active signing key).
+    this.addSql(`alter table cdn_endpoint add column token_auth_enabled boolean not null default false`);
   }
 
   override async down(): Promise<void> {
+    this.addSql(`alter table cdn_endpoint drop column token_auth_enabled`);
     this.addSql(`drop table if exists cdn_log_drain`);
     this.addSql(`drop table if exists cdn_ip_rule`);
     this.addSql(`drop table if exists cdn_signing_key`);
