@@ -41,7 +41,8 @@ export const originSearch = (alias?: string) => searchDocument(['host'], true, a
 export const routeSearch = (alias?: string) => searchDocument([], false, alias);
 export const cacheRuleSearch = (alias?: string) => searchDocument([], false, alias);
 
-const timestamps = {
+/** created_at, updated_at and the version behind ETag/If-Match, as every CDN table has them. */
+export const timestamps = {
   created_at: p.datetime().onCreate(() => new Date()),
   updated_at: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
   version: p.integer().version(),

@@ -4,7 +4,7 @@
 // key secrets, log drain credentials) are stored only sealed by the secret box
 // (crypto/secret-box.ts), bound to their row by the AAD.
 import { defineEntity, p } from '@mikro-orm/core';
-import { Endpoint, searchDocument } from './cdn.entities.ts';
+import { Endpoint, searchDocument, timestamps } from './cdn.entities.ts';
 
 export const SIGNING_ALGORITHMS = ['HMAC-SHA256', 'HMAC-SHA512'] as const;
 export const SIGNING_KEY_STATUSES = ['active'] as const;
@@ -33,12 +33,6 @@ export interface SecurityHeaders {
 export interface RetiredSecret { secret_sealed: string; valid_until: string }
 
 export const headerPolicySearch = (alias?: string) => searchDocument(['description'], false, alias);
-
-const timestamps = {
-  created_at: p.datetime().onCreate(() => new Date()),
-  updated_at: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
-  version: p.integer().version(),
-};
 
 export const HeaderPolicySchema = defineEntity({
   name: 'ResponseHeadersPolicy',
