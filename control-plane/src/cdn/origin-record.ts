@@ -98,7 +98,8 @@ const originFields = {
 };
 
 const urlOrParts = (body: { url?: string; scheme?: unknown; host?: unknown; port?: unknown; path_prefix?: unknown }, ctx: z.RefinementCtx) => {
-  if (body.url === undefined) return;
+  // Refinements may run beside a failed field check: an unparsable url has its own issue already.
+  if (body.url === undefined || !URL.canParse(body.url)) return;
   for (const part of ['scheme', 'host', 'port', 'path_prefix'] as const) {
     if (body[part] !== undefined) ctx.addIssue({ code: 'custom', path: [part], message: 'Give either url or scheme, host, port and path_prefix' });
   }

@@ -1,6 +1,6 @@
 import t from 'tap';
-import { compilePathGlob, compilePathGlobs, globLiteralPrefix } from './glob.ts';
-import { compileHostPattern, compileHostPatterns, normalizeHost } from './host.ts';
+import { compilePathGlob, compilePathGlobs, globLiteralPrefix, pathGlobProblem } from './glob.ts';
+import { compileHostPattern, compileHostPatterns, hostPatternProblem, normalizeHost } from './host.ts';
 import { addressClass, compileCidr, isPrivateAddress, isValidCidr, originAddressAllowed } from './cidr.ts';
 import { formatAuthority, parseAuthority } from './authority.ts';
 import { normalizePath } from './path.ts';
@@ -124,4 +124,14 @@ t.test('path normalisation (RFC 3986 6.2.2 + 5.2.4)', async (t) => {
   }
   const same = '/videos/show-1/seg-1.ts';
   t.equal(normalizePath(same), same, 'an already normal path comes back as is');
+});
+
+t.test('pathGlobProblem accepts what compiles and names what does not', async (t) => {
+  for (const ok of ['*', '**', '/', '/videos/*', '/**/*.ts', '/*.{jpg,png}', '/a/[abc].js', '/api/?']) t.equal(pathGlobProblem(ok), null, ok);
+  for (const bad of ['videos/*', '/a b', '/a/{b', '/a/b}', '/a/[x', '/a/x]', '/a/***', '/a\u0000']) t.type(pathGlobProblem(bad), 'string', bad);
+});
+
+t.test('hostPatternProblem accepts names, "*" and a leading wildcard label only', async (t) => {
+  for (const ok of ['*', 'example.com', '*.example.com', 'Media.Example.COM.', 'a_b.example']) t.equal(hostPatternProblem(ok), null, ok);
+  for (const bad of ['a.*.com', '*example.com', 'example.com:80', 'exa mple.com', '-a.com', '', 'a..b']) t.type(hostPatternProblem(bad), 'string', bad);
 });
