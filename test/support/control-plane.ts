@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { EntityClass } from '@mikro-orm/core';
 import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
 import { loadConfig, type Config } from '../../control-plane/src/config/config.ts';
 import type { Clock } from '../../control-plane/src/core/clock.ts';
 import type { RouteDefinition } from '../../control-plane/src/http/route.ts';
@@ -49,6 +50,8 @@ export async function startTestControlPlane(
     extraJobs?: JobDefinition<any, AppServices>[];
     /** E.g. a ManualClock the test moves. */
     clock?: Clock;
+    /** The control plane's logger (e.g. one collecting lines, to show what never reaches the log). */
+    log?: Logger;
     /** Embedded PGlite even when a PostgreSQL server is reachable. */
     embedded?: boolean;
     throughProxy?: boolean;
@@ -74,7 +77,7 @@ export async function startTestControlPlane(
   });
   const keyPrefix = `t:${randomBytes(6).toString('hex')}:`;
   const store = createStore(config.REDIS_URL, keyPrefix);
-  const cp = await startControlPlane(config, { db: database.db, store, extraRoutes: options.extraRoutes, extraJobs: options.extraJobs, clock: options.clock });
+  const cp = await startControlPlane(config, { db: database.db, store, extraRoutes: options.extraRoutes, extraJobs: options.extraJobs, clock: options.clock, log: options.log });
 
   t.teardown(async () => {
     await cp.close();

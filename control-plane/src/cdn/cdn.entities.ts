@@ -41,7 +41,8 @@ export const originSearch = (alias?: string) => searchDocument(['host'], true, a
 export const routeSearch = (alias?: string) => searchDocument([], false, alias);
 export const cacheRuleSearch = (alias?: string) => searchDocument([], false, alias);
 
-const timestamps = {
+/** created_at, updated_at and the version behind ETag/If-Match, as every CDN table has them. */
+export const timestamps = {
   created_at: p.datetime().onCreate(() => new Date()),
   updated_at: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
   version: p.integer().version(),
@@ -67,6 +68,8 @@ export const EndpointSchema = defineEntity({
     custom_error_pages: p.json<CustomErrorPage[]>(),
     shield_region: p.string().length(64).nullable(),
     tags: p.json<string[]>(),
+    // Signed URLs required (document 3 §4.8; migration 0014). Needs an active signing key.
+    token_auth_enabled: p.boolean().default(false),
     ...timestamps,
   },
   indexes: [

@@ -39,6 +39,7 @@ export const endpointRecord = z.object({
   custom_error_pages: z.array(errorPageRecord),
   shield_region: orNull(z.string()),
   tags: z.array(z.string()),
+  token_auth_enabled: z.boolean().describe('Viewers need a URL signed with one of the endpoint\'s signing keys'),
   created_at: timestamp(),
   updated_at: timestamp(),
 });
@@ -81,6 +82,7 @@ const endpointFields = {
     .refine((pages) => new Set(pages.map((p) => p.error_code)).size === pages.length, 'Must not name an error_code twice'),
   shield_region: shieldRegion,
   tags: tagsField(),
+  token_auth_enabled: z.boolean().describe('Require signed URLs; needs an active signing key (422 otherwise)'),
 };
 
 export const createEndpointBody = z.strictObject({
@@ -94,6 +96,7 @@ export const createEndpointBody = z.strictObject({
   custom_error_pages: endpointFields.custom_error_pages.default([]),
   shield_region: endpointFields.shield_region.default(null),
   tags: endpointFields.tags.default([]),
+  token_auth_enabled: endpointFields.token_auth_enabled.default(false),
 });
 export type CreateEndpointInput = z.output<typeof createEndpointBody>;
 

@@ -10,12 +10,13 @@ import { found } from '../http/errors.ts';
 import type { FieldError } from '../http/errors.ts';
 import { CacheRule, CdnRoute, Endpoint, Origin } from './cdn.entities.ts';
 import { DEFAULT_COMPRESSION, DEFAULT_GEO, DEFAULT_TLS, type CreateEndpointInput, type UpdateEndpointInput } from './endpoint-record.ts';
-import { assertValidConfiguration, merged, policyProblems, resourceInUse } from './fields.ts';
+import { assertValidConfiguration, merged, resourceInUse } from './fields.ts';
+import { policyProblems, tokenAuthProblems } from './policy-checks.ts';
 import { usableOriginProblems } from './origin-service.ts';
 
 const ENDPOINT_FIELDS = [
   'name', 'default_origin_id', 'hostname', 'status', 'http_version', 'ipv6_enabled', 'response_headers_policy_id', 'tls_config', 'compression',
-  'geo_restriction', 'custom_error_pages', 'shield_region', 'tags',
+  'geo_restriction', 'custom_error_pages', 'shield_region', 'tags', 'token_auth_enabled',
 ] as const satisfies readonly (keyof Endpoint)[];
 const snapshot = (e: Endpoint) => Object.fromEntries(ENDPOINT_FIELDS.map((f) => [f, e[f]])) as Partial<Endpoint>;
 
@@ -33,8 +34,10 @@ export function endpointLabel(): string {
 }
 
 /** What would make the endpoint's own settings invalid for the edge. */
-function settingsProblems(e: Pick<Endpoint, 'geo_restriction' | 'response_headers_policy_id'>): FieldError[] {
-  const problems = policyProblems(e.response_headers_policy_id);
+async function settingsProblems(
+  rc: RequestContext, e: Pick<Endpoint, 'geo_restriction' | 'response_headers_policy_id' | 'token_auth_enabled'> & { id?: string },
+): Promise<FieldError[]> {
+  const problems = [...(await policyProblems(rc, e.response_headers_policy_id)), ...(await tokenAuthProblems(rc, e.id, e.token_auth_enabled))];
   if (e.geo_restriction.enabled && e.geo_restriction.policy === 'allowlist' && e.geo_restriction.countries.length === 0) {
     problems.push({ field: 'geo_restriction.countries', message: 'An enabled allowlist without countries would block every viewer' });
   }
@@ -49,7 +52,7 @@ export async function createEndpoint(rc: RequestContext, input: CreateEndpointIn
     geo_restriction: merged(DEFAULT_GEO, input.geo_restriction),
   };
   const { problems, origin } = await usableOriginProblems(rc, input.default_origin_id, null, 'default_origin_id');
-  assertValidConfiguration([...problems, ...settingsProblems(values)]);
+  assertValidConfiguration([...problems, ...(await settingsProblems(rc, values))]);
   const endpoint = rc.em.create(Endpoint, { ...values, status: 'deploying', hostname: `${endpointLabel()}.${domain}` } as never);
   // The default origin joins the new endpoint (it belonged to none).
   origin!.distribution = endpoint;
@@ -67,9 +70,11 @@ export async function updateEndpoint(rc: RequestContext, id: string, input: Upda
     compression: merged(endpoint.compression, input.compression),
     geo_restriction: merged(endpoint.geo_restriction, input.geo_restriction),
   };
-  const problems = settingsProblems({
+  const problems = await settingsProblems(rc, {
     geo_restriction: next.geo_restriction,
     response_headers_policy_id: input.response_headers_policy_id === undefined ? endpoint.response_headers_policy_id : input.response_headers_policy_id,
+    token_auth_enabled: input.token_auth_enabled ?? endpoint.token_auth_enabled,
+    id: endpoint.id,
   });
   if (input.default_origin_id !== undefined && input.default_origin_id !== endpoint.default_origin_id) {
     problems.push(...(await usableOriginProblems(rc, input.default_origin_id, endpoint.id, 'default_origin_id')).problems);

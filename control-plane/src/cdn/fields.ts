@@ -40,14 +40,6 @@ export function assertValidConfiguration(errors: FieldError[]): void {
   if (errors.length) throw invalidConfiguration(errors);
 }
 
-/**
- * Header policies come with their own slice: until then no policy exists, so
- * any id names a missing one (null is the only valid value).
- */
-export function policyProblems(value: string | null | undefined, field = 'response_headers_policy_id'): FieldError[] {
-  return value ? [{ field, message: `Response headers policy ${value} does not exist` }] : [];
-}
-
 export interface ListOptions {
   cursor?: string;
   limit: number;

@@ -2,14 +2,15 @@
 // its distribution (a free origin joins it) and is enabled while the route is,
 // its match states at least one condition and every host pattern and path
 // glob compiles with the edge's own matchers, its redirect rules' globs
-// compile and their capture references exist, and it names no header policy
-// (none exist before the policies slice).
+// compile and their capture references exist, and any header policy it names
+// exists.
 import type { FieldError } from '../http/errors.ts';
 import { hostPatternProblem } from '../../../shared/src/match/host.ts';
 import { pathGlobProblem } from '../../../shared/src/match/glob.ts';
 import { CdnRoute, Endpoint, Origin, type RouteMatch } from './cdn.entities.ts';
 import { childService, patternProblems } from './child-service.ts';
-import { assertValidConfiguration, merged, policyProblems } from './fields.ts';
+import { assertValidConfiguration, merged } from './fields.ts';
+import { policyProblems } from './policy-checks.ts';
 import { usableOriginProblems } from './origin-service.ts';
 import type { RouteInput } from './route-record.ts';
 
@@ -51,7 +52,7 @@ export const routeService = childService<CdnRoute, RouteInput & { distribution_i
     return values;
   },
   async problems(rc, next, distributionId, changed) {
-    const problems = [...matchProblems(next.match), ...redirectProblems(next.redirect_rules), ...policyProblems(next.response_headers_policy_id)];
+    const problems = [...matchProblems(next.match), ...redirectProblems(next.redirect_rules), ...(await policyProblems(rc, next.response_headers_policy_id))];
     let apply: (() => void) | undefined;
     if (changed.includes('origin') || changed.includes('enabled')) {
       const usable = await usableOriginProblems(rc, next.origin.id, distributionId, 'origin_id', next.enabled);

@@ -1,7 +1,8 @@
-import { pino, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger } from 'pino';
 
-export function createLogger(level: string, name = 'control-plane'): Logger {
-  return pino({
+/** `destination`: where lines go (standard output by default; tests collect them). */
+export function createLogger(level: string, name = 'control-plane', destination?: DestinationStream): Logger {
+  const options = {
     name,
     level,
     // Credentials never reach the log, wherever they appear.
@@ -11,5 +12,6 @@ export function createLogger(level: string, name = 'control-plane'): Logger {
     },
     base: { service: name },
     timestamp: pino.stdTimeFunctions.isoTime,
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }

@@ -92,3 +92,32 @@ export function originAddressAllowed(address: string, allowPrivateNetwork: boole
   if (!allowPrivateNetwork) return false;
   return cls === 'private' || !ssrfProtection;
 }
+
+/**
+ * The canonical form of an IP range as rules store it: `address/bits`, IPv4
+ * in four-part decimal (no octal or hex spellings), IPv6 in its compact RFC
+ * 5952 form, an IPv4-mapped IPv6 range as the IPv4 range it carries, a bare
+ * address as /32 or /128. A range with host bits set is refused (naming the
+ * network it probably meant), not silently widened or narrowed.
+ */
+export function canonicalCidr(text: string): { cidr: string } | { problem: string } {
+  const [addressText = '', bitsText, ...rest] = text.trim().split('/');
+  const bad = { problem: 'Must be an IPv4 or IPv6 address or range such as 203.0.113.0/24 or 2001:db8::/32' };
+  if (rest.length || (bitsText !== undefined && !/^\d{1,3}$/.test(bitsText))) return bad;
+  let addr: Address;
+  if (ipaddr.IPv4.isValidFourPartDecimal(addressText)) addr = ipaddr.IPv4.parse(addressText);
+  else if (addressText.includes(':') && !addressText.includes('%') && ipaddr.IPv6.isValid(addressText)) addr = ipaddr.IPv6.parse(addressText);
+  else return bad;
+  const max = addr.kind() === 'ipv4' ? 32 : 128;
+  let bits = bitsText === undefined ? max : Number(bitsText);
+  if (bits > max) return { problem: `The prefix length must be at most ${max}` };
+  if (addr.kind() === 'ipv6' && (addr as ipaddr.IPv6).isIPv4MappedAddress() && bits >= 96) {
+    addr = (addr as ipaddr.IPv6).toIPv4Address();
+    bits -= 96;
+  }
+  const network = addr.kind() === 'ipv4'
+    ? ipaddr.IPv4.networkAddressFromCIDR(`${addr.toString()}/${bits}`)
+    : ipaddr.IPv6.networkAddressFromCIDR(`${addr.toString()}/${bits}`);
+  if (network.toString() !== addr.toString()) return { problem: `Host bits are set; the range is ${network.toString()}/${bits}` };
+  return { cidr: `${addr.toString()}/${bits}` };
+}
