@@ -17,6 +17,7 @@ import { planRoutes } from './plan-routes.ts';
 import { couponRoutes } from './coupon-routes.ts';
 import { giftCardRoutes } from './gift-card-routes.ts';
 import { subscriptionRoutes } from './subscription-routes.ts';
+import { billingClockJob } from './billing-clock.ts';
 import { highestProfileLimit } from './profile-limit.ts';
 
 export type { BillingServices } from './services.ts';
@@ -30,6 +31,7 @@ export const billing = {
   name: 'billing',
   entities: [Plan, Subscription, PaymentMethod, Coupon, CouponRedemption, GiftCard, AccountBalance, BalanceEntry, Invoice, InvoiceCharge, InvoiceCounter, TaxRate],
   routes: [...planRoutes, ...couponRoutes, ...giftCardRoutes, ...paymentMethodRoutes, ...subscriptionRoutes],
+  jobs: [billingClockJob],
   personalData: billingPersonalData,
   async start(core: CoreServices) {
     return {
