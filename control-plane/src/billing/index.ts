@@ -17,6 +17,7 @@ import { planRoutes } from './plan-routes.ts';
 import { couponRoutes } from './coupon-routes.ts';
 import { giftCardRoutes } from './gift-card-routes.ts';
 import { subscriptionRoutes } from './subscription-routes.ts';
+import { adminSubscriptionRoutes } from './admin-subscription-routes.ts';
 import { billingClockJob } from './billing-clock.ts';
 import { highestProfileLimit } from './profile-limit.ts';
 
@@ -30,7 +31,7 @@ export { balanceOf, creditBalance, debitBalance } from './balance-service.ts';
 export const billing = {
   name: 'billing',
   entities: [Plan, Subscription, PaymentMethod, Coupon, CouponRedemption, GiftCard, AccountBalance, BalanceEntry, Invoice, InvoiceCharge, InvoiceCounter, TaxRate],
-  routes: [...planRoutes, ...couponRoutes, ...giftCardRoutes, ...paymentMethodRoutes, ...subscriptionRoutes],
+  routes: [...planRoutes, ...couponRoutes, ...giftCardRoutes, ...paymentMethodRoutes, ...subscriptionRoutes, ...adminSubscriptionRoutes],
   jobs: [billingClockJob],
   personalData: billingPersonalData,
   async start(core: CoreServices) {
