@@ -5,12 +5,10 @@
 import { z } from 'zod';
 import { User } from '../accounts/user.entity.ts';
 import { found } from '../http/errors.ts';
-import { paginate } from '../http/paging.ts';
 import { data, page, reply } from '../http/route.ts';
 import { dateTime, pageQuery, queryDateTime, uuid } from '../http/schemas.ts';
-import { Subscription } from './billing.entities.ts';
-import { presentSubscription, presentSubscriptions, subscriptionRecord, subscriptionResource } from './subscription-record.ts';
-import { couponCode, reasonText, subscriptionFilters } from './subscription-routes.ts';
+import { presentSubscription, subscriptionRecord, subscriptionResource } from './subscription-record.ts';
+import { couponCode, pageOfSubscriptions, reasonText, subscriptionFilters } from './subscription-routes.ts';
 import {
   cancelSubscription, createSubscription, extendSubscription, findUsersSubscription, patchSubscription, pauseSubscription, reactivateSubscription,
   resumeSubscription,
@@ -22,7 +20,6 @@ const read = { permission: 'admin.subscriptions.read' } as const;
 const manage = { permission: 'admin.subscriptions.manage' } as const;
 const userParams = z.strictObject({ user_id: uuid() });
 const subscriptionParams = z.strictObject({ user_id: uuid(), subscription_id: uuid() });
-const newestFirst = { field: 'created_at', direction: 'desc' } as const;
 const note = () => reasonText().optional().describe('Kept in the audit trail only');
 
 export const listAllSubscriptionsRoute = defineRoute({
@@ -32,14 +29,11 @@ export const listAllSubscriptionsRoute = defineRoute({
   responses: { 200: page(subscriptionRecord) },
   async handler({ query, rc }) {
     const where: Record<string, unknown> = {};
-    if (query.type) where.type = query.type;
-    if (query.status) where.status = query.status;
     if (query.plan_id) where.plan = query.plan_id;
     if (query.created_after || query.created_before) {
       where.created_at = { ...(query.created_after ? { $gte: query.created_after } : {}), ...(query.created_before ? { $lt: query.created_before } : {}) };
     }
-    const found = await paginate(rc.em, Subscription, { where, limit: query.limit, cursor: query.cursor, sort: newestFirst, populate: ['plan'] });
-    return { items: await presentSubscriptions(rc.em, found.items), meta: found.meta };
+    return pageOfSubscriptions(rc, where, query);
   },
 });
 
@@ -51,11 +45,7 @@ export const listUserSubscriptionsRoute = defineRoute({
   responses: { 200: page(subscriptionRecord) },
   async handler({ params, query, rc }) {
     found(await rc.em.findOne(User, params.user_id), 'User');
-    const where: Record<string, unknown> = { user: params.user_id };
-    if (query.type) where.type = query.type;
-    if (query.status) where.status = query.status;
-    const page_ = await paginate(rc.em, Subscription, { where, limit: query.limit, cursor: query.cursor, sort: newestFirst, populate: ['plan'] });
-    return { items: await presentSubscriptions(rc.em, page_.items), meta: page_.meta };
+    return pageOfSubscriptions(rc, { user: params.user_id }, query);
   },
 });
 

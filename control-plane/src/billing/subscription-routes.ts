@@ -6,6 +6,7 @@ import { paginate } from '../http/paging.ts';
 import { data, page, reply } from '../http/route.ts';
 import { lineText, pageQuery, uuid } from '../http/schemas.ts';
 import { found } from '../http/errors.ts';
+import type { RequestContext } from '../core/request-context.ts';
 import { PLAN_TYPES, Subscription, SUBSCRIPTION_STATUSES } from './billing.entities.ts';
 import { Invoice } from './invoice.entity.ts';
 import {
@@ -27,6 +28,13 @@ export const subscriptionFilters = {
   status: z.enum(SUBSCRIPTION_STATUSES).optional(),
 };
 
+/** One page of subscriptions matching `where` plus the type and status filters, newest first, as the API shows them. */
+export async function pageOfSubscriptions(rc: RequestContext, where: Record<string, unknown>, query: { type?: string; status?: string; limit: number; cursor?: string }) {
+  const filtered = { ...where, ...(query.type ? { type: query.type } : {}), ...(query.status ? { status: query.status } : {}) };
+  const found = await paginate(rc.em, Subscription, { where: filtered as never, limit: query.limit, cursor: query.cursor, sort: newestFirst, populate: ['plan'] });
+  return { items: await presentSubscriptions(rc.em, found.items), meta: found.meta };
+}
+
 export const listSubscriptionsRoute = defineRoute({
   method: 'get', path: '/v1/subscriptions', tags, access: read,
   summary: 'List my subscriptions',
@@ -34,11 +42,7 @@ export const listSubscriptionsRoute = defineRoute({
   query: pageQuery(subscriptionFilters),
   responses: { 200: page(subscriptionRecord) },
   async handler({ query, rc }) {
-    const where: Record<string, unknown> = { user: callerUserId(rc) };
-    if (query.type) where.type = query.type;
-    if (query.status) where.status = query.status;
-    const found = await paginate(rc.em, Subscription, { where, limit: query.limit, cursor: query.cursor, sort: newestFirst, populate: ['plan'] });
-    return { items: await presentSubscriptions(rc.em, found.items), meta: found.meta };
+    return pageOfSubscriptions(rc, { user: callerUserId(rc) }, query);
   },
 });
 
