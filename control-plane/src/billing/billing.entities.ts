@@ -81,6 +81,13 @@ export const SubscriptionSchema = defineEntity({
   indexes: [
     { name: 'billing_subscription_user_idx', properties: ['user', 'created_at'] },
     { name: 'billing_subscription_created_at_idx', properties: ['created_at', 'id'] },
+    // What the billing clock looks for: subscriptions whose next charge (trial end, renewal) is due.
+    {
+      name: 'billing_subscription_due_idx',
+      expression: `create index "billing_subscription_due_idx" on "billing_subscription" ("next_billing_date") where status in ('trialing', 'active') and next_billing_date is not null`,
+    },
+    // Period ends the clock acts on without a charge (cancel at period end, expiry, paused resumption).
+    { name: 'billing_subscription_period_end_idx', properties: ['status', 'current_period_end'] },
     // At most one live subscription per user and type, held by the database so concurrent creates cannot both win.
     {
       name: 'billing_subscription_one_live_per_type',

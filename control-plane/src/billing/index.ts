@@ -10,11 +10,15 @@ import { Coupon, CouponRedemption } from './coupon.entity.ts';
 import { AccountBalance, BalanceEntry, GiftCard } from './gift-card.entity.ts';
 import { createPaymentGateway } from './gateway/index.ts';
 import { PaymentMethod } from './payment-method.entity.ts';
+import { Invoice, InvoiceCharge, InvoiceCounter, TaxRate } from './invoice.entity.ts';
 import { paymentMethodRoutes } from './payment-method-routes.ts';
 import { billingPersonalData, endSubscriptionsForAccountDeletion } from './personal-data.ts';
 import { planRoutes } from './plan-routes.ts';
 import { couponRoutes } from './coupon-routes.ts';
 import { giftCardRoutes } from './gift-card-routes.ts';
+import { subscriptionRoutes } from './subscription-routes.ts';
+import { adminSubscriptionRoutes } from './admin-subscription-routes.ts';
+import { billingClockJob } from './billing-clock.ts';
 import { highestProfileLimit } from './profile-limit.ts';
 
 export type { BillingServices } from './services.ts';
@@ -26,8 +30,9 @@ export { balanceOf, creditBalance, debitBalance } from './balance-service.ts';
 
 export const billing = {
   name: 'billing',
-  entities: [Plan, Subscription, PaymentMethod, Coupon, CouponRedemption, GiftCard, AccountBalance, BalanceEntry],
-  routes: [...planRoutes, ...couponRoutes, ...giftCardRoutes, ...paymentMethodRoutes],
+  entities: [Plan, Subscription, PaymentMethod, Coupon, CouponRedemption, GiftCard, AccountBalance, BalanceEntry, Invoice, InvoiceCharge, InvoiceCounter, TaxRate],
+  routes: [...planRoutes, ...couponRoutes, ...giftCardRoutes, ...paymentMethodRoutes, ...subscriptionRoutes, ...adminSubscriptionRoutes],
+  jobs: [billingClockJob],
   personalData: billingPersonalData,
   async start(core: CoreServices) {
     return {

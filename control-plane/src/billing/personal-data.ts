@@ -15,6 +15,8 @@ import { paymentMethodRecord, presentPaymentMethod } from './payment-method-reco
 import { CouponRedemption } from './coupon.entity.ts';
 import { AccountBalance, BalanceEntry } from './gift-card.entity.ts';
 import { PaymentMethod } from './payment-method.entity.ts';
+import { Invoice } from './invoice.entity.ts';
+import { invoiceRecord, presentInvoice } from './subscription-record.ts';
 import type { BillingServices } from './services.ts';
 
 /**
@@ -51,6 +53,7 @@ export const billingPersonalData: PersonalDataProvider<BillingServices> = {
     const methods = await rc.em.find(PaymentMethod, { user: userId }, { orderBy: { created_at: 'asc' } });
     const balances = await rc.em.find(AccountBalance, { user: userId }, { orderBy: { currency: 'asc' } });
     const entries = await rc.em.find(BalanceEntry, { user: userId }, { orderBy: { created_at: 'asc' } });
+    const invoices = await rc.em.find(Invoice, { user: userId, status: { $ne: 'draft' } }, { orderBy: { created_at: 'asc' } });
     const redemptions = await rc.em.find(CouponRedemption, { user: userId }, { orderBy: { created_at: 'asc' }, populate: ['coupon'] });
     const now = app.clock.now().getTime();
     return {
@@ -73,7 +76,7 @@ export const billingPersonalData: PersonalDataProvider<BillingServices> = {
         id: r.id, coupon_code: r.coupon.code, plan_id: r.plan?.id ?? null, subscription_id: r.subscription?.id ?? null,
         invoice_id: r.invoice_id ?? null, created_at: r.created_at,
       })),
-      // Invoices join here when the billing engine adds them.
+      invoices: invoices.map((i) => invoiceRecord.parse(presentInvoice(i))),
     };
   },
 
@@ -95,7 +98,7 @@ export const billingPersonalData: PersonalDataProvider<BillingServices> = {
       }
     }
     // Subscriptions stay, as accounting records: they name a plan, prices and dates, no personal data.
-    // Invoices (the billing engine adds them) must stay too, for accounting: erase the personal data
-    // they carry here (billing name and address) and keep amounts, dates and numbers.
+    // Invoices stay too, for accounting: they hold numbers, amounts, dates, plan names and the tax
+    // country, no name or address, so nothing in them needs erasing.
   },
 };

@@ -326,7 +326,9 @@ async function suite(t: Test, embedded: boolean) {
     const finishedAt = job.finished_at;
     g.release();
     const late = await firstWorker;
-    t.equal(late.succeeded, 0, 'the stale worker does not record an outcome');
+    // Its run of the blocking job ends as lost (no outcome recorded); product jobs due meanwhile (the
+    // every-minute billing clock) may have run and succeeded in the same runDue, so count the lost one only.
+    t.equal(late.ran - late.succeeded - late.retried - late.failed, 1, 'the stale worker does not record an outcome');
     job = await jobRow(cp, id);
     t.equal(job.state, 'succeeded');
     t.same(job.finished_at, finishedAt);

@@ -11,6 +11,7 @@ import { Migration0007PaymentMethods } from './0007-payment-methods.ts';
 import { Migration0008Notifications } from './0008-notifications.ts';
 import { Migration0009ExportAndDeletion } from './0009-export-and-deletion.ts';
 import { Migration0010BillingCatalog } from './0010-billing-catalog.ts';
+import { Migration0011BillingEngine } from './0011-billing-engine.ts';
 import { Migration0012CdnCore } from './0012-cdn-core.ts';
 import { Migration0014CdnPolicies } from './0014-cdn-policies.ts';
 
@@ -25,6 +26,7 @@ export const migrationsList: MigrationObject[] = [
   { name: '0008-notifications', class: Migration0008Notifications },
   { name: '0009-export-and-deletion', class: Migration0009ExportAndDeletion },
   { name: '0010-billing-catalog', class: Migration0010BillingCatalog },
+  { name: '0011-billing-engine', class: Migration0011BillingEngine },
   { name: '0012-cdn-core', class: Migration0012CdnCore },
   { name: '0014-cdn-policies', class: Migration0014CdnPolicies },
 ];

@@ -1,0 +1,466 @@
+// Subscriptions (document 1 §3, §4.3, §4.8; DESIGN.md §5): create (or an
+// administrator's assign), change plan with proration, preview, cancel, and
+// the administrator's pause, resume, reactivate, extend and patch.
+//
+// Rules:
+// - one live subscription (trialing, active, past_due, paused) per user and
+//   type: the user's row is locked for the operation, and a partial unique
+//   index holds it whatever happens (409 SUBSCRIPTION_EXISTS);
+// - a plan with trial_days > 0 starts `trialing` (no charge; the trial is the
+//   first period); otherwise the first invoice is paid at once (balance
+//   first, then the card) and the subscription is `active`; a declined card
+//   is a 402 and nothing is kept (the charge happens inside the transaction
+//   that creates the subscription, redeems the coupon and debits the balance;
+//   a charge whose transaction then fails is refunded);
+// - terms (price, currency, cycle, limits) are copied from the plan at sale,
+//   at a plan change and at each renewal (grandfathering until then);
+// - proration to the second: the unused fraction of the current period is
+//   credited at the price the subscription was sold at, the same fraction of
+//   the new plan's price is charged; a negative net goes to the balance.
+import { UniqueConstraintViolationException } from '@mikro-orm/core';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { createHash } from 'node:crypto';
+import { changesOf, recordAudit } from '../audit/audit.ts';
+import { SECOND } from '../core/clock.ts';
+import { inTransaction, type RequestContext } from '../core/request-context.ts';
+import { ApiError, assertThat, found, validationError } from '../http/errors.ts';
+import { creditBalance } from './balance-service.ts';
+import { LIVE_SUBSCRIPTION_STATUSES, Plan, Subscription, type BillingCycle, type SubscriptionStatus } from './billing.entities.ts';
+import { couponProblem, couponRefusal, findCouponByCode, redeemCoupon } from './coupon-service.ts';
+import type { Coupon } from './coupon.entity.ts';
+import { draftInvoice, invoiceAmounts, payNow, periodLine, taxRateOf, withChargeCompensation } from './invoice-service.ts';
+import { Invoice, type LineItem } from './invoice.entity.ts';
+import { prorate } from './money.ts';
+import { PaymentMethod } from './payment-method.entity.ts';
+import { findUserPaymentMethod } from './payment-method-service.ts';
+import type { BillingServices } from './services.ts';
+
+const CYCLE_MONTHS: Record<BillingCycle, number> = { monthly: 1, quarterly: 3, semi_annual: 6, annual: 12 };
+
+/**
+ * The end of a billing period that starts at `start`: the same day and time
+ * `cycle` months later (UTC), or the last day of that month when it is
+ * shorter (31 January + 1 month = 28/29 February).
+ */
+export function addCycle(start: Date, cycle: BillingCycle): Date {
+  const months = start.getUTCMonth() + CYCLE_MONTHS[cycle];
+  const year = start.getUTCFullYear() + Math.floor(months / 12);
+  const month = months % 12;
+  const lastDay = new Date(Date.UTC(year, month + 1, 0)).getUTCDate();
+  return new Date(Date.UTC(year, month, Math.min(start.getUTCDate(), lastDay), start.getUTCHours(), start.getUTCMinutes(), start.getUTCSeconds(), start.getUTCMilliseconds()));
+}
+
+/** A stable id made from a request's Idempotency-Key, so a retried request charges the gateway with the same key. */
+export function derivedId(...parts: string[]): string {
+  const hex = createHash('sha256').update(parts.join('\u0000')).digest('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-${((parseInt(hex[16]!, 16) & 3) | 8).toString(16)}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+}
+
+/** When the clock next charges the subscription: the period end of a trialing or active one that renews; otherwise none. */
+export function syncNextBilling(subscription: Subscription): void {
+  const renews = (subscription.status === 'active' || subscription.status === 'trialing') && subscription.auto_renew && !subscription.cancel_at_period_end;
+  subscription.next_billing_date = renews ? subscription.current_period_end : null;
+}
+
+/** Copies the plan's terms onto the subscription (sale, plan change, renewal). */
+export function applyTerms(subscription: Subscription, plan: Plan): void {
+  subscription.plan = plan;
+  subscription.type = plan.type;
+  subscription.price_minor = plan.price_minor;
+  subscription.currency = plan.currency;
+  subscription.billing_cycle = plan.billing_cycle;
+  subscription.max_profiles = plan.max_profiles;
+  subscription.max_concurrent_streams = plan.max_concurrent_streams;
+  subscription.max_devices = plan.max_devices;
+}
+
+const subscriptionExists = (type: string) =>
+  new ApiError('SUBSCRIPTION_EXISTS', `A ${type} subscription is already live (trialing, active, past due or paused): cancel or change it first`);
+
+/** Serialises one user's subscription changes (held until the transaction ends). */
+async function lockUser(em: EntityManager, userId: string): Promise<void> {
+  await em.execute('select id from app_user where id = ? for update', [userId]);
+}
+
+/** The caller's user id (subscriptions belong to user accounts). */
+export function callerUserId(rc: RequestContext): string {
+  const actor = rc.actor;
+  if (!actor) throw new ApiError('UNAUTHORIZED');
+  if (actor.type !== 'user') throw new ApiError('FORBIDDEN', 'Subscriptions belong to user accounts');
+  return actor.id;
+}
+
+/** A subscription the caller may act on: their own, or anyone's for a global holder (an admin); 404 otherwise. */
+export async function findCallersSubscription(rc: RequestContext, id: string): Promise<Subscription> {
+  const userId = callerUserId(rc);
+  const where = rc.access === 'global' ? { id } : { id, user: userId };
+  return found(await rc.em.findOne(Subscription, where, { populate: ['plan'] }), 'Subscription');
+}
+
+/** A user's subscription (administration): 404 when it is not that user's. */
+export async function findUsersSubscription(em: EntityManager, userId: string, id: string): Promise<Subscription> {
+  return found(await em.findOne(Subscription, { id, user: userId }, { populate: ['plan'] }), 'Subscription');
+}
+
+/** The plan a body names, on sale: 404 when unknown, 409 when deactivated. */
+async function planOnSale(em: EntityManager, planId: string, field = 'plan_id'): Promise<Plan> {
+  const plan = await em.findOne(Plan, planId);
+  if (!plan) throw new ApiError('NOT_FOUND', 'Plan not found', { details: { field } });
+  assertThat(plan.is_active, new ApiError('CONFLICT', 'The plan is no longer on sale (deactivated)'));
+  return plan;
+}
+
+/** The user's own payment method a body names: 400 on the field otherwise. */
+async function usersMethod(em: EntityManager, userId: string, id: string, field = 'payment_method_id'): Promise<PaymentMethod> {
+  const method = await findUserPaymentMethod(em, userId, id);
+  if (!method) throw validationError([{ field, message: 'No such payment method on this account' }]);
+  return method;
+}
+
+/** The coupon a body names, checked (not redeemed) for the user and plan: 400 on coupon_code with its error_code otherwise. */
+async function usableCoupon(em: EntityManager, code: string | undefined, plan: Plan, userId: string, now: Date): Promise<Coupon | null> {
+  if (!code) return null;
+  const coupon = await findCouponByCode(em, code);
+  const problem = await couponProblem(em, coupon, plan, userId, now);
+  if (problem) throw couponRefusal(problem);
+  return coupon;
+}
+
+export interface CreateSubscriptionInput {
+  userId: string;
+  plan_id: string;
+  /** null: complimentary (administrators only). */
+  payment_method_id: string | null;
+  coupon_code?: string;
+  /** Administrator overrides. */
+  trial_end?: Date;
+  current_period_end?: Date;
+  auto_renew?: boolean;
+  admin_note?: string;
+  idempotencyKey?: string;
+}
+
+/**
+ * Creates a subscription for `input.userId` (the subscriber's create, or an
+ * administrator's assign). All in one transaction with the first charge.
+ */
+export async function createSubscription(app: BillingServices, rc: RequestContext, input: CreateSubscriptionInput): Promise<Subscription> {
+  const now = app.clock.now();
+  const admin = input.userId !== rc.actor?.id;
+  try {
+    return await withChargeCompensation(app, rc, (onCharged) => inTransaction(rc, async (tx) => {
+      const em = tx.em;
+      await lockUser(em, input.userId);
+      const plan = await planOnSale(em, input.plan_id);
+      const method = input.payment_method_id === null ? null : await usersMethod(em, input.userId, input.payment_method_id);
+      const live = await em.count(Subscription, { user: input.userId, type: plan.type, status: { $in: [...LIVE_SUBSCRIPTION_STATUSES] } });
+      if (live) throw subscriptionExists(plan.type);
+      const coupon = await usableCoupon(em, input.coupon_code, plan, input.userId, now);
+
+      const trialEnd = input.trial_end ?? (plan.trial_days > 0 ? new Date(now.getTime() + plan.trial_days * 86_400 * SECOND) : null);
+      const trialing = trialEnd !== null && trialEnd.getTime() > now.getTime();
+      const periodEnd = input.current_period_end ?? (trialing ? trialEnd : addCycle(now, plan.billing_cycle));
+      if (periodEnd.getTime() <= now.getTime()) throw validationError([{ field: 'current_period_end', message: 'Must be in the future' }]);
+      const subscription = em.create(Subscription, {
+        ...(input.idempotencyKey ? { id: derivedId('subscription', input.userId, input.idempotencyKey) } : {}),
+        user: input.userId, plan, type: plan.type, status: trialing ? 'trialing' : 'active',
+        price_minor: plan.price_minor, currency: plan.currency, billing_cycle: plan.billing_cycle,
+        max_profiles: plan.max_profiles, max_concurrent_streams: plan.max_concurrent_streams, max_devices: plan.max_devices,
+        auto_renew: input.auto_renew ?? true, current_period_start: now, current_period_end: periodEnd, cancel_at_period_end: false,
+        trial_start: trialing ? now : null, trial_end: trialing ? periodEnd : null,
+        payment_method_id: method?.id ?? null, coupon_id: coupon?.id ?? null, created_at: now, updated_at: now,
+      } as never);
+      syncNextBilling(subscription);
+      await em.flush();
+      if (coupon) await redeemCoupon(app, tx, { code: coupon.code, userId: input.userId, planId: plan.id, subscriptionId: subscription.id });
+      if (!trialing) {
+        const invoice = await draftInvoice(tx, {
+          id: input.idempotencyKey ? derivedId('invoice', input.userId, input.idempotencyKey) : undefined,
+          userId: input.userId, subscription, plan, reason: 'subscription_create', currency: plan.currency,
+          lines: [periodLine(plan, plan.price_minor, now, periodEnd)], coupon, complimentary: method === null,
+          paymentMethod: method, periodStart: now, periodEnd, description: `Subscription to ${plan.name}`,
+        }, now);
+        await payNow(app, tx, invoice, method, now, onCharged);
+      }
+      recordAudit(tx, {
+        action: admin ? 'subscription.assigned' : 'subscription.created', resource_type: 'subscription', resource_id: subscription.id,
+        reason: input.admin_note, metadata: { user_id: input.userId, plan_id: plan.id, status: subscription.status, complimentary: method === null },
+      });
+      await em.flush();
+      return subscription;
+    }));
+  } catch (error) {
+    // Two creates that passed the check at once: the partial unique index lets one win.
+    if (error instanceof UniqueConstraintViolationException && /one_live_per_type/.test(error.message)) throw subscriptionExists('such');
+    throw error;
+  }
+}
+
+// ---- plan change ----------------------------------------------------------
+
+export interface Proration {
+  fromPlan: Plan;
+  toPlan: Plan;
+  creditMinor: number;
+  chargeMinor: number;
+  lines: LineItem[];
+  coupon: Coupon | null;
+  /** What the plan change's invoice totals (discount and tax included): charged now. */
+  amountDueNowMinor: number;
+  /** The negative net (credit above charge) that goes to the account balance. */
+  balanceCreditMinor: number;
+  currency: string;
+}
+
+/** The numbers of a change of `subscription` to `planId` at `now` (no writes): what preview shows and change-plan charges. */
+export async function prorationOf(app: BillingServices, em: EntityManager, subscription: Subscription, planId: string, couponCode: string | undefined, now: Date): Promise<Proration> {
+  assertThat(subscription.status === 'active' || subscription.status === 'trialing',
+    new ApiError('CONFLICT', `A ${subscription.status} subscription cannot change plan`));
+  const fromPlan = subscription.plan;
+  const toPlan = await planOnSale(em, planId);
+  assertThat(toPlan.type === subscription.type,
+    new ApiError('PLAN_TYPE_MISMATCH', `The plan is a ${toPlan.type} plan; a ${subscription.type} subscription can only change to a ${subscription.type} plan`));
+  assertThat(toPlan.id !== fromPlan.id, new ApiError('CONFLICT', 'The subscription is already on this plan'));
+  if (toPlan.currency !== subscription.currency) {
+    throw validationError([{ field: 'plan_id', message: `The plan is priced in ${toPlan.currency}; the subscription is billed in ${subscription.currency}` }]);
+  }
+  const userId = subscription.user.id;
+  const coupon = await usableCoupon(em, couponCode, toPlan, userId, now);
+  const currency = subscription.currency;
+  if (subscription.status === 'trialing') {
+    return { fromPlan, toPlan, creditMinor: 0, chargeMinor: 0, lines: [], coupon, amountDueNowMinor: 0, balanceCreditMinor: 0, currency };
+  }
+  const start = subscription.current_period_start.getTime();
+  const end = subscription.current_period_end.getTime();
+  const whole = Math.max(1, Math.round((end - start) / SECOND));
+  const unused = Math.max(0, Math.min(whole, Math.floor((end - now.getTime()) / SECOND)));
+  const creditMinor = prorate(subscription.price_minor, unused, whole);
+  const chargeMinor = prorate(toPlan.price_minor, unused, whole);
+  const lines: LineItem[] = [
+    { description: `Unused time on ${fromPlan.name}`, quantity: 1, unit_price_minor: -creditMinor, amount_minor: -creditMinor, type: 'proration' },
+    { description: `Remaining time on ${toPlan.name}`, quantity: 1, unit_price_minor: chargeMinor, amount_minor: chargeMinor, type: 'proration' },
+  ];
+  const method = subscription.payment_method_id ? await em.findOne(PaymentMethod, subscription.payment_method_id) : null;
+  const taxRateBp = method ? await taxRateOf(em, method.billing_country) : null;
+  const amounts = invoiceAmounts(lines, { coupon, complimentary: !method, currency, taxRateBp });
+  return {
+    fromPlan, toPlan, creditMinor, chargeMinor, lines, coupon, currency,
+    amountDueNowMinor: amounts.total, balanceCreditMinor: method ? Math.max(0, -amounts.net) : 0,
+  };
+}
+
+/** Changes the plan now (same type): new terms at once, period unchanged, the prorated difference invoiced and charged. */
+export async function changePlan(app: BillingServices, rc: RequestContext, subscriptionId: string, input: { plan_id: string; coupon_code?: string; idempotencyKey?: string; admin_note?: string; ownerId?: string }): Promise<Subscription> {
+  const now = app.clock.now();
+  return withChargeCompensation(app, rc, (onCharged) => inTransaction(rc, async (tx) => {
+    const em = tx.em;
+    const subscription = input.ownerId ? await findUsersSubscription(em, input.ownerId, subscriptionId) : await findCallersSubscription(tx, subscriptionId);
+    const userId = subscription.user.id;
+    await lockUser(em, userId);
+    await em.refresh(subscription);
+    await applyPlanChange(app, tx, subscription, input, now, onCharged);
+    return subscription;
+  }));
+}
+
+/** The plan change inside the caller's transaction (subscriber change-plan and the administrator's patch). */
+export async function applyPlanChange(app: BillingServices, tx: RequestContext, subscription: Subscription, input: { plan_id: string; coupon_code?: string; idempotencyKey?: string; admin_note?: string }, now: Date, onCharged: (chargeId: string) => void): Promise<void> {
+  const em = tx.em;
+  const userId = subscription.user.id;
+  const proration = await prorationOf(app, em, subscription, input.plan_id, input.coupon_code, now);
+  const method = subscription.payment_method_id ? await em.findOne(PaymentMethod, subscription.payment_method_id) : null;
+  const from = { plan_id: proration.fromPlan.id, price_minor: subscription.price_minor };
+  applyTerms(subscription, proration.toPlan);
+  await em.flush();
+  if (proration.coupon) await redeemCoupon(app, tx, { code: proration.coupon.code, userId, planId: proration.toPlan.id, subscriptionId: subscription.id });
+  if (subscription.status === 'active') {
+    const invoice = await draftInvoice(tx, {
+      id: input.idempotencyKey ? derivedId('invoice', userId, input.idempotencyKey) : undefined,
+      userId, subscription, plan: proration.toPlan, reason: 'subscription_update', currency: subscription.currency, lines: proration.lines,
+      coupon: proration.coupon, complimentary: !method, paymentMethod: method,
+      periodStart: now, periodEnd: subscription.current_period_end, description: `Plan change from ${proration.fromPlan.name} to ${proration.toPlan.name}`,
+    }, now);
+    await payNow(app, tx, invoice, method, now, onCharged);
+    if (proration.balanceCreditMinor > 0) {
+      await creditBalance(tx, { userId, currency: subscription.currency, amountMinor: proration.balanceCreditMinor, source: 'invoice', referenceId: invoice.id });
+    }
+  }
+  recordAudit(tx, {
+    action: 'subscription.plan_changed', resource_type: 'subscription', resource_id: subscription.id, reason: input.admin_note,
+    changes: changesOf(from, { plan_id: proration.toPlan.id, price_minor: subscription.price_minor }),
+    metadata: { user_id: userId, proration_credit_minor: proration.creditMinor, proration_charge_minor: proration.chargeMinor, amount_due_now_minor: proration.amountDueNowMinor },
+  });
+  await em.flush();
+}
+
+// ---- cancel, pause, resume, extend, reactivate ------------------------------
+
+/** Voids the subscription's open invoices (a canceled subscription is not charged any more). */
+async function voidOpenInvoices(em: EntityManager, subscriptionId: string): Promise<void> {
+  await em.nativeUpdate(Invoice, { subscription: subscriptionId, status: { $in: ['open', 'draft'] } }, { status: 'void', next_attempt_at: null });
+}
+
+/** Cancel: immediate → canceled now, no refund; otherwise at the period end (cancel_at_period_end). Audit-logged with the reason. */
+export async function cancelSubscription(app: BillingServices, rc: RequestContext, subscription: Subscription, input: { immediate: boolean; reason?: string }): Promise<Subscription> {
+  const now = app.clock.now();
+  assertThat((LIVE_SUBSCRIPTION_STATUSES as readonly string[]).includes(subscription.status),
+    new ApiError('CONFLICT', `The subscription has already ended (${subscription.status})`));
+  const before = { status: subscription.status, cancel_at_period_end: subscription.cancel_at_period_end };
+  if (input.immediate) {
+    subscription.status = 'canceled';
+    subscription.canceled_at = now;
+    subscription.cancel_at_period_end = false;
+    await voidOpenInvoices(rc.em, subscription.id);
+  } else {
+    subscription.cancel_at_period_end = true;
+    subscription.canceled_at = now;
+  }
+  syncNextBilling(subscription);
+  recordAudit(rc, {
+    action: 'subscription.canceled', resource_type: 'subscription', resource_id: subscription.id, reason: input.reason,
+    changes: changesOf(before, { status: subscription.status, cancel_at_period_end: subscription.cancel_at_period_end }),
+    metadata: { user_id: subscription.user.id, immediate: input.immediate, refund: false },
+  });
+  await rc.em.flush();
+  return subscription;
+}
+
+const audit = (rc: RequestContext, subscription: Subscription, action: string, reason: string | undefined, changes: Record<string, { from: unknown; to: unknown }>, metadata: Record<string, unknown> = {}) =>
+  recordAudit(rc, { action, resource_type: 'subscription', resource_id: subscription.id, reason, changes, metadata: { user_id: subscription.user.id, ...metadata } });
+
+/** Pause (administrator): billing and access suspended; resumed automatically at resume_at when given. */
+export async function pauseSubscription(app: BillingServices, rc: RequestContext, subscription: Subscription, input: { resume_at: Date | null; reason?: string }): Promise<Subscription> {
+  const now = app.clock.now();
+  assertThat(subscription.status === 'active' || subscription.status === 'trialing',
+    new ApiError('CONFLICT', `Only an active or trialing subscription can be paused (this one is ${subscription.status})`));
+  if (input.resume_at && input.resume_at.getTime() <= now.getTime()) throw validationError([{ field: 'resume_at', message: 'Must be in the future' }]);
+  const from = subscription.status;
+  subscription.status = 'paused';
+  subscription.paused_at = now;
+  subscription.resume_at = input.resume_at;
+  syncNextBilling(subscription);
+  audit(rc, subscription, 'subscription.paused', input.reason, { status: { from, to: 'paused' } }, { resume_at: input.resume_at?.toISOString() ?? null });
+  await rc.em.flush();
+  return subscription;
+}
+
+/**
+ * Resumes a paused subscription at `now` (administrator, or the clock at
+ * resume_at): the period end (and a trial's end) move later by the paused
+ * time; trialing again when the trial had not ended, active otherwise.
+ */
+export function resumeInPlace(subscription: Subscription, now: Date): void {
+  const paused = Math.max(0, now.getTime() - (subscription.paused_at ?? now).getTime());
+  const inTrial = subscription.trial_end !== null && subscription.trial_end !== undefined && subscription.trial_end.getTime() === subscription.current_period_end.getTime();
+  subscription.current_period_end = new Date(subscription.current_period_end.getTime() + paused);
+  if (inTrial) subscription.trial_end = subscription.current_period_end;
+  subscription.status = inTrial ? 'trialing' : 'active';
+  subscription.paused_at = null;
+  subscription.resume_at = null;
+  syncNextBilling(subscription);
+}
+
+export async function resumeSubscription(app: BillingServices, rc: RequestContext, subscription: Subscription): Promise<Subscription> {
+  assertThat(subscription.status === 'paused', new ApiError('CONFLICT', `Only a paused subscription can be resumed (this one is ${subscription.status})`));
+  const before = { status: subscription.status, current_period_end: subscription.current_period_end };
+  resumeInPlace(subscription, app.clock.now());
+  audit(rc, subscription, 'subscription.resumed', undefined, changesOf(before, { status: subscription.status, current_period_end: subscription.current_period_end }));
+  await rc.em.flush();
+  return subscription;
+}
+
+/** Extend (administrator): the period end (and a trial's end) move later by `days`; no charge; status unchanged. */
+export async function extendSubscription(app: BillingServices, rc: RequestContext, subscription: Subscription, input: { days: number; reason?: string }): Promise<Subscription> {
+  const before = subscription.current_period_end;
+  const inTrial = subscription.trial_end && subscription.trial_end.getTime() === before.getTime();
+  subscription.current_period_end = new Date(before.getTime() + input.days * 86_400 * SECOND);
+  if (inTrial) subscription.trial_end = subscription.current_period_end;
+  syncNextBilling(subscription);
+  audit(rc, subscription, 'subscription.extended', input.reason, changesOf({ current_period_end: before }, { current_period_end: subscription.current_period_end }), { days: input.days });
+  await rc.em.flush();
+  return subscription;
+}
+
+/**
+ * Reactivate (administrator): a canceled or expired subscription starts a new
+ * period now, on its plan or another of the same type, and is charged per its
+ * payment method (null: complimentary). 409 SUBSCRIPTION_EXISTS when another
+ * subscription of the type is live.
+ */
+export async function reactivateSubscription(app: BillingServices, rc: RequestContext, userId: string, subscriptionId: string, input: { plan_id?: string; payment_method_id?: string | null; admin_note?: string }): Promise<Subscription> {
+  const now = app.clock.now();
+  try {
+    return await withChargeCompensation(app, rc, (onCharged) => inTransaction(rc, async (tx) => {
+      const em = tx.em;
+      await lockUser(em, userId);
+      const subscription = await findUsersSubscription(em, userId, subscriptionId);
+      await em.refresh(subscription);
+      assertThat(subscription.status === 'canceled' || subscription.status === 'expired',
+        new ApiError('CONFLICT', `Only a canceled or expired subscription can be reactivated (this one is ${subscription.status})`));
+      const plan = input.plan_id ? await planOnSale(em, input.plan_id) : subscription.plan;
+      assertThat(plan.type === subscription.type, new ApiError('PLAN_TYPE_MISMATCH', `The plan is a ${plan.type} plan; this subscription is ${subscription.type}`));
+      assertThat(plan.is_active, new ApiError('CONFLICT', 'The plan is no longer on sale (deactivated): name another plan_id'));
+      const methodId = input.payment_method_id === undefined ? subscription.payment_method_id ?? null : input.payment_method_id;
+      const method = methodId ? await usersMethod(em, userId, methodId) : null;
+      if (await em.count(Subscription, { user: userId, type: plan.type, status: { $in: [...LIVE_SUBSCRIPTION_STATUSES] } })) throw subscriptionExists(plan.type);
+      const from = subscription.status;
+      applyTerms(subscription, plan);
+      Object.assign(subscription, {
+        status: 'active' as SubscriptionStatus, current_period_start: now, current_period_end: addCycle(now, plan.billing_cycle),
+        canceled_at: null, cancel_at_period_end: false, auto_renew: true, paused_at: null, resume_at: null, payment_method_id: method?.id ?? null,
+      });
+      syncNextBilling(subscription);
+      await em.flush();
+      const invoice = await draftInvoice(tx, {
+        userId, subscription, plan, reason: 'subscription_create', currency: plan.currency,
+        lines: [periodLine(plan, plan.price_minor, now, subscription.current_period_end)], complimentary: !method, paymentMethod: method,
+        periodStart: now, periodEnd: subscription.current_period_end, description: `Reactivation of ${plan.name}`,
+      }, now);
+      await payNow(app, tx, invoice, method, now, onCharged);
+      audit(tx, subscription, 'subscription.reactivated', input.admin_note, { status: { from, to: 'active' } }, { plan_id: plan.id });
+      await em.flush();
+      return subscription;
+    }));
+  } catch (error) {
+    if (error instanceof UniqueConstraintViolationException && /one_live_per_type/.test(error.message)) throw subscriptionExists('such');
+    throw error;
+  }
+}
+
+export interface PatchSubscriptionInput {
+  plan_id?: string;
+  payment_method_id?: string | null;
+  auto_renew?: boolean;
+  current_period_end?: Date;
+  cancel_at_period_end?: boolean;
+  admin_note?: string;
+}
+
+/** Patch (administrator, If-Match checked by the route): each field given changes; a plan change is prorated and charged. */
+export async function patchSubscription(app: BillingServices, rc: RequestContext, userId: string, subscriptionId: string, input: PatchSubscriptionInput): Promise<Subscription> {
+  const now = app.clock.now();
+  return withChargeCompensation(app, rc, (onCharged) => inTransaction(rc, async (tx) => {
+    const em = tx.em;
+    await lockUser(em, userId);
+    const subscription = await findUsersSubscription(em, userId, subscriptionId);
+    const fields = ['payment_method_id', 'auto_renew', 'current_period_end', 'cancel_at_period_end'] as const;
+    const before = Object.fromEntries(fields.map((f) => [f, subscription[f]]));
+    if (input.payment_method_id !== undefined) {
+      subscription.payment_method_id = input.payment_method_id === null ? null : (await usersMethod(em, userId, input.payment_method_id)).id;
+    }
+    if (input.current_period_end) {
+      if (input.current_period_end.getTime() <= subscription.current_period_start.getTime()) {
+        throw validationError([{ field: 'current_period_end', message: 'Must be after current_period_start' }]);
+      }
+      if (subscription.trial_end && subscription.trial_end.getTime() === subscription.current_period_end.getTime()) subscription.trial_end = input.current_period_end;
+      subscription.current_period_end = input.current_period_end;
+    }
+    if (input.auto_renew !== undefined) subscription.auto_renew = input.auto_renew;
+    if (input.cancel_at_period_end !== undefined) subscription.cancel_at_period_end = input.cancel_at_period_end;
+    syncNextBilling(subscription);
+    if (input.plan_id && input.plan_id !== subscription.plan.id) await applyPlanChange(app, tx, subscription, { plan_id: input.plan_id, admin_note: input.admin_note }, now, onCharged);
+    audit(tx, subscription, 'subscription.updated', input.admin_note, changesOf(before, Object.fromEntries(fields.map((f) => [f, subscription[f]]))));
+    await em.flush();
+    return subscription;
+  }));
+}
