@@ -11,6 +11,7 @@ import { Migration0007PaymentMethods } from './0007-payment-methods.ts';
 import { Migration0008Notifications } from './0008-notifications.ts';
 import { Migration0009ExportAndDeletion } from './0009-export-and-deletion.ts';
 import { Migration0010BillingCatalog } from './0010-billing-catalog.ts';
+import { Migration0013CdnAdmin } from './0013-cdn-admin.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -23,4 +24,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0008-notifications', class: Migration0008Notifications },
   { name: '0009-export-and-deletion', class: Migration0009ExportAndDeletion },
   { name: '0010-billing-catalog', class: Migration0010BillingCatalog },
+  { name: '0013-cdn-admin', class: Migration0013CdnAdmin },
 ];
