@@ -3,14 +3,16 @@
 // machine API tokens and the CDN audit log, under /v1/cdn. Its start hook
 // provides the resolver the guard uses for `Authorization: Bearer cdn_...`.
 import type { AuthServices } from '../auth/services.ts';
+import { adminUserRoutes } from './admin-user-routes.ts';
 import { ApiToken } from './api-token.entity.ts';
 import { apiTokenRoutes } from './api-token-routes.ts';
 import { apiTokenResolver } from './api-token-service.ts';
+import { acceptInvitationRoute } from './invitation-routes.ts';
 
 export const cdnAdmin = {
   name: 'cdnAdmin',
   entities: [ApiToken],
-  routes: [...apiTokenRoutes],
+  routes: [...adminUserRoutes, acceptInvitationRoute, ...apiTokenRoutes],
   async start(app: AuthServices) {
     return { services: { resolveApiToken: apiTokenResolver(app) } };
   },
