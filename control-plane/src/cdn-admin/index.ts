@@ -7,12 +7,13 @@ import { adminUserRoutes } from './admin-user-routes.ts';
 import { ApiToken } from './api-token.entity.ts';
 import { apiTokenRoutes } from './api-token-routes.ts';
 import { apiTokenResolver } from './api-token-service.ts';
+import { auditLogRoutes } from './audit-log-routes.ts';
 import { acceptInvitationRoute } from './invitation-routes.ts';
 
 export const cdnAdmin = {
   name: 'cdnAdmin',
   entities: [ApiToken],
-  routes: [...adminUserRoutes, acceptInvitationRoute, ...apiTokenRoutes],
+  routes: [...adminUserRoutes, acceptInvitationRoute, ...apiTokenRoutes, ...auditLogRoutes],
   async start(app: AuthServices) {
     return { services: { resolveApiToken: apiTokenResolver(app) } };
   },
