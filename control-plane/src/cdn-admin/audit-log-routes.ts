@@ -7,7 +7,7 @@ import { defineAuthRoute as defineRoute } from '../auth/services.ts';
 import { found } from '../http/errors.ts';
 import { paginate } from '../http/paging.ts';
 import { bare, page } from '../http/route.ts';
-import { lineText, orNull, pageQuery, queryDateTime, sortParam, timestamp, uuid } from '../http/schemas.ts';
+import { orNull, pageQuery, queryDateTime, sortParam, timestamp, uuid } from '../http/schemas.ts';
 import { CDN_AUDIT_RESOURCE_TYPES } from './audit-scope.ts';
 
 const tags = ['CDN: audit log'];
@@ -42,8 +42,8 @@ export const listAuditLogsRoute = defineRoute({
     + 'glob ending in `*` (`origin.*`); `from` and `to` bound created_at, both inclusive (from must not be after to). Account-side entries are not listed.',
   query: pageQuery({
     actor_id: uuid().optional(),
-    resource_type: lineText(100).optional(),
-    resource_id: lineText(100).optional(),
+    resource_type: z.string().max(100).regex(/^[a-z][a-z0-9_]*$/, 'Must be a resource type such as origin or api_token').optional(),
+    resource_id: z.string().max(100).regex(/^[A-Za-z0-9_.:-]+$/, 'Must be a resource id (a UUID for most resources)').optional(),
     action: actionPattern().optional(),
     from: queryDateTime().optional(),
     to: queryDateTime().optional(),
