@@ -6,8 +6,8 @@
 import t from 'tap';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import {
-  bearer, countRows, createAdmin, createLoggedInUser, createSuperadmin, createUserDirect, latestMessage, login, messagesTo, OTHER_PASSWORD, query,
-  RELAXED_LIMITS, tokenFromLatest, uniqueEmail, type TestAccount,
+  countRows, createAdmin, createLoggedInUser, createSuperadmin, createUserDirect, latestMessage, login, messagesTo, OTHER_PASSWORD, query,
+  RELAXED_LIMITS, sender, tokenFromLatest, uniqueEmail, type Caller, type TestAccount,
 } from '../../../test/support/auth.ts';
 import { systemContext } from '../core/request-context.ts';
 import { ApiError } from '../http/errors.ts';
@@ -21,10 +21,7 @@ const admin = await createAdmin(cp, { display_name: 'Ada Admin' });
 const viewer = await createLoggedInUser(cp, { roles: ['viewer', 'subscriber'] });
 const operator = await createLoggedInUser(cp, { roles: ['operator', 'subscriber'] });
 
-type Caller = TestAccount | string | null;
-const auth = (who: Caller) => (who === null ? {} : bearer(typeof who === 'string' ? who : who.accessToken));
-const send = (who: Caller, method: string, path: string, json?: unknown, headers: Record<string, string> = {}) =>
-  cp.request(method, path, { headers: { ...auth(who), ...headers }, json });
+const send = sender(cp);
 
 async function invite(json: Record<string, unknown> = {}, who: Caller = admin): Promise<Record<string, any> & { id: string; email: string }> {
   const res = await send(who, 'POST', '/v1/cdn/admin/users', { email: uniqueEmail('cdn'), role: 'operator', ...json });

@@ -5,7 +5,7 @@
 import t from 'tap';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import {
-  bearer, countRows, createAdmin, createLoggedInUser, createSuperadmin, query, RELAXED_LIMITS, type TestAccount,
+  countRows, createAdmin, createLoggedInUser, createSuperadmin, query, RELAXED_LIMITS, sender, type Caller,
 } from '../../../test/support/auth.ts';
 import { hashToken } from '../auth/primitives/opaque-tokens.ts';
 
@@ -15,10 +15,7 @@ const superadmin = await createSuperadmin(cp);
 const viewer = await createLoggedInUser(cp, { roles: ['viewer', 'subscriber'] });
 const operator = await createLoggedInUser(cp, { roles: ['operator', 'subscriber'] });
 
-type Caller = TestAccount | string | null;
-const auth = (who: Caller) => (who === null ? {} : bearer(typeof who === 'string' ? who : who.accessToken));
-const send = (who: Caller, method: string, path: string, json?: unknown, headers: Record<string, string> = {}) =>
-  cp.request(method, path, { headers: { ...auth(who), ...headers }, json });
+const send = sender(cp);
 
 let sequence = 0;
 async function createToken(json: Record<string, unknown> = {}, who: Caller = admin): Promise<Record<string, any> & { id: string; token: string }> {

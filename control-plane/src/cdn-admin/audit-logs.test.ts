@@ -4,7 +4,7 @@
 import t from 'tap';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import {
-  bearer, createAdmin, createLoggedInUser, query, RELAXED_LIMITS, uniqueEmail, type TestAccount,
+  createAdmin, createLoggedInUser, query, RELAXED_LIMITS, sender, uniqueEmail, type Caller,
 } from '../../../test/support/auth.ts';
 
 const cp = await startTestControlPlane(t, { env: RELAXED_LIMITS });
@@ -13,10 +13,7 @@ const otherAdmin = await createAdmin(cp);
 const viewer = await createLoggedInUser(cp, { roles: ['viewer', 'subscriber'] });
 const operator = await createLoggedInUser(cp, { roles: ['operator', 'subscriber'] });
 
-type Caller = TestAccount | string | null;
-const auth = (who: Caller) => (who === null ? {} : bearer(typeof who === 'string' ? who : who.accessToken));
-const send = (who: Caller, method: string, path: string, json?: unknown, headers: Record<string, string> = {}) =>
-  cp.request(method, path, { headers: { ...auth(who), ...headers }, json });
+const send = sender(cp);
 const list = async (params: string, who: Caller = admin) => {
   const res = await send(who, 'GET', `/v1/cdn/audit-logs?limit=100${params ? `&${params}` : ''}`);
   if (res.status !== 200) throw new Error(`${params}: ${res.status} ${res.text}`);
