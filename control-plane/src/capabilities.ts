@@ -9,6 +9,7 @@ import { auditPersonalData } from './audit/personal-data.ts';
 import { auth, type AuthServices } from './auth/index.ts';
 import { billing, type BillingServices } from './billing/index.ts';
 import { cdn, type CdnServices } from './cdn/index.ts';
+import { cdnAdmin } from './cdn-admin/index.ts';
 import type { PersonalDataProvider } from './core/personal-data.ts';
 import type { CoreServices } from './core/services.ts';
 import { health, type HealthServices } from './health/index.ts';
@@ -41,7 +42,7 @@ export interface Capability {
   start?: (services: AppServices) => Promise<CapabilityStart>;
 }
 
-export const capabilities: readonly Capability[] = [accounts, notifications, auth, billing, admin, cdn, health];
+export const capabilities: readonly Capability[] = [accounts, notifications, auth, billing, admin, cdn, cdnAdmin, health];
 
 /** Every entity of the control plane: the framework's own (audit, jobs) and each capability's. */
 export const entities: EntityClass<object>[] = [AuditEntry, Job, JobSchedule, ...capabilities.flatMap((c) => c.entities ?? [])];

@@ -25,6 +25,13 @@ export function uniqueEmail(tag = 'user'): string {
 
 export const bearer = (accessToken: string, extra: Record<string, string> = {}) => ({ authorization: `Bearer ${accessToken}`, ...extra });
 
+/** Who sends a request: a logged-in account, a raw bearer value (e.g. a `cdn_...` API token), or nobody. */
+export type Caller = { accessToken: string } | string | null;
+
+/** `send(who, method, path, json?, headers?)` against one control plane, with the caller's Authorization. */
+export const sender = (cp: TestControlPlane) => (who: Caller, method: string, path: string, json?: unknown, headers: Record<string, string> = {}) =>
+  cp.request(method, path, { headers: { ...(who === null ? {} : bearer(typeof who === 'string' ? who : who.accessToken)), ...headers }, json });
+
 // ---- cookies --------------------------------------------------------------
 
 /** The Set-Cookie lines of a response. */

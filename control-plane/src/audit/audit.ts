@@ -58,6 +58,16 @@ function maskDeep(value: unknown, secret = false): unknown {
   return secret && value !== null && value !== undefined ? MASKED : serialisable(value);
 }
 
+// Most privileged first: the role an entry names is the strongest the actor held.
+const ROLE_RANK = ['superadmin', 'admin', 'operator', 'viewer', 'partner', 'subscriber'];
+
+/** The role the actor acted with: the most privileged of those it holds (a CDN operator who is also a subscriber acted as operator). */
+function actingRole(roles: readonly string[] | undefined): string | null {
+  if (!roles?.length) return null;
+  for (const role of ROLE_RANK) if (roles.includes(role)) return role;
+  return roles[0]!;
+}
+
 /**
  * Queues an audit entry in the unit of work of the change it records (the
  * request's, or a transaction's `em` when the change runs in one), so both
@@ -72,7 +82,7 @@ export function recordAudit(rc: RequestContext, input: AuditInput, em: EntityMan
     action: input.action,
     actor_id: actor?.type === 'system' ? null : actor?.id ?? null,
     actor_type: actor?.type ?? 'system',
-    actor_role: actor?.roles?.find((r) => r === 'superadmin') ?? actor?.roles?.[0] ?? null,
+    actor_role: actingRole(actor?.roles),
     resource_type: input.resource_type,
     resource_id: input.resource_id ?? null,
     ip_address: rc.ip || null,

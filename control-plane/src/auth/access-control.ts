@@ -1,7 +1,7 @@
 // The one guard every route goes through (router.ts calls it from each
 // route's declared AccessRule). Authentication: a JWT access token (checked
 // for revocation on every request) or a machine API token (`cdn_...`, resolved
-// by the CDN module). Authorization: the rule's permission evaluated against
+// by the CDN administration module). Authorization: the rule's permission evaluated against
 // the caller's stored roles, exact → type-scoped → global.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { pendingDeletionSql } from '../accounts/deletion-request.entity.ts';
@@ -16,8 +16,13 @@ import { API_TOKEN_PREFIX } from './primitives/opaque-tokens.ts';
 import { TokenVerificationError } from './primitives/signing-keys.ts';
 import type { TokenService } from './token-service.ts';
 
-/** Resolves a machine API token to its caller (the CDN module registers one). */
+/** Resolves a machine API token to its caller (the CDN administration module provides one as a service). */
 export type ApiTokenResolver = (em: EntityManager, token: string) => Promise<(Actor & { type: 'api_token' }) | null>;
+
+/** Where the guard finds the resolver: the composition root's services, filled by a capability started after auth. */
+export interface ApiTokenResolverSource {
+  resolveApiToken?: ApiTokenResolver;
+}
 
 export function bearerToken(authorization: string): string | undefined {
   const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
@@ -56,11 +61,12 @@ const USER_ACCESS_SQL = `
 export class TokenAccessControl implements AccessControl {
   readonly #tokens: TokenService;
   readonly #db: Database;
-  apiTokenResolver?: ApiTokenResolver;
+  readonly #apiTokens: ApiTokenResolverSource;
 
-  constructor(tokens: TokenService, db: Database) {
+  constructor(tokens: TokenService, db: Database, apiTokens: ApiTokenResolverSource = {}) {
     this.#tokens = tokens;
     this.#db = db;
+    this.#apiTokens = apiTokens;
   }
 
   async authenticate(rc: RequestContext, authorization: string, rule: AccessRule): Promise<void> {
@@ -80,7 +86,8 @@ export class TokenAccessControl implements AccessControl {
 
   async #resolve(rc: RequestContext, token: string): Promise<Actor> {
     if (token.startsWith(API_TOKEN_PREFIX)) {
-      const caller = this.apiTokenResolver ? await this.apiTokenResolver(rc.em, token) : null;
+      const resolve = this.#apiTokens.resolveApiToken;
+      const caller = resolve ? await resolve(rc.em, token) : null;
       if (!caller) throw new ApiError('UNAUTHORIZED', 'API token invalid or revoked');
       return caller;
     }
@@ -100,6 +107,9 @@ export class TokenAccessControl implements AccessControl {
     const caller = requireActor(rc);
     let grants: PermissionGrant[];
     if (caller.type === 'api_token') {
+      // Machine tokens act on the CDN interface only: the CDN admin role is also the platform's
+      // admin role, and a CI credential must not administer subscribers' accounts.
+      if (!rule.permission.startsWith('cdn.')) throw new ApiError('FORBIDDEN', 'API tokens may only call the CDN interface');
       grants = await loadRoleGrants(rc.em, caller.roles);
     } else {
       // Status and grants read on every request: the caller is judged on stored data, not on the token.

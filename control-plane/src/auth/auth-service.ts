@@ -26,8 +26,8 @@ export const RESET_TOKEN_TTL_MS = 15 * 60 * 1000;
 
 export const normalizeEmail = (email: string) => email.trim().toLowerCase();
 
-
-async function issueOneTimeToken(app: AppServices, em: EntityManager, user: User, purpose: OneTimeTokenPurpose, ttlMs: number): Promise<string> {
+/** Issues an e-mailed one-time token of a kind (voiding the user's older ones); returns the value to mail. */
+export async function issueOneTimeToken(app: AppServices, em: EntityManager, user: User, purpose: OneTimeTokenPurpose, ttlMs: number): Promise<string> {
   // Only the newest link of a kind works.
   await em.nativeUpdate(OneTimeToken, { user: user.id, purpose, used_at: null }, { used_at: new Date() });
   const token = generateOpaqueToken();
@@ -39,14 +39,14 @@ async function issueOneTimeToken(app: AppServices, em: EntityManager, user: User
 const invalidToken = () => new ApiError('VALIDATION_ERROR', 'Invalid or expired token', { errors: [{ field: 'token', message: 'Invalid or expired token' }] });
 
 /** A one-time token that is live (unspent, unexpired), with its user; 400 on `token` otherwise. */
-async function findLiveOneTimeToken(app: AppServices, em: EntityManager, token: string, purpose: OneTimeTokenPurpose): Promise<OneTimeToken> {
+export async function findLiveOneTimeToken(app: AppServices, em: EntityManager, token: string, purpose: OneTimeTokenPurpose): Promise<OneTimeToken> {
   const record = await em.findOne(OneTimeToken, { token_hash: hashToken(token, app.tokenPepper), purpose }, { populate: ['user'] });
   if (!record || record.used_at || record.expires_at <= new Date()) throw invalidToken();
   return record;
 }
 
 /** Spends a live one-time token: a conditional update, so one token works once even under concurrency. */
-async function spendOneTimeToken(em: EntityManager, record: OneTimeToken): Promise<void> {
+export async function spendOneTimeToken(em: EntityManager, record: OneTimeToken): Promise<void> {
   const spent = await em.nativeUpdate(OneTimeToken, { id: record.id, used_at: null }, { used_at: new Date() });
   if (spent !== 1) throw invalidToken();
 }

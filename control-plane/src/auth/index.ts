@@ -33,7 +33,8 @@ export const auth = {
       // Accounts asks for proof of a PIN-protected profile's PIN through this (accounts/services.ts).
       // Accounts checks the password of a deletion request through checkPassword.
       services: { tokens, sessions, requireProfileToken: (rc: RequestContext, profileId: string) => requireProfileToken(services, rc, profileId), checkPassword: checkAccountPassword },
-      access: new TokenAccessControl(tokens, core.db),
+      // API tokens are resolved by a later capability's `resolveApiToken` service (looked up per request on the shared services).
+      access: new TokenAccessControl(tokens, core.db, core as AuthServices),
       close: () => tokens.close(),
     };
   },

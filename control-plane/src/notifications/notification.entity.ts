@@ -21,6 +21,8 @@ export const NOTIFICATION_TYPES = {
   mfa_enabled: 'account_security',
   mfa_disabled: 'account_security',
   account_suspended: 'account_security',
+  // A CDN role granted to an existing account (cdn-admin): access rights changed.
+  cdn_role_granted: 'account_security',
   // What the user asked for, so it goes whatever the preferences: the export's link, the deletion's schedule.
   data_export_ready: 'account_security',
   account_deletion_requested: 'account_security',

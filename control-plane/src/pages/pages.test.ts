@@ -1,9 +1,8 @@
 import t from 'tap';
 import { startTestControlPlane, type TestControlPlane } from '../../../test/support/control-plane.ts';
 import { openPage } from '../../../test/support/pages.ts';
-import { login, OTHER_PASSWORD, PASSWORD, register, RESET_SUBJECT, uniqueEmail, VERIFY_SUBJECT, outboxDir } from '../../../test/support/auth.ts';
+import { bearer, createAdmin, login, OTHER_PASSWORD, PASSWORD, register, RESET_SUBJECT, uniqueEmail, VERIFY_SUBJECT, outboxDir } from '../../../test/support/auth.ts';
 import { waitForMessage } from '../mail/outbox.ts';
-import { cdnAdminInvitation } from '../mail/templates.ts';
 import { PAGES_CSP } from './pages.ts';
 
 /** The e-mailed link, re-pointed at the test server (its PUBLIC_URL names port 0). */
@@ -118,17 +117,27 @@ t.test('the sign-in page logs in through the API and names the account; a wrong 
   t.match(page.message(), { kind: 'ok', text: `Signed in as ${email}` });
 });
 
-t.test('the invitation link opens its page, which says plainly that this server does not accept invitations yet', async (t) => {
+t.test('the invitation link opens its page, which sets the password through the API; the invitee then signs in', async (t) => {
   const cp = await startTestControlPlane(t);
-  const mail = cdnAdminInvitation({ publicUrl: cp.url, token: 'a'.repeat(43), role: 'operator' });
-  const link = new URL(/https?:\/\/\S+accept-invitation\S+/.exec(mail.text)![0]);
+  const admin = await createAdmin(cp, { display_name: 'Page Admin' });
+  const email = uniqueEmail('invitee');
+  const created = await cp.request('POST', '/v1/cdn/admin/users', { headers: bearer(admin.accessToken), json: { email, role: 'operator' } });
+  t.equal(created.status, 201, created.text);
+  const link = await emailedLink(cp, email, /invited to the .* CDN console/);
   t.equal(link.pathname, '/accept-invitation');
   const page = await openPage(link.href);
   t.equal(page.status, 200);
   page.fill('password', OTHER_PASSWORD);
   page.fill('password-again', OTHER_PASSWORD);
   await page.submit();
-  t.match(page.message(), { kind: 'error', text: /does not accept invitations yet/ });
+  t.match(page.message(), { kind: 'ok', text: /Your account is active/ });
+  await login(cp, email, OTHER_PASSWORD);
+
+  const spent = await openPage(link.href);
+  spent.fill('password', OTHER_PASSWORD);
+  spent.fill('password-again', OTHER_PASSWORD);
+  await spent.submit();
+  t.match(spent.message(), { kind: 'error', text: /invalid, has expired or was already used/ });
 });
 
 t.test('with APP_URL set, e-mailed links point at the front end instead of these pages', async (t) => {

@@ -13,6 +13,7 @@ import { Migration0009ExportAndDeletion } from './0009-export-and-deletion.ts';
 import { Migration0010BillingCatalog } from './0010-billing-catalog.ts';
 import { Migration0011BillingEngine } from './0011-billing-engine.ts';
 import { Migration0012CdnCore } from './0012-cdn-core.ts';
+import { Migration0013CdnAdmin } from './0013-cdn-admin.ts';
 import { Migration0014CdnPolicies } from './0014-cdn-policies.ts';
 
 export const migrationsList: MigrationObject[] = [
@@ -28,5 +29,6 @@ export const migrationsList: MigrationObject[] = [
   { name: '0010-billing-catalog', class: Migration0010BillingCatalog },
   { name: '0011-billing-engine', class: Migration0011BillingEngine },
   { name: '0012-cdn-core', class: Migration0012CdnCore },
+  { name: '0013-cdn-admin', class: Migration0013CdnAdmin },
   { name: '0014-cdn-policies', class: Migration0014CdnPolicies },
 ];

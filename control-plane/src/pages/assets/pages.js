@@ -104,7 +104,6 @@
         if (password === undefined) return;
         var res = await post('/v1/auth/invitation/accept', { token: token, new_password: password });
         if (res.status === 200) return done('Your account is active. Sign in with your e-mail address and the password you chose.');
-        if (res.status === 404 || res.status === 405) return show('This server does not accept invitations yet. Ask the person who invited you.', 'error');
         show(problem(res), 'error');
       },
     },

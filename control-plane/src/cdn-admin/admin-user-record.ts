@@ -1,0 +1,46 @@
+// The Admin user record of document 3 §2 and its request bodies. A CDN admin
+// user is a platform user (app_user) holding a CDN role: the record shows its
+// most privileged CDN role and `deactivated` for a suspended account.
+import { z } from 'zod';
+import type { User } from '../accounts/user.entity.ts';
+import { emailField } from '../auth/schemas.ts';
+import { versioned } from '../http/route.ts';
+import { lineText, orNull, timestamp, timestampOrNull } from '../http/schemas.ts';
+import { CDN_ROLES, cdnRoleOf } from './cdn-roles.ts';
+
+export const ADMIN_USER_STATUSES = ['active', 'deactivated'] as const;
+
+export const adminUserRecord = z.object({
+  id: z.uuid(),
+  email: z.string(),
+  display_name: orNull(z.string()),
+  role: z.enum(CDN_ROLES).describe('The most privileged CDN role the user holds'),
+  status: z.enum(ADMIN_USER_STATUSES).describe('deactivated: cannot log in, sessions ended (the account is suspended)'),
+  last_login_at: timestampOrNull(),
+  created_at: timestamp(),
+  updated_at: timestamp(),
+});
+
+export const adminUserResource = versioned(adminUserRecord);
+
+/** The value a route hands over: the user's fields with its CDN role and status as the API shows them. */
+export function presentAdminUser(user: User, roles: readonly string[]) {
+  return {
+    id: user.id, email: user.email, display_name: user.display_name, role: cdnRoleOf(roles)!,
+    status: user.status === 'suspended' ? 'deactivated' as const : 'active' as const,
+    last_login_at: user.last_login_at, created_at: user.created_at, updated_at: user.updated_at, version: user.version,
+  };
+}
+
+export const createAdminUserBody = z.strictObject({
+  email: emailField(),
+  display_name: lineText(100).optional(),
+  role: z.enum(CDN_ROLES),
+});
+export type CreateAdminUserInput = z.output<typeof createAdminUserBody>;
+
+export const updateAdminUserBody = z.strictObject({
+  display_name: lineText(100).nullable().optional().describe('null clears it'),
+  role: z.enum(CDN_ROLES).optional(),
+});
+export type UpdateAdminUserInput = z.output<typeof updateAdminUserBody>;

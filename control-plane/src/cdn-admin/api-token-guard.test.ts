@@ -1,0 +1,76 @@
+// Machine API tokens (`Bearer cdn_...`) go through the same guard as JWTs:
+// the CDN administration module resolves the stored token, and its role is
+// evaluated against the stored role permissions like any other caller's. Probe
+// routes stand in for the CDN reads and writes of other slices.
+import t from 'tap';
+import { z } from 'zod';
+import { bearer, createAdmin, createLoggedInUser, query, RELAXED_LIMITS } from '../../../test/support/auth.ts';
+import { startTestControlPlane } from '../../../test/support/control-plane.ts';
+import { data, routesFor } from '../http/route.ts';
+import type { Permission } from '../permissions/catalog.ts';
+
+const probe = (permission: Permission) => routesFor()({
+  method: 'post', path: `/v1/test/${permission.replace(/\./g, '-')}`, summary: `Needs ${permission}`, tags: ['test'],
+  access: { permission }, responses: { 200: data(z.object({ caller: z.string() })) },
+  async handler({ rc }) {
+    return { caller: `${rc.actor!.type}:${rc.actor!.id}` };
+  },
+});
+
+const cp = await startTestControlPlane(t, { env: RELAXED_LIMITS, extraRoutes: [probe('cdn.read'), probe('cdn.purge'), probe('cdn.write')] });
+const admin = await createAdmin(cp);
+
+async function issue(role: string, expires_at?: string): Promise<{ id: string; token: string }> {
+  const res = await cp.request('POST', '/v1/cdn/api-tokens', { headers: bearer(admin.accessToken), json: { name: `${role} token`, role, expires_at } });
+  if (res.status !== 201) throw new Error(`${res.status} ${res.text}`);
+  return res.body;
+}
+const call = (path: string, token: string) => cp.request('POST', path, { headers: bearer(token) });
+
+t.test('a viewer token reads but may not purge or write', async (t) => {
+  const viewer = await issue('viewer');
+  const read = await call('/v1/test/cdn-read', viewer.token);
+  t.equal(read.status, 200);
+  t.equal(read.body.data.caller, `api_token:${viewer.id}`);
+  t.equal((await call('/v1/test/cdn-purge', viewer.token)).status, 403);
+  const write = await call('/v1/test/cdn-write', viewer.token);
+  t.equal(write.status, 403);
+  t.equal(write.body.code, 'FORBIDDEN');
+});
+
+t.test('an operator token reads and purges but may not write', async (t) => {
+  const operator = await issue('operator');
+  t.equal((await call('/v1/test/cdn-read', operator.token)).status, 200);
+  t.equal((await call('/v1/test/cdn-purge', operator.token)).status, 200);
+  t.equal((await call('/v1/test/cdn-write', operator.token)).status, 403);
+});
+
+t.test('an admin token writes', async (t) => {
+  const token = await issue('admin');
+  t.equal((await call('/v1/test/cdn-write', token.token)).status, 200);
+});
+
+t.test('a revoked token is 401 on the next request', async (t) => {
+  const token = await issue('admin');
+  t.equal((await call('/v1/test/cdn-read', token.token)).status, 200);
+  t.equal((await cp.request('DELETE', `/v1/cdn/api-tokens/${token.id}`, { headers: bearer(admin.accessToken) })).status, 204);
+  const res = await call('/v1/test/cdn-read', token.token);
+  t.equal(res.status, 401);
+  t.equal(res.body.code, 'UNAUTHORIZED');
+});
+
+t.test('an expired token is 401', async (t) => {
+  const token = await issue('viewer', new Date(Date.now() + 60_000).toISOString());
+  t.equal((await call('/v1/test/cdn-read', token.token)).status, 200);
+  await query(cp, `update cdn_api_token set expires_at = now() - interval '1 second' where id = ?`, [token.id]);
+  t.equal((await call('/v1/test/cdn-read', token.token)).status, 401);
+});
+
+t.test('an unknown token is 401; JWT callers are unaffected', async (t) => {
+  const res = await call('/v1/test/cdn-read', 'cdn_unknown');
+  t.equal(res.status, 401);
+  t.equal(res.body.code, 'UNAUTHORIZED');
+  const viewer = await createLoggedInUser(cp, { roles: ['viewer', 'subscriber'] });
+  t.equal((await call('/v1/test/cdn-read', viewer.accessToken)).status, 200);
+  t.equal((await call('/v1/test/cdn-write', viewer.accessToken)).status, 403);
+});
