@@ -6,7 +6,6 @@ import t from 'tap';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { query, RELAXED_LIMITS } from '../../../test/support/auth.ts';
 import { caller, cdnCallers, cdnState, makeEndpoint, makeOrigin, uniqueName } from '../../../test/support/cdn.ts';
-import type { TokenAccessControl } from '../auth/access-control.ts';
 
 const cp = await startTestControlPlane(t, { env: { ...RELAXED_LIMITS, CDN_DOMAIN: 'edge.example.net' } });
 const { admin, operator, viewer, subscriber } = await cdnCallers(cp);
@@ -205,14 +204,17 @@ t.test('roles: viewer and operator read only; admin writes; subscribers 403; ano
 });
 
 t.test('API tokens (Bearer cdn_...) go through the same guard: a viewer token reads, an admin token writes', async (t) => {
-  const tokens: Record<string, string> = { cdn_viewer_test: 'viewer', cdn_admin_test: 'admin' };
-  (cp.access as TokenAccessControl).apiTokenResolver = async (_em, token) =>
-    tokens[token] ? { type: 'api_token', id: crypto.randomUUID(), roles: [tokens[token]!] } : null;
-  const token = (value: string) => ({ authorization: `Bearer ${value}` });
+  const issue = async (role: string) => {
+    const res = await send(admin, 'POST', '/v1/cdn/api-tokens', { name: uniqueName(`${role} token`), role });
+    t.equal(res.status, 201, res.text);
+    return { authorization: `Bearer ${res.body.token as string}` };
+  };
+  const viewerToken = await issue('viewer');
+  const adminToken = await issue('admin');
   const origin = await makeOrigin(cp, admin);
-  t.equal((await cp.request('GET', '/v1/cdn/endpoints', { headers: token('cdn_viewer_test') })).status, 200);
-  t.equal((await cp.request('POST', '/v1/cdn/endpoints', { headers: token('cdn_viewer_test'), json: { name: 'x', default_origin_id: origin.id } })).status, 403);
-  const made = await cp.request('POST', '/v1/cdn/endpoints', { headers: token('cdn_admin_test'), json: { name: uniqueName('by token'), default_origin_id: origin.id } });
+  t.equal((await cp.request('GET', '/v1/cdn/endpoints', { headers: viewerToken })).status, 200);
+  t.equal((await cp.request('POST', '/v1/cdn/endpoints', { headers: viewerToken, json: { name: 'x', default_origin_id: origin.id } })).status, 403);
+  const made = await cp.request('POST', '/v1/cdn/endpoints', { headers: adminToken, json: { name: uniqueName('by token'), default_origin_id: origin.id } });
   t.equal(made.status, 201, made.text);
   const [audit] = await query<{ actor_type: string }>(cp, `select actor_type from audit_log where action = 'endpoint.created' and resource_id = ?`, [made.body.id]);
   t.equal(audit?.actor_type, 'api_token');
