@@ -7,12 +7,14 @@ import { systemHostLookup } from './origin-host.ts';
 import { originRoutes } from './origin-routes.ts';
 import { routeRoutes } from './route-routes.ts';
 import { cacheRuleRoutes } from './cache-rule-routes.ts';
+import { CustomDomain, InternalCa } from './domain-entity.ts';
+import { PrefetchJob, PurgeRequest } from './purge-entity.ts';
 
 export type { CdnServices } from './services.ts';
 
 export const cdn = {
   name: 'cdn',
-  entities: [Endpoint, Origin, CdnRoute, CacheRule],
+  entities: [Endpoint, Origin, CdnRoute, CacheRule, PurgeRequest, PrefetchJob, CustomDomain, InternalCa],
   routes: [...endpointRoutes, ...originRoutes, ...routeRoutes, ...cacheRuleRoutes],
   async start() {
     return { services: { cdnHostLookup: systemHostLookup } };

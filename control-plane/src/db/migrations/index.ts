@@ -12,6 +12,7 @@ import { Migration0008Notifications } from './0008-notifications.ts';
 import { Migration0009ExportAndDeletion } from './0009-export-and-deletion.ts';
 import { Migration0010BillingCatalog } from './0010-billing-catalog.ts';
 import { Migration0012CdnCore } from './0012-cdn-core.ts';
+import { Migration0015CdnDomains } from './0015-cdn-domains.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -25,4 +26,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0009-export-and-deletion', class: Migration0009ExportAndDeletion },
   { name: '0010-billing-catalog', class: Migration0010BillingCatalog },
   { name: '0012-cdn-core', class: Migration0012CdnCore },
+  { name: '0015-cdn-domains', class: Migration0015CdnDomains },
 ];
