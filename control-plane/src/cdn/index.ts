@@ -9,13 +9,14 @@ import { routeRoutes } from './route-routes.ts';
 import { cacheRuleRoutes } from './cache-rule-routes.ts';
 import { CustomDomain, InternalCa } from './domain-entity.ts';
 import { PrefetchJob, PurgeRequest } from './purge-entity.ts';
+import { purgeRoutes } from './purge-routes.ts';
 
 export type { CdnServices } from './services.ts';
 
 export const cdn = {
   name: 'cdn',
   entities: [Endpoint, Origin, CdnRoute, CacheRule, PurgeRequest, PrefetchJob, CustomDomain, InternalCa],
-  routes: [...endpointRoutes, ...originRoutes, ...routeRoutes, ...cacheRuleRoutes],
+  routes: [...endpointRoutes, ...originRoutes, ...routeRoutes, ...cacheRuleRoutes, ...purgeRoutes],
   async start() {
     return { services: { cdnHostLookup: systemHostLookup } };
   },
