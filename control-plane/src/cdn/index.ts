@@ -9,6 +9,7 @@ import { routeRoutes } from './route-routes.ts';
 import { cacheRuleRoutes } from './cache-rule-routes.ts';
 import { CustomDomain, InternalCa } from './domain-entity.ts';
 import { PrefetchJob, PurgeRequest } from './purge-entity.ts';
+import { prefetchRoutes } from './prefetch-routes.ts';
 import { purgeRoutes } from './purge-routes.ts';
 
 export type { CdnServices } from './services.ts';
@@ -16,7 +17,7 @@ export type { CdnServices } from './services.ts';
 export const cdn = {
   name: 'cdn',
   entities: [Endpoint, Origin, CdnRoute, CacheRule, PurgeRequest, PrefetchJob, CustomDomain, InternalCa],
-  routes: [...endpointRoutes, ...originRoutes, ...routeRoutes, ...cacheRuleRoutes, ...purgeRoutes],
+  routes: [...endpointRoutes, ...originRoutes, ...routeRoutes, ...cacheRuleRoutes, ...purgeRoutes, ...prefetchRoutes],
   async start() {
     return { services: { cdnHostLookup: systemHostLookup } };
   },
