@@ -1,13 +1,20 @@
 // The CDN capability (document 3): the working configuration — endpoints
-// (distributions), origins, routes and cache rules. Its start hook provides
-// the host lookup the origins' SSRF check uses.
+// (distributions), origins, routes and cache rules — purges, prefetch jobs and
+// custom domains with their certificates. Its start hook provides the host
+// lookup the origins' SSRF check uses, the DNS resolver of managed-certificate
+// validation and the certificate issuer (the internal CA).
 import { CacheRule, CdnRoute, Endpoint, Origin } from './cdn.entities.ts';
 import { endpointRoutes } from './endpoint-routes.ts';
 import { systemHostLookup } from './origin-host.ts';
 import { originRoutes } from './origin-routes.ts';
 import { routeRoutes } from './route-routes.ts';
 import { cacheRuleRoutes } from './cache-rule-routes.ts';
+import type { CoreServices } from '../core/services.ts';
+import { internalCaIssuer } from './certificate-issuer.ts';
+import { certificateCheckJob } from './certificate-job.ts';
+import { systemDomainResolver } from './domain-dns.ts';
 import { CustomDomain, InternalCa } from './domain-entity.ts';
+import { domainRoutes } from './domain-routes.ts';
 import { PrefetchJob, PurgeRequest } from './purge-entity.ts';
 import { prefetchRoutes } from './prefetch-routes.ts';
 import { purgeRoutes } from './purge-routes.ts';
@@ -17,8 +24,9 @@ export type { CdnServices } from './services.ts';
 export const cdn = {
   name: 'cdn',
   entities: [Endpoint, Origin, CdnRoute, CacheRule, PurgeRequest, PrefetchJob, CustomDomain, InternalCa],
-  routes: [...endpointRoutes, ...originRoutes, ...routeRoutes, ...cacheRuleRoutes, ...purgeRoutes, ...prefetchRoutes],
-  async start() {
-    return { services: { cdnHostLookup: systemHostLookup } };
+  routes: [...endpointRoutes, ...originRoutes, ...routeRoutes, ...cacheRuleRoutes, ...purgeRoutes, ...prefetchRoutes, ...domainRoutes],
+  jobs: [certificateCheckJob],
+  async start(services: CoreServices) {
+    return { services: { cdnHostLookup: systemHostLookup, cdnDomainResolver: systemDomainResolver(), cdnCertificateIssuer: internalCaIssuer(services.secretBox) } };
   },
 };
