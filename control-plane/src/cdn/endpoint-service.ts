@@ -9,6 +9,7 @@ import type { RequestContext } from '../core/request-context.ts';
 import { found } from '../http/errors.ts';
 import type { FieldError } from '../http/errors.ts';
 import { CacheRule, CdnRoute, Endpoint, Origin } from './cdn.entities.ts';
+import { CustomDomain } from './domain-entity.ts';
 import { DEFAULT_COMPRESSION, DEFAULT_GEO, DEFAULT_TLS, type CreateEndpointInput, type UpdateEndpointInput } from './endpoint-record.ts';
 import { assertValidConfiguration, merged, resourceInUse } from './fields.ts';
 import { policyProblems, tokenAuthProblems } from './policy-checks.ts';
@@ -104,12 +105,9 @@ export async function setEndpointEnabled(rc: RequestContext, id: string, enabled
   return endpoint;
 }
 
-/**
- * Custom domains an endpoint still holds. The domains slice fills this in
- * (its table and a count here); until then an endpoint has none.
- */
-async function customDomainCount(_rc: RequestContext, _endpointId: string): Promise<number> {
-  return 0;
+/** Custom domains an endpoint still holds (domain-entity.ts). */
+async function customDomainCount(rc: RequestContext, endpointId: string): Promise<number> {
+  return rc.em.count(CustomDomain, { endpoint: endpointId });
 }
 
 /** Removes the endpoint with its origins, routes and cache rules; refused (409) while custom domains remain. */

@@ -1,27 +1,38 @@
 // The CDN capability (document 3): the working configuration — endpoints
-// (distributions), origins, routes and cache rules — and its policies:
-// response headers policies, signing keys, IP access rules and log drains. Its start hook provides
-// the host lookup the origins' SSRF check uses.
+// (distributions), origins, routes and cache rules — its policies (response
+// headers policies, signing keys, IP access rules and log drains), purges,
+// prefetch jobs and custom domains with their certificates. Its start hook
+// provides the host lookup the origins' SSRF check uses, the DNS resolver of
+// managed-certificate validation and the certificate issuer (the internal CA).
 import { CacheRule, CdnRoute, Endpoint, Origin } from './cdn.entities.ts';
 import { endpointRoutes } from './endpoint-routes.ts';
 import { systemHostLookup } from './origin-host.ts';
 import { originRoutes } from './origin-routes.ts';
 import { routeRoutes } from './route-routes.ts';
 import { cacheRuleRoutes } from './cache-rule-routes.ts';
+import type { CoreServices } from '../core/services.ts';
+import { CustomDomain, InternalCa } from './domain-entity.ts';
+import { PrefetchJob, PurgeRequest } from './purge-entity.ts';
+import { certificateCheckJob } from './certificate-job.ts';
+import { domainRoutes } from './domain-routes.ts';
 import { headerPolicyRoutes } from './header-policy-routes.ts';
+import { internalCaIssuer } from './certificate-issuer.ts';
 import { ipRuleRoutes } from './ip-rule-routes.ts';
 import { policyEntities } from './policies.entities.ts';
+import { prefetchRoutes } from './prefetch-routes.ts';
+import { purgeRoutes } from './purge-routes.ts';
 import { retiredSecretsSweepJob } from './signing-key-jobs.ts';
 import { signingKeyRoutes } from './signing-key-routes.ts';
+import { systemDomainResolver } from './domain-dns.ts';
 
 export type { CdnServices } from './services.ts';
 
 export const cdn = {
   name: 'cdn',
-  entities: [Endpoint, Origin, CdnRoute, CacheRule, ...policyEntities],
-  routes: [...endpointRoutes, ...originRoutes, ...routeRoutes, ...cacheRuleRoutes, ...headerPolicyRoutes, ...ipRuleRoutes, ...signingKeyRoutes],
-  jobs: [retiredSecretsSweepJob],
-  async start() {
-    return { services: { cdnHostLookup: systemHostLookup } };
+  entities: [Endpoint, Origin, CdnRoute, CacheRule, ...policyEntities, PurgeRequest, PrefetchJob, CustomDomain, InternalCa],
+  routes: [...endpointRoutes, ...originRoutes, ...routeRoutes, ...cacheRuleRoutes, ...headerPolicyRoutes, ...ipRuleRoutes, ...signingKeyRoutes, ...purgeRoutes, ...prefetchRoutes, ...domainRoutes],
+  jobs: [retiredSecretsSweepJob, certificateCheckJob],
+  async start(services: CoreServices) {
+    return { services: { cdnHostLookup: systemHostLookup, cdnDomainResolver: systemDomainResolver(), cdnCertificateIssuer: internalCaIssuer(services.secretBox) } };
   },
 };

@@ -15,6 +15,7 @@ import { Migration0011BillingEngine } from './0011-billing-engine.ts';
 import { Migration0012CdnCore } from './0012-cdn-core.ts';
 import { Migration0013CdnAdmin } from './0013-cdn-admin.ts';
 import { Migration0014CdnPolicies } from './0014-cdn-policies.ts';
+import { Migration0015CdnDomains } from './0015-cdn-domains.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -31,4 +32,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0012-cdn-core', class: Migration0012CdnCore },
   { name: '0013-cdn-admin', class: Migration0013CdnAdmin },
   { name: '0014-cdn-policies', class: Migration0014CdnPolicies },
+  { name: '0015-cdn-domains', class: Migration0015CdnDomains },
 ];

@@ -1,0 +1,101 @@
+// Where managed certificates come from (DESIGN.md §3). Without
+// ACME_DIRECTORY_URL the control plane is its own CA, like Caddy's internal
+// issuer, so the managed flow works offline: one ECDSA P-256 root made on
+// first use, its key sealed in cdn_internal_ca (row 1; two replicas racing to
+// make it keep the first), signing 90-day leaf certificates with
+// @peculiar/x509 (node:crypto parses certificates but cannot sign them).
+// Edges and browsers trust these only where the CA's certificate is installed.
+import 'reflect-metadata';
+import * as x509 from '@peculiar/x509';
+import { createPrivateKey, randomBytes, webcrypto, X509Certificate } from 'node:crypto';
+import type { SecretBox } from '../crypto/secret-box.ts';
+import type { RequestContext } from '../core/request-context.ts';
+import { DAY } from '../core/clock.ts';
+import { InternalCa } from './domain-entity.ts';
+
+export const LEAF_LIFETIME_MS = 90 * DAY;
+const CA_LIFETIME_MS = 10 * 365 * DAY;
+const ALGORITHM = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
+const CA_AAD = 'cdn_internal_ca:1';
+type CryptoKey = webcrypto.CryptoKey;
+
+export interface IssuedCertificate {
+  chainPem: string;
+  keyPem: string;
+  expiresAt: Date;
+  fingerprint: string;
+  issuer: 'internal_ca' | 'acme';
+}
+
+/** Issues a certificate for a domain whose DNS records were checked. */
+export interface CertificateIssuer {
+  issue(rc: RequestContext, hostname: string, now: Date): Promise<IssuedCertificate>;
+}
+
+const serial = () => {
+  const bytes = randomBytes(16);
+  bytes[0]! &= 0x7f; // a positive serial number
+  return bytes.toString('hex');
+};
+
+async function exportKeyPem(key: CryptoKey): Promise<string> {
+  const der = Buffer.from(await webcrypto.subtle.exportKey('pkcs8', key));
+  return createPrivateKey({ key: der, format: 'der', type: 'pkcs8' }).export({ type: 'pkcs8', format: 'pem' }) as string;
+}
+
+async function importKeyPem(pem: string): Promise<CryptoKey> {
+  const der = createPrivateKey(pem).export({ type: 'pkcs8', format: 'der' });
+  return webcrypto.subtle.importKey('pkcs8', der, ALGORITHM, false, ['sign']);
+}
+
+/** The internal CA's certificate and signing key, made once (the first writer wins; others read its row). */
+async function loadOrCreateCa(rc: RequestContext, box: SecretBox, now: Date): Promise<{ cert: x509.X509Certificate; key: CryptoKey }> {
+  let row = await rc.em.findOne(InternalCa, 1, { refresh: true });
+  if (!row) {
+    const keys = await webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify']);
+    const cert = await x509.X509CertificateGenerator.createSelfSigned({
+      serialNumber: serial(), name: 'CN=Streaming Platform CDN internal CA', notBefore: now, notAfter: new Date(now.getTime() + CA_LIFETIME_MS),
+      keys, signingAlgorithm: ALGORITHM,
+      extensions: [
+        new x509.BasicConstraintsExtension(true, 0, true),
+        new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
+        await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
+      ],
+    }, webcrypto);
+    await rc.em.execute(
+      `insert into cdn_internal_ca (id, certificate_pem, private_key_sealed, created_at) values (1, ?, ?, ?) on conflict (id) do nothing`,
+      [cert.toString('pem'), box.seal(await exportKeyPem(keys.privateKey), CA_AAD), now],
+    );
+    row = await rc.em.findOneOrFail(InternalCa, 1, { refresh: true });
+  }
+  return { cert: new x509.X509Certificate(row.certificate_pem), key: await importKeyPem(box.openString(row.private_key_sealed, CA_AAD)) };
+}
+
+export function internalCaIssuer(box: SecretBox): CertificateIssuer {
+  return {
+    async issue(rc, hostname, now) {
+      const ca = await loadOrCreateCa(rc, box, now);
+      const keys = await webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify']);
+      const expiresAt = new Date(now.getTime() + LEAF_LIFETIME_MS);
+      const leaf = await x509.X509CertificateGenerator.create({
+        serialNumber: serial(), subject: `CN=${hostname}`, issuer: ca.cert.subject, notBefore: new Date(now.getTime() - 60_000), notAfter: expiresAt,
+        publicKey: keys.publicKey, signingKey: ca.key, signingAlgorithm: ALGORITHM,
+        extensions: [
+          new x509.BasicConstraintsExtension(false, undefined, true),
+          new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+          new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
+          new x509.SubjectAlternativeNameExtension([{ type: 'dns', value: hostname }]),
+          await x509.AuthorityKeyIdentifierExtension.create(ca.cert, false, webcrypto),
+        ],
+      }, webcrypto);
+      const parsed = new X509Certificate(leaf.toString('pem'));
+      return {
+        chainPem: parsed.toString() + new X509Certificate(ca.cert.toString('pem')).toString(),
+        keyPem: await exportKeyPem(keys.privateKey),
+        expiresAt: parsed.validToDate,
+        fingerprint: parsed.fingerprint256,
+        issuer: 'internal_ca',
+      };
+    },
+  };
+}

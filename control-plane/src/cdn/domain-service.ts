@@ -1,0 +1,162 @@
+// Custom domains and their certificates (document 3 §3, §4.6; DESIGN.md §3).
+// A hostname belongs to one endpoint on the whole platform (domains are exact
+// names, so overlapping is being equal): a duplicate is a 409 CONFLICT (the
+// unique index settles a race the same way); a name inside CDN_DOMAIN is a
+// 422 INVALID_CONFIGURATION naming `hostname`, since it would shadow or
+// impersonate endpoint hostnames.
+//
+// custom: the certificate and key are checked (certificate-check.ts) and the
+// domain is `active` (or `expiring_soon`) at once; a replacement keeps the
+// superseded certificate for OVERLAP_MS so edges still applying the new
+// configuration keep serving. managed: `pending_validation` with the DNS
+// records to create; retry-validation looks them up and issues the
+// certificate (provisioning → active). Private keys are sealed with the
+// secret box (AAD: table and row id) and appear in no reply or audit entry.
+import { randomBytes } from 'node:crypto';
+import { changesOf, recordAudit } from '../audit/audit.ts';
+import type { RequestContext } from '../core/request-context.ts';
+import { HOUR } from '../core/clock.ts';
+import { ApiError, conflict, found, type FieldError } from '../http/errors.ts';
+import type { Endpoint } from './cdn.entities.ts';
+import { checkCustomCertificate, statusByExpiry, type CheckedCertificate } from './certificate-check.ts';
+import type { IssuedCertificate } from './certificate-issuer.ts';
+import { CustomDomain, type DnsValidation } from './domain-entity.ts';
+import type { CertificateInput, CreateDomainInput } from './domain-record.ts';
+import { findEndpoint } from './endpoint-service.ts';
+import { assertValidConfiguration, listResources } from './fields.ts';
+import type { CdnServices } from './services.ts';
+
+/** How long a replaced custom certificate stays deployable beside its successor. */
+export const OVERLAP_MS = 24 * HOUR;
+
+const DOMAIN_FIELDS = ['hostname', 'certificate_source', 'certificate_status', 'certificate_expires_at', 'certificate_issuer', 'certificate_fingerprint'] as const;
+const snapshot = (d: CustomDomain) => ({ ...Object.fromEntries(DOMAIN_FIELDS.map((f) => [f, d[f]])), endpoint_id: d.endpoint.id }) as Record<string, unknown>;
+export const keyAad = (domainId: string) => `cdn_custom_domain:${domainId}`;
+
+export async function findDomain(rc: RequestContext, endpointId: string, domainId: string): Promise<CustomDomain> {
+  return found(await rc.em.findOne(CustomDomain, { id: domainId, endpoint: endpointId }), 'Custom domain');
+}
+
+export async function listDomains(rc: RequestContext, endpointId: string, filters: { certificate_status?: string }, page: { cursor?: string; limit: number }) {
+  await findEndpoint(rc, endpointId);
+  const where = { endpoint: endpointId, ...(filters.certificate_status ? { certificate_status: filters.certificate_status } : {}) };
+  return listResources(rc, CustomDomain, where, { ...page, sort: { field: 'created_at', direction: 'asc' } }, () => '');
+}
+
+async function hostnameProblems(rc: RequestContext, app: CdnServices, hostname: string, endpointId: string): Promise<FieldError[]> {
+  const zone = app.config.CDN_DOMAIN;
+  if (hostname === zone || hostname.endsWith(`.${zone}`)) {
+    return [{ field: 'hostname', message: `${hostname} lies inside the CDN's own domain ${zone}; use the endpoint's hostname instead` }];
+  }
+  const taken = await rc.em.findOne(CustomDomain, { hostname }, { fields: ['id', 'endpoint'] });
+  if (taken) throw conflict(`The hostname ${hostname} is already a custom domain${taken.endpoint.id === endpointId ? ' of this endpoint' : ' of another endpoint'}`);
+  return [];
+}
+
+function dnsValidationFor(hostname: string, endpoint: Endpoint): DnsValidation {
+  return {
+    cname_name: hostname,
+    cname_value: endpoint.hostname,
+    acme_challenge_name: `_acme-challenge.${hostname}`,
+    acme_challenge_value: randomBytes(32).toString('base64url'),
+  };
+}
+
+function install(app: CdnServices, domain: CustomDomain, cert: CheckedCertificate | IssuedCertificate, issuer: CustomDomain['certificate_issuer']): void {
+  domain.certificate_pem = cert.chainPem;
+  domain.private_key_sealed = app.secretBox.seal(cert.keyPem, keyAad(domain.id));
+  domain.certificate_expires_at = cert.expiresAt;
+  domain.certificate_fingerprint = cert.fingerprint;
+  domain.certificate_issuer = issuer;
+  domain.certificate_status = statusByExpiry(cert.expiresAt, app.clock.now());
+  domain.validation_error = null;
+}
+
+export async function createDomain(app: CdnServices, rc: RequestContext, endpointId: string, input: CreateDomainInput): Promise<CustomDomain> {
+  const endpoint = await findEndpoint(rc, endpointId);
+  return rc.em.transactional(async (em) => {
+    const id = crypto.randomUUID();
+    const problems = await hostnameProblems(rc, app, input.hostname, endpoint.id);
+    let checked: CheckedCertificate | undefined;
+    if (input.custom_certificate) {
+      const result = checkCustomCertificate(input.custom_certificate, input.hostname, app.clock.now(), 'custom_certificate.');
+      problems.push(...result.problems);
+      checked = result.checked;
+    }
+    assertValidConfiguration(problems);
+    const managed = input.certificate_source === 'managed';
+    const domain = em.create(CustomDomain, {
+      id, endpoint, hostname: input.hostname, certificate_source: input.certificate_source, certificate_status: 'pending_validation',
+      certificate_expires_at: null, certificate_issuer: null, certificate_fingerprint: null, certificate_pem: null, private_key_sealed: null,
+      previous_certificate_pem: null, previous_private_key_sealed: null, previous_retires_at: null,
+      dns_validation: managed ? dnsValidationFor(input.hostname, endpoint) : null, validation_error: null,
+    } as never);
+    if (checked) install(app, domain, checked, 'custom');
+    recordAudit(rc, { action: 'custom_domain.created', resource_type: 'custom_domain', resource_id: domain.id, changes: changesOf({}, snapshot(domain)) }, em);
+    return domain;
+  });
+}
+
+/** Replaces a custom certificate; the superseded one stays deployable for OVERLAP_MS. */
+export async function replaceCertificate(app: CdnServices, rc: RequestContext, endpointId: string, domainId: string, input: CertificateInput): Promise<CustomDomain> {
+  const domain = await findDomain(rc, endpointId, domainId);
+  if (domain.certificate_source !== 'custom') {
+    throw new ApiError('CONFLICT', 'The domain has a managed certificate, issued and renewed by the CDN; only custom certificates are replaced');
+  }
+  const { problems, checked } = checkCustomCertificate(input, domain.hostname, app.clock.now());
+  assertValidConfiguration(problems);
+  const before = snapshot(domain);
+  domain.previous_certificate_pem = domain.certificate_pem;
+  domain.previous_private_key_sealed = domain.private_key_sealed;
+  domain.previous_retires_at = new Date(app.clock.now().getTime() + OVERLAP_MS);
+  install(app, domain, checked!, 'custom');
+  recordAudit(rc, { action: 'custom_domain.certificate_replaced', resource_type: 'custom_domain', resource_id: domain.id, changes: changesOf(before, snapshot(domain)) });
+  await rc.em.flush();
+  return domain;
+}
+
+/**
+ * Looks up the managed domain's DNS records and, when they are in place,
+ * issues its certificate. No effect on an active (or expiring_soon) one or a
+ * custom one. Missing records leave it pending_validation with the reason; an
+ * issuer failure makes it `failed` (retry again later).
+ */
+export async function retryValidation(app: CdnServices, rc: RequestContext, endpointId: string, domainId: string): Promise<CustomDomain> {
+  const domain = await findDomain(rc, endpointId, domainId);
+  if (domain.certificate_source !== 'managed' || domain.certificate_status === 'active' || domain.certificate_status === 'expiring_soon') return domain;
+  const before = snapshot(domain);
+  const dns = domain.dns_validation!;
+  const missing: string[] = [];
+  if (!(await app.cdnDomainResolver.cname(dns.cname_name)).includes(dns.cname_value)) missing.push(`CNAME ${dns.cname_name} → ${dns.cname_value}`);
+  if (!(await app.cdnDomainResolver.txt(dns.acme_challenge_name)).includes(dns.acme_challenge_value)) missing.push(`TXT ${dns.acme_challenge_name} = ${dns.acme_challenge_value}`);
+  if (missing.length) {
+    domain.validation_error = `DNS records not found: ${missing.join('; ')}`;
+    if (domain.certificate_status !== 'expired') domain.certificate_status = 'pending_validation';
+  } else {
+    domain.certificate_status = 'provisioning';
+    await issueManaged(app, rc, domain);
+  }
+  recordAudit(rc, { action: 'custom_domain.validation_retried', resource_type: 'custom_domain', resource_id: domain.id, changes: changesOf(before, snapshot(domain)), metadata: { validation_error: domain.validation_error } });
+  await rc.em.flush();
+  return domain;
+}
+
+/** Issues (or renews) a managed certificate: active with its expiry, or failed with the reason. */
+export async function issueManaged(app: CdnServices, rc: RequestContext, domain: CustomDomain): Promise<void> {
+  try {
+    const issued = await app.cdnCertificateIssuer.issue(rc, domain.hostname, app.clock.now());
+    install(app, domain, issued, issued.issuer);
+  } catch (error) {
+    rc.log.warn({ err: error, domain: domain.id }, 'managed certificate issuance failed');
+    domain.certificate_status = domain.certificate_expires_at && domain.certificate_expires_at > app.clock.now() ? domain.certificate_status : 'failed';
+    domain.validation_error = 'The certificate could not be issued; retry validation later';
+  }
+}
+
+/** Detaches the hostname (a managed certificate is revoked where its issuer supports it). */
+export async function deleteDomain(rc: RequestContext, endpointId: string, domainId: string): Promise<void> {
+  const domain = await findDomain(rc, endpointId, domainId);
+  recordAudit(rc, { action: 'custom_domain.deleted', resource_type: 'custom_domain', resource_id: domain.id, changes: changesOf(snapshot(domain), {}) });
+  rc.em.remove(domain);
+  await rc.em.flush();
+}

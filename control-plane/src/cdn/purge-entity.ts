@@ -1,0 +1,63 @@
+// Purge requests and prefetch jobs (document 3 §2; DESIGN.md §5). A purge is
+// numbered by one platform-wide sequence (cdn_purge_sequence, migration 0015)
+// in commit order, so an agent that reconnects can be sent every purge after
+// the last one it applied; the fan-out itself belongs to the control channel.
+import { defineEntity, p } from '@mikro-orm/core';
+import { Endpoint } from './cdn.entities.ts';
+
+export const PURGE_TYPES = ['path', 'wildcard', 'tag', 'all'] as const;
+export type PurgeType = (typeof PURGE_TYPES)[number];
+export const WORK_STATUSES = ['pending', 'in_progress', 'completed', 'failed'] as const;
+export const PREFETCH_PRIORITIES = ['low', 'normal', 'high'] as const;
+
+export interface FailedUrl { url: string; reason: string }
+
+export const PurgeRequestSchema = defineEntity({
+  name: 'PurgeRequest',
+  tableName: 'cdn_purge_request',
+  properties: {
+    id: p.uuid().primary().onCreate(() => crypto.randomUUID()),
+    distribution: () => p.manyToOne(Endpoint).deleteRule('cascade'),
+    sequence: p.bigint('number').unique('cdn_purge_request_sequence_key'),
+    purge_type: p.enum(PURGE_TYPES),
+    paths: p.json<string[]>(),
+    tags: p.json<string[]>(),
+    status: p.enum(WORK_STATUSES),
+    edge_nodes_total: p.integer(),
+    edge_nodes_completed: p.integer(),
+    // The caller's user id (no foreign key: the record outlives an erased account, whose row stays as a tombstone).
+    submitted_by: p.uuid().nullable(),
+    completed_at: p.datetime().nullable(),
+    created_at: p.datetime().onCreate(() => new Date()),
+    updated_at: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
+  },
+  indexes: [
+    { name: 'cdn_purge_request_created_at_idx', properties: ['created_at', 'id'] },
+    { name: 'cdn_purge_request_distribution_idx', properties: ['distribution', 'created_at'] },
+  ],
+});
+export class PurgeRequest extends PurgeRequestSchema.class {}
+PurgeRequestSchema.setClass(PurgeRequest);
+
+export const PrefetchJobSchema = defineEntity({
+  name: 'PrefetchJob',
+  tableName: 'cdn_prefetch_job',
+  properties: {
+    id: p.uuid().primary().onCreate(() => crypto.randomUUID()),
+    endpoint: () => p.manyToOne(Endpoint).deleteRule('cascade'),
+    urls: p.json<string[]>(),
+    priority: p.enum(PREFETCH_PRIORITIES),
+    status: p.enum(WORK_STATUSES),
+    total: p.integer(),
+    fetched: p.integer(),
+    failed: p.integer(),
+    failed_urls: p.json<FailedUrl[]>(),
+    submitted_by: p.uuid().nullable(),
+    completed_at: p.datetime().nullable(),
+    created_at: p.datetime().onCreate(() => new Date()),
+    updated_at: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
+  },
+  indexes: [{ name: 'cdn_prefetch_job_endpoint_idx', properties: ['endpoint', 'created_at'] }],
+});
+export class PrefetchJob extends PrefetchJobSchema.class {}
+PrefetchJobSchema.setClass(PrefetchJob);

@@ -1,0 +1,76 @@
+// The Purge request record and body (document 3 §2 "Purge request", §4.5).
+// Which of paths and tags each purge_type takes is decided here (the spec's
+// rule text is cut off): path and wildcard need paths and refuse tags, tag
+// needs tags and refuses paths, all takes neither. Paths are absolute paths
+// ("/videos/a.mp4", a query may follow) applying to every hostname of the
+// endpoint (CDN hostname and custom domains); wildcard paths are globs the
+// edge's matcher compiles. Every refusal is a 400 naming the field.
+import { z } from 'zod';
+import { pathGlobProblem } from '../../../shared/src/match/glob.ts';
+import { normalizePath } from '../../../shared/src/match/path.ts';
+import { orNull, timestamp, timestampOrNull, uuid } from '../http/schemas.ts';
+import { idOf } from './fields.ts';
+import { PURGE_TYPES, WORK_STATUSES, type PurgeRequest } from './purge-entity.ts';
+
+export const MAX_PURGE_PATHS = 500;
+export const MAX_PURGE_TAGS = 100;
+
+export const purgeRecord = z.object({
+  id: z.uuid(),
+  distribution_id: z.uuid(),
+  sequence: z.number().int().describe('Platform-wide, increasing in commit order: edge nodes apply purges in this order and catch up from the last one they applied'),
+  purge_type: z.enum(PURGE_TYPES),
+  type: z.enum(PURGE_TYPES).describe('Deprecated alias of purge_type (always equal)'),
+  paths: z.array(z.string()),
+  tags: z.array(z.string()),
+  status: z.enum(WORK_STATUSES),
+  edge_nodes_total: z.number().int(),
+  edge_nodes_completed: z.number().int(),
+  submitted_by: orNull(z.uuid()),
+  completed_at: timestampOrNull(),
+  created_at: timestamp(),
+  updated_at: timestamp(),
+});
+export const presentPurge = (p: PurgeRequest) => ({ ...p, distribution_id: idOf(p.distribution)!, type: p.purge_type });
+
+const FORBIDDEN_IN_PATH = /[\s\u0000-\u001f\u007f]/;
+
+/** Why a path of a `path` purge cannot be used, or null. */
+function exactPathProblem(path: string): string | null {
+  if (!path.startsWith('/')) return 'must be an absolute path starting with "/" (the purge applies to every hostname of the endpoint)';
+  if (FORBIDDEN_IN_PATH.test(path)) return 'must not contain whitespace or control characters';
+  if (/[*?]/.test(path.split('?')[0]!)) return 'must not contain wildcards (use purge_type wildcard)';
+  if (normalizePath(path.split('?')[0]!) === null) return 'cannot be normalised safely (encoded "/" or "\\", "#", malformed "%" or a ";" after a dot segment)';
+  return null;
+}
+
+const purgeFields = {
+  purge_type: z.enum(PURGE_TYPES).describe('path: exact objects; wildcard: path globs (`*` in a segment, `**` across, "/videos/*" everything under); tag: Cache-Tag / Surrogate-Key values; all: everything of the endpoint'),
+  type: z.enum(PURGE_TYPES).describe('Deprecated alias of purge_type; when both are sent they must be equal'),
+  paths: z.array(z.string().min(1).max(2048)).min(1).max(MAX_PURGE_PATHS)
+    .describe(`Required by path and wildcard purges (1..${MAX_PURGE_PATHS}, each at most 2048 characters: absolute paths, a query may follow), refused otherwise`),
+  tags: z.array(z.string().min(1).max(256).regex(/^[^\s,]+$/, 'Must be one tag without whitespace or commas')).min(1).max(MAX_PURGE_TAGS)
+    .describe(`Required by tag purges (1..${MAX_PURGE_TAGS}, each at most 256 characters), refused otherwise`),
+};
+
+const checkPurge = (body: { purge_type?: string; type?: string; paths?: string[]; tags?: string[] }, ctx: z.RefinementCtx) => {
+  const issue = (path: (string | number)[], message: string) => ctx.addIssue({ code: 'custom', path, message });
+  if (body.purge_type && body.type && body.purge_type !== body.type) issue(['type'], 'Must equal purge_type when both are sent (type is its deprecated alias)');
+  const kind = body.purge_type ?? body.type;
+  if (!kind) return issue(['purge_type'], 'Required: path, wildcard, tag or all');
+  const needsPaths = kind === 'path' || kind === 'wildcard';
+  if (needsPaths && !body.paths) issue(['paths'], `Required by a ${kind} purge`);
+  if (!needsPaths && body.paths) issue(['paths'], `Not taken by a ${kind} purge`);
+  if (kind === 'tag' && !body.tags) issue(['tags'], 'Required by a tag purge');
+  if (kind !== 'tag' && body.tags) issue(['tags'], `Not taken by a ${kind} purge`);
+  if (!needsPaths || !body.paths) return;
+  body.paths.forEach((path, i) => {
+    const problem = kind === 'wildcard' ? pathGlobProblem(path) : exactPathProblem(path);
+    if (problem) issue(['paths', i], `"${path}" ${problem}`);
+  });
+};
+
+export const purgeBody = z.strictObject(purgeFields).partial().superRefine(checkPurge);
+export const topLevelPurgeBody = z.strictObject({ ...purgeFields, distribution_id: uuid().describe('The distribution (endpoint) to purge; required') })
+  .partial({ purge_type: true, type: true, paths: true, tags: true }).superRefine(checkPurge);
+export type PurgeInput = z.output<typeof purgeBody>;

@@ -1,0 +1,44 @@
+// Certificates and keys made inside a test (ECDSA P-256 through @peculiar/x509):
+// a CA, leaves it signs with chosen names and validity, a key of its own.
+import 'reflect-metadata';
+import * as x509 from '@peculiar/x509';
+import { createPrivateKey, randomBytes, webcrypto } from 'node:crypto';
+
+const ALGORITHM = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
+const DAY = 86_400_000;
+
+export interface TestCa { name: string; cert: x509.X509Certificate; keys: webcrypto.CryptoKeyPair; pem: string }
+export interface TestLeaf { certPem: string; keyPem: string }
+
+const serial = () => '01' + randomBytes(8).toString('hex');
+const window = (from: Date, days: number) => ({ notBefore: new Date(from.getTime() - 60_000), notAfter: new Date(from.getTime() + days * DAY) });
+
+export async function keyPem(keys: webcrypto.CryptoKeyPair): Promise<string> {
+  const der = Buffer.from(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey));
+  return createPrivateKey({ key: der, format: 'der', type: 'pkcs8' }).export({ type: 'pkcs8', format: 'pem' }) as string;
+}
+
+export const newKeys = () => webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify']) as Promise<webcrypto.CryptoKeyPair>;
+
+/** A CA; with `issuer` an intermediate signed by it. */
+export async function makeCa(name: string, options: { issuer?: TestCa; now?: Date; days?: number } = {}): Promise<TestCa> {
+  const keys = await newKeys();
+  const { notBefore, notAfter } = window(options.now ?? new Date(), options.days ?? 3650);
+  const extensions = [new x509.BasicConstraintsExtension(true, undefined, true), new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign, true)];
+  const cert = options.issuer
+    ? await x509.X509CertificateGenerator.create({ serialNumber: serial(), subject: `CN=${name}`, issuer: options.issuer.cert.subject, notBefore, notAfter, publicKey: keys.publicKey, signingKey: options.issuer.keys.privateKey, signingAlgorithm: ALGORITHM, extensions }, webcrypto)
+    : await x509.X509CertificateGenerator.createSelfSigned({ serialNumber: serial(), name: `CN=${name}`, notBefore, notAfter, keys, signingAlgorithm: ALGORITHM, extensions }, webcrypto);
+  return { name, cert, keys, pem: cert.toString('pem') + '\n' };
+}
+
+/** A leaf for `names` signed by `ca`, valid from `now` (minus a minute) for `days` (negative: already expired; `startDays` shifts the start). */
+export async function makeLeaf(ca: TestCa, names: string[], options: { now?: Date; days?: number; startDays?: number; keys?: webcrypto.CryptoKeyPair } = {}): Promise<TestLeaf & { keys: webcrypto.CryptoKeyPair }> {
+  const keys = options.keys ?? (await newKeys());
+  const start = new Date((options.now ?? new Date()).getTime() + (options.startDays ?? 0) * DAY);
+  const { notBefore, notAfter } = window(start, options.days ?? 90);
+  const cert = await x509.X509CertificateGenerator.create({
+    serialNumber: serial(), subject: `CN=${names[0]}`, issuer: ca.cert.subject, notBefore, notAfter, publicKey: keys.publicKey, signingKey: ca.keys.privateKey,
+    signingAlgorithm: ALGORITHM, extensions: [new x509.SubjectAlternativeNameExtension(names.map((value) => ({ type: 'dns' as const, value })))],
+  }, webcrypto);
+  return { certPem: cert.toString('pem') + '\n', keyPem: await keyPem(keys), keys };
+}
