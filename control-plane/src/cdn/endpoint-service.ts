@@ -11,6 +11,7 @@ import type { FieldError } from '../http/errors.ts';
 import { CacheRule, CdnRoute, Endpoint, Origin } from './cdn.entities.ts';
 import { DEFAULT_COMPRESSION, DEFAULT_GEO, DEFAULT_TLS, type CreateEndpointInput, type UpdateEndpointInput } from './endpoint-record.ts';
 import { assertValidConfiguration, merged, resourceInUse } from './fields.ts';
+import { detachEndpointFromDrains } from './log-drain-service.ts';
 import { policyProblems, tokenAuthProblems } from './policy-checks.ts';
 import { usableOriginProblems } from './origin-service.ts';
 
@@ -112,7 +113,7 @@ async function customDomainCount(_rc: RequestContext, _endpointId: string): Prom
   return 0;
 }
 
-/** Removes the endpoint with its origins, routes and cache rules; refused (409) while custom domains remain. */
+/** Removes the endpoint with its origins, routes and cache rules, and takes it out of log drains; refused (409) while custom domains remain. */
 export async function deleteEndpoint(rc: RequestContext, id: string): Promise<void> {
   const endpoint = await findEndpoint(rc, id);
   const domains = await customDomainCount(rc, endpoint.id);
@@ -122,6 +123,7 @@ export async function deleteEndpoint(rc: RequestContext, id: string): Promise<vo
       routes: await em.nativeDelete(CdnRoute, { distribution: endpoint.id }),
       cache_rules: await em.nativeDelete(CacheRule, { distribution: endpoint.id }),
       origins: await em.nativeDelete(Origin, { distribution: endpoint.id }),
+      log_drains_detached: await detachEndpointFromDrains(rc, em, endpoint.id),
     };
     recordAudit(rc, {
       action: 'endpoint.deleted', resource_type: 'endpoint', resource_id: endpoint.id,

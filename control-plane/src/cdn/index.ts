@@ -10,6 +10,7 @@ import { routeRoutes } from './route-routes.ts';
 import { cacheRuleRoutes } from './cache-rule-routes.ts';
 import { headerPolicyRoutes } from './header-policy-routes.ts';
 import { ipRuleRoutes } from './ip-rule-routes.ts';
+import { logDrainRoutes } from './log-drain-routes.ts';
 import { policyEntities } from './policies.entities.ts';
 import { retiredSecretsSweepJob } from './signing-key-jobs.ts';
 import { signingKeyRoutes } from './signing-key-routes.ts';
@@ -19,7 +20,7 @@ export type { CdnServices } from './services.ts';
 export const cdn = {
   name: 'cdn',
   entities: [Endpoint, Origin, CdnRoute, CacheRule, ...policyEntities],
-  routes: [...endpointRoutes, ...originRoutes, ...routeRoutes, ...cacheRuleRoutes, ...headerPolicyRoutes, ...ipRuleRoutes, ...signingKeyRoutes],
+  routes: [...endpointRoutes, ...originRoutes, ...routeRoutes, ...cacheRuleRoutes, ...headerPolicyRoutes, ...ipRuleRoutes, ...signingKeyRoutes, ...logDrainRoutes],
   jobs: [retiredSecretsSweepJob],
   async start() {
     return { services: { cdnHostLookup: systemHostLookup } };

@@ -13,6 +13,7 @@ import { Migration0009ExportAndDeletion } from './0009-export-and-deletion.ts';
 import { Migration0010BillingCatalog } from './0010-billing-catalog.ts';
 import { Migration0012CdnCore } from './0012-cdn-core.ts';
 import { Migration0014CdnPolicies } from './0014-cdn-policies.ts';
+import { Migration0016CdnLogDrains } from './0016-cdn-log-drains.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -27,4 +28,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0010-billing-catalog', class: Migration0010BillingCatalog },
   { name: '0012-cdn-core', class: Migration0012CdnCore },
   { name: '0014-cdn-policies', class: Migration0014CdnPolicies },
+  { name: '0016-cdn-log-drains', class: Migration0016CdnLogDrains },
 ];
