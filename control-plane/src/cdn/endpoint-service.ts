@@ -12,6 +12,7 @@ import { CacheRule, CdnRoute, Endpoint, Origin } from './cdn.entities.ts';
 import { CustomDomain } from './domain-entity.ts';
 import { DEFAULT_COMPRESSION, DEFAULT_GEO, DEFAULT_TLS, type CreateEndpointInput, type UpdateEndpointInput } from './endpoint-record.ts';
 import { assertValidConfiguration, merged, resourceInUse } from './fields.ts';
+import { detachEndpointFromDrains } from './log-drain-service.ts';
 import { policyProblems, tokenAuthProblems } from './policy-checks.ts';
 import { usableOriginProblems } from './origin-service.ts';
 
@@ -110,7 +111,7 @@ async function customDomainCount(rc: RequestContext, endpointId: string): Promis
   return rc.em.count(CustomDomain, { endpoint: endpointId });
 }
 
-/** Removes the endpoint with its origins, routes and cache rules; refused (409) while custom domains remain. */
+/** Removes the endpoint with its origins, routes and cache rules, and takes it out of log drains; refused (409) while custom domains remain. */
 export async function deleteEndpoint(rc: RequestContext, id: string): Promise<void> {
   const endpoint = await findEndpoint(rc, id);
   const domains = await customDomainCount(rc, endpoint.id);
@@ -120,6 +121,7 @@ export async function deleteEndpoint(rc: RequestContext, id: string): Promise<vo
       routes: await em.nativeDelete(CdnRoute, { distribution: endpoint.id }),
       cache_rules: await em.nativeDelete(CacheRule, { distribution: endpoint.id }),
       origins: await em.nativeDelete(Origin, { distribution: endpoint.id }),
+      log_drains_detached: await detachEndpointFromDrains(rc, em, endpoint.id),
     };
     recordAudit(rc, {
       action: 'endpoint.deleted', resource_type: 'endpoint', resource_id: endpoint.id,

@@ -18,6 +18,7 @@ import { domainRoutes } from './domain-routes.ts';
 import { headerPolicyRoutes } from './header-policy-routes.ts';
 import { internalCaIssuer } from './certificate-issuer.ts';
 import { ipRuleRoutes } from './ip-rule-routes.ts';
+import { logDrainRoutes } from './log-drain-routes.ts';
 import { policyEntities } from './policies.entities.ts';
 import { prefetchRoutes } from './prefetch-routes.ts';
 import { purgeRoutes } from './purge-routes.ts';
@@ -30,7 +31,7 @@ export type { CdnServices } from './services.ts';
 export const cdn = {
   name: 'cdn',
   entities: [Endpoint, Origin, CdnRoute, CacheRule, ...policyEntities, PurgeRequest, PrefetchJob, CustomDomain, InternalCa],
-  routes: [...endpointRoutes, ...originRoutes, ...routeRoutes, ...cacheRuleRoutes, ...headerPolicyRoutes, ...ipRuleRoutes, ...signingKeyRoutes, ...purgeRoutes, ...prefetchRoutes, ...domainRoutes],
+  routes: [...endpointRoutes, ...originRoutes, ...routeRoutes, ...cacheRuleRoutes, ...headerPolicyRoutes, ...ipRuleRoutes, ...signingKeyRoutes, ...purgeRoutes, ...prefetchRoutes, ...domainRoutes, ...logDrainRoutes],
   jobs: [retiredSecretsSweepJob, certificateCheckJob],
   async start(services: CoreServices) {
     return { services: { cdnHostLookup: systemHostLookup, cdnDomainResolver: systemDomainResolver(), cdnCertificateIssuer: internalCaIssuer(services.secretBox) } };

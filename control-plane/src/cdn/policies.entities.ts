@@ -33,6 +33,7 @@ export interface SecurityHeaders {
 export interface RetiredSecret { secret_sealed: string; valid_until: string }
 
 export const headerPolicySearch = (alias?: string) => searchDocument(['description'], false, alias);
+export const logDrainSearch = (alias?: string) => searchDocument([], false, alias);
 
 export const HeaderPolicySchema = defineEntity({
   name: 'ResponseHeadersPolicy',
@@ -121,6 +122,8 @@ export const LogDrainSchema = defineEntity({
   indexes: [
     { name: 'cdn_log_drain_created_at_idx', properties: ['created_at', 'id'] },
     { name: 'cdn_log_drain_endpoint_ids_idx', expression: 'create index cdn_log_drain_endpoint_ids_idx on cdn_log_drain using gin (endpoint_ids jsonb_path_ops)' },
+    { name: 'cdn_log_drain_status_idx', properties: ['status', 'created_at', 'id'] },
+    { name: 'cdn_log_drain_search_idx', expression: `create index cdn_log_drain_search_idx on cdn_log_drain using gin (${logDrainSearch()})` },
   ],
 });
 export class LogDrain extends LogDrainSchema.class {}
