@@ -8,7 +8,7 @@
 //      by the product's migrations, filled with set-based SQL (generate_series;
 //      secondary indexes dropped during the fill and rebuilt from their own
 //      definitions, foreign-key triggers off: the rows are consistent by
-//      construction), then ANALYZE;
+//      construction), then VACUUM ANALYZE;
 //   2. the real control plane (startControlPlane, production code) in a child
 //      process on that database and the machine's Redis; an admin logs in;
 //   3. per query: one request with the child recording the list's SQL, a
@@ -61,7 +61,7 @@ const COMMON = 'media';
 const RARE = 'zephyr';
 const sqlArray = (values: readonly string[]) => `array[${values.map((v) => `'${v}'`).join(',')}]`;
 /** A word of the list chosen by a spread of i (never the common word, which is placed on purpose). */
-const word = (i: string, k: number) => `(${sqlArray(WORDS.slice(1))})[1 + ((${i} * ${k}) % ${WORDS.length - 1})]`;
+const word = (i: string, k: number) => `(${sqlArray(WORDS.slice(1))})[1 + ((${i}::bigint * ${k}) % ${WORDS.length - 1})]`;
 /** The first word of a name: the common word in one row in five, the rare one in one row in 20,000. */
 const lead = (i: string) => `case when ${i} % 20000 = 777 then '${RARE}' when ${i} % 5 = 0 then '${COMMON}' else ${word(i, 7919)} end`;
 const region = (i: string) => `(${sqlArray(REGIONS)})[1 + (${i} % ${REGIONS.length})]`;
@@ -88,7 +88,7 @@ function auditTypeCase(i: string): string {
   let upTo = 0;
   const whens = AUDIT_TYPES.map(([type, w]) => {
     upTo += w;
-    return `when (${i} * 7919) % 10000 < ${Math.round((upTo / total) * 10000)} then '${type}'`;
+    return `when (${i}::bigint * 7919) % 10000 < ${Math.round((upTo / total) * 10000)} then '${type}'`;
   });
   return `case ${whens.join(' ')} else 'user' end`;
 }
@@ -109,7 +109,7 @@ const FILL = [
    select ${id('o', 'i')}, case when i > ${E} and i % 20 = 0 then null else ${id('e', originEndpoint('i'))} end,
      ${lead('i')} || ' ' || ${word('i', 17)} || ' origin ' || i, 'https',
      ${lead('i')} || '-' || ${word('i', 17)} || '-' || i || '.' || ${region('i')} || '.origin.example.com', 443, '',
-     i % 10 <> 0, (array['healthy','healthy','healthy','healthy','healthy','healthy','healthy','degraded','unhealthy','unknown'])[1 + ((i * 31) % 10)],
+     i % 10 <> 0, (array['healthy','healthy','healthy','healthy','healthy','healthy','healthy','degraded','unhealthy','unknown'])[1 + ((i::bigint * 31) % 10)],
      null, 30, true, false, true, 30000, 5000, 2, '["connect_failure","5xx"]', true, '{}', ${tags('i')},
      ${spreadTime('i')}, ${spreadTime('i')} + ((i % 1000) * interval '1 minute'), 1
    from generate_series(1, ${O}) as i`,
@@ -131,7 +131,7 @@ const FILL = [
    from generate_series(1, ${C}) as i`,
   // 200 actors (users and API tokens), one entry in twenty by the platform itself; resource ids point at real rows.
   `insert into audit_log (id, action, actor_id, actor_type, actor_role, resource_type, resource_id, ip_address, user_agent, request_id, metadata, created_at)
-   select gen_random_uuid(), t || '.' || (${sqlArray(VERBS)})[1 + ((i * 13) % ${VERBS.length})],
+   select gen_random_uuid(), t || '.' || (${sqlArray(VERBS)})[1 + ((i::bigint * 13) % ${VERBS.length})],
      case when i % 20 = 0 then null else ${id('actor', 'i % 200')} end,
      case when i % 20 = 0 then 'system' when i % 200 < 40 then 'api_token' else 'user' end,
      case when i % 20 = 0 then null else (array['admin','operator','superadmin'])[1 + (i % 3)] end,
@@ -165,7 +165,7 @@ async function fill(client: pg.Client): Promise<void> {
   const started = performance.now();
   for (const { def } of indexes) await client.query(def);
   console.log(`  ${indexes.length} indexes rebuilt in ${((performance.now() - started) / 1000).toFixed(1)} s`);
-  await client.query(`analyze ${FILLED_TABLES.join(', ')}`);
+  await client.query(`vacuum analyze ${FILLED_TABLES.join(', ')}`); // the steady state autovacuum keeps: statistics and the visibility map
 }
 
 // ---- the queries ----------------------------------------------------------------
