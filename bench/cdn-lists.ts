@@ -109,7 +109,7 @@ const FILL = [
    select ${id('o', 'i')}, case when i > ${E} and i % 20 = 0 then null else ${id('e', originEndpoint('i'))} end,
      ${lead('i')} || ' ' || ${word('i', 17)} || ' origin ' || i, 'https',
      ${lead('i')} || '-' || ${word('i', 17)} || '-' || i || '.' || ${region('i')} || '.origin.example.com', 443, '',
-     i % 10 <> 0, (array['healthy','healthy','healthy','healthy','healthy','healthy','healthy','degraded','unhealthy','unknown'])[1 + ((i::bigint * 31) % 10)],
+     (i / 7) % 10 <> 0, (array['healthy','healthy','healthy','healthy','healthy','healthy','healthy','degraded','unhealthy','unknown'])[1 + ((i / 3) % 10)],
      null, 30, true, false, true, 30000, 5000, 2, '["connect_failure","5xx"]', true, '{}', ${tags('i')},
      ${spreadTime('i')}, ${spreadTime('i')} + ((i % 1000) * interval '1 minute'), 1
    from generate_series(1, ${O}) as i`,
@@ -411,7 +411,9 @@ async function serveControlPlane(): Promise<void> {
       recording = undefined;
     }
   });
-  process.on('SIGTERM', () => { void cp.close().then(() => db.close()).finally(() => process.exit(0)); });
+  const stop = () => { void cp.close().then(() => db.close()).finally(() => process.exit(0)); };
+  process.on('SIGTERM', stop);
+  process.on('disconnect', stop); // the bench went away, however it ended
   process.send!({ ready: true });
 }
 
