@@ -181,7 +181,8 @@ interface Case {
 const CDN_TYPES = `('endpoint','origin','route','cache_rule','purge_request','prefetch_job','custom_domain','certificate','response_headers_policy','signing_key',
   'ip_rule','log_drain','config_version','edge_node','agent_token','admin_user','api_token')`;
 
-function cases(): Case[] {
+/** The lines, in order; `auditedOrigin` is an origin id the audit log has entries about. */
+function cases(auditedOrigin: string): Case[] {
   const top = (list: string, segment: string, table: string, filters: [string, string][], sorts: string[]): Case[] => [
     { list, label: 'no filter', path: `/v1/cdn/${segment}` },
     { list, label: `q=${COMMON} (common)`, path: `/v1/cdn/${segment}?q=${COMMON}` },
@@ -212,7 +213,7 @@ function cases(): Case[] {
     ...[
       ['no filter', ''], ['actor_id', `actor_id=${uuidOf('actor', 7)}`], ['resource_type=origin', 'resource_type=origin'],
       ['resource_type=edge_node (rare)', 'resource_type=edge_node'], ['resource_type=user (outside the CDN scope)', 'resource_type=user'],
-      ['resource_id (an origin)', `resource_id=${uuidOf('o', 1 + 7 * 3)}`], ['action=origin.updated', 'action=origin.updated'], ['action=origin.*', `action=${encodeURIComponent('origin.*')}`],
+      ['resource_id (an origin)', `resource_id=${auditedOrigin}`], ['action=origin.updated', 'action=origin.updated'], ['action=origin.*', `action=${encodeURIComponent('origin.*')}`],
       ['action=cert* (prefix)', `action=${encodeURIComponent('cert*')}`], ['from/to (one week)', `from=${from}&to=${to}`], ['from (last 30 days)', `from=${from}`],
       ['actor_id + action=route.*', `actor_id=${uuidOf('actor', 7)}&action=${encodeURIComponent('route.*')}`],
       ['resource_type=origin + from/to', `resource_type=origin&from=${from}&to=${to}`],
@@ -293,9 +294,18 @@ async function main(): Promise<void> {
     });
     const base = `http://127.0.0.1:${CP_PORT}`;
     await waitFor(`${base}/healthz`);
-    const login = await fetch(`${base}/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: PASSWORD }) });
-    if (login.status !== 200) throw new Error(`login: ${login.status} ${await login.text()}`);
-    const headers = { authorization: `Bearer ${((await login.json()) as { data: { access_token: string } }).data.access_token}` };
+    // Access tokens live 15 minutes and a run is longer: a fresh login every 10 minutes, between lines
+    // (logins are limited to 10 per account in 15 minutes).
+    const headers = { authorization: '' };
+    let loggedInAt = 0;
+    const logIn = async () => {
+      if (Date.now() - loggedInAt < 10 * 60_000) return;
+      loggedInAt = Date.now();
+      const login = await fetch(`${base}/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: PASSWORD }) });
+      if (login.status !== 200) throw new Error(`login: ${login.status} ${await login.text()}`);
+      headers.authorization = `Bearer ${((await login.json()) as { data: { access_token: string } }).data.access_token}`;
+    };
+    const { rows: [audited] } = await raw.query(`select resource_id from audit_log where resource_type = 'origin' order by created_at desc limit 1`);
 
     const child = cp;
     const recorded = async (target: string): Promise<{ statements: string[]; body: { data: unknown[]; meta: { total: number } } }> => {
@@ -322,7 +332,8 @@ async function main(): Promise<void> {
     fs.writeFileSync(plansFile, '');
     const rows: string[][] = [];
     const misses: string[] = [];
-    for (const c of cases()) {
+    for (const c of cases(audited.resource_id)) {
+      await logIn();
       let target = `${base}${c.path}`;
       if (c.deep) {
         const { field, direction } = c.deep.sort;
