@@ -25,6 +25,8 @@ export const AuditEntrySchema = defineEntity({
     // The CDN audit list (migration 0013): action prefixes (`origin.*`), and a set of resource types newest first.
     { name: 'audit_log_action_idx', expression: 'create index "audit_log_action_idx" on "audit_log" ("action" varchar_pattern_ops)' },
     { name: 'audit_log_resource_type_created_at_idx', expression: 'create index "audit_log_resource_type_created_at_idx" on "audit_log" ("resource_type", "created_at" desc, "id" desc)' },
+    // The CDN audit list's sort=action (migration 0018).
+    { name: 'audit_log_action_sort_idx', properties: ['action', 'id'] },
     // Entries about a user's resources name the owner as metadata.user_id (export and erasure find them by it).
     { name: 'audit_log_metadata_user_idx', expression: `create index "audit_log_metadata_user_idx" on "audit_log" ((metadata->>'user_id')) where (metadata->>'user_id') is not null` },
   ],

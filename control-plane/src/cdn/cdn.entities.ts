@@ -74,6 +74,9 @@ export const EndpointSchema = defineEntity({
   },
   indexes: [
     { name: 'cdn_endpoint_created_at_idx', properties: ['created_at', 'id'] },
+    // The list's sorts (migration 0018).
+    { name: 'cdn_endpoint_updated_at_idx', properties: ['updated_at', 'id'] },
+    { name: 'cdn_endpoint_name_idx', properties: ['name', 'id'] },
     { name: 'cdn_endpoint_search_idx', expression: `create index cdn_endpoint_search_idx on cdn_endpoint using gin (${endpointSearch()})` },
   ],
 });
@@ -111,6 +114,10 @@ export const OriginSchema = defineEntity({
   },
   indexes: [
     { name: 'cdn_origin_created_at_idx', properties: ['created_at', 'id'] },
+    // The list's sorts (migration 0018).
+    { name: 'cdn_origin_updated_at_idx', properties: ['updated_at', 'id'] },
+    { name: 'cdn_origin_name_idx', properties: ['name', 'id'] },
+    { name: 'cdn_origin_host_idx', properties: ['host', 'id'] },
     { name: 'cdn_origin_distribution_idx', properties: ['distribution', 'created_at'] },
     { name: 'cdn_origin_search_idx', expression: `create index cdn_origin_search_idx on cdn_origin using gin (${originSearch()})` },
   ],
@@ -137,6 +144,10 @@ export const RouteSchema = defineEntity({
   },
   indexes: [
     { name: 'cdn_route_created_at_idx', properties: ['created_at', 'id'] },
+    // The list's sorts (migration 0018).
+    { name: 'cdn_route_updated_at_idx', properties: ['updated_at', 'id'] },
+    { name: 'cdn_route_name_idx', properties: ['name', 'id'] },
+    { name: 'cdn_route_priority_idx', properties: ['priority', 'id'] },
     { name: 'cdn_route_distribution_idx', properties: ['distribution', 'priority'] },
     { name: 'cdn_route_origin_idx', properties: ['origin'] },
     { name: 'cdn_route_search_idx', expression: `create index cdn_route_search_idx on cdn_route using gin (${routeSearch()})` },
@@ -166,6 +177,10 @@ export const CacheRuleSchema = defineEntity({
   },
   indexes: [
     { name: 'cdn_cache_rule_created_at_idx', properties: ['created_at', 'id'] },
+    // The list's sorts (migration 0018).
+    { name: 'cdn_cache_rule_updated_at_idx', properties: ['updated_at', 'id'] },
+    { name: 'cdn_cache_rule_name_idx', properties: ['name', 'id'] },
+    { name: 'cdn_cache_rule_priority_idx', properties: ['priority', 'id'] },
     { name: 'cdn_cache_rule_distribution_idx', properties: ['distribution', 'priority'] },
     { name: 'cdn_cache_rule_search_idx', expression: `create index cdn_cache_rule_search_idx on cdn_cache_rule using gin (${cacheRuleSearch()})` },
   ],

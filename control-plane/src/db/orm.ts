@@ -28,8 +28,8 @@ export interface OpenDatabaseOptions {
   poolMax?: number;
   /** Receives the migrator's progress lines; silent without one. */
   log?: Logger;
-  /** Sees every SQL statement sent (tests count round trips with it). */
-  onQuery?: (sql: string) => void;
+  /** Sees every SQL statement sent, with its parameters (tests count round trips with it; bench/cdn-lists.ts replays them). */
+  onQuery?: (sql: string, params: readonly unknown[]) => void;
   /** How to take the embedded directory's lock (who we are, wait or fail when it is held). */
   embeddedOptions?: EmbeddedOptions;
 }
@@ -53,7 +53,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
       migrations: { migrationsList, transactional: true, allOrNothing: true, snapshot: false, snapshotOnMigrate: false },
       pool: embedded ? { min: 0, max: 1 } : { min: 0, max: options.poolMax ?? 10 },
       forceUtcTimezone: true,
-      ...(options.onQuery ? { onQuery: (sql: string) => (options.onQuery!(sql), sql) } : {}),
+      ...(options.onQuery ? { onQuery: (sql: string, params: readonly unknown[]) => (options.onQuery!(sql, params), sql) } : {}),
       // Each request forks its own context (http/request-context.ts); the global one is a bug.
       allowGlobalContext: false,
       debug: false,

@@ -140,8 +140,13 @@ export async function paginate<T extends object>(
   const op = ascending ? '$gt' : '$lt';
   const order = ascending ? 'asc' : 'desc';
 
+  // The leading bound (sort field >= / <= the cursor's value) is implied by the $or; stated, it lets
+  // PostgreSQL start an index range at the cursor instead of filtering every row before it.
   const keyset = position
-    ? { $or: [{ [sort.field]: { [op]: position.value } }, { [sort.field]: position.value, [idField]: { [op]: position.id } }] }
+    ? {
+      [sort.field]: { [`${op}e`]: position.value },
+      $or: [{ [sort.field]: { [op]: position.value } }, { [sort.field]: position.value, [idField]: { [op]: position.id } }],
+    }
     : undefined;
   const where = (keyset ? { $and: [options.where, keyset] } : options.where) as never;
 

@@ -17,6 +17,7 @@ import { Migration0013CdnAdmin } from './0013-cdn-admin.ts';
 import { Migration0014CdnPolicies } from './0014-cdn-policies.ts';
 import { Migration0015CdnDomains } from './0015-cdn-domains.ts';
 import { Migration0016CdnLogDrains } from './0016-cdn-log-drains.ts';
+import { Migration0018CdnListIndexes } from './0018-cdn-list-indexes.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -35,4 +36,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0014-cdn-policies', class: Migration0014CdnPolicies },
   { name: '0015-cdn-domains', class: Migration0015CdnDomains },
   { name: '0016-cdn-log-drains', class: Migration0016CdnLogDrains },
+  { name: '0018-cdn-list-indexes', class: Migration0018CdnListIndexes },
 ];
