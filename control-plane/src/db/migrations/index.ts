@@ -16,6 +16,7 @@ import { Migration0012CdnCore } from './0012-cdn-core.ts';
 import { Migration0013CdnAdmin } from './0013-cdn-admin.ts';
 import { Migration0014CdnPolicies } from './0014-cdn-policies.ts';
 import { Migration0015CdnDomains } from './0015-cdn-domains.ts';
+import { Migration0019CdnAcme } from './0019-cdn-acme.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -33,4 +34,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0013-cdn-admin', class: Migration0013CdnAdmin },
   { name: '0014-cdn-policies', class: Migration0014CdnPolicies },
   { name: '0015-cdn-domains', class: Migration0015CdnDomains },
+  { name: '0019-cdn-acme', class: Migration0019CdnAcme },
 ];
