@@ -43,9 +43,20 @@ export function describeAcmeError(error: unknown, directoryUrl: string): string 
   return `The ACME server refused: ${String(e?.message ?? error).replace(/\s+/g, ' ')}`.slice(0, 300);
 }
 
-/** Sets acme-client's shared HTTP client: request timeout, one quick retry, the extra trusted CAs. */
+/** Sets acme-client's shared HTTP client: request timeout, one quick retry of 429/5xx answers, the extra trusted CAs. */
+type Rejected = (error: { response?: unknown; config?: unknown }) => unknown;
+let networkErrorsPassed = false;
+
 function configureHttp(settings: AcmeSettings): void {
   const http = acme.axios as typeof acme.axios & { defaults: { acmeSettings: { retryMaxAttempts: number; retryDefaultDelay: number } } };
+  if (!networkErrorsPassed) {
+    // acme-client 5.4.0's response interceptor reads error.response.config when a request got no answer (refused, timed
+    // out), turning the error into a TypeError that no longer says the server was unreachable: such errors skip it.
+    const handler = (http.interceptors.response as unknown as { handlers: { rejected?: Rejected }[] }).handlers[0];
+    const original = handler?.rejected;
+    if (handler && original) handler.rejected = (error) => (error?.config && !error.response ? Promise.reject(error) : original(error));
+    networkErrorsPassed = true;
+  }
   http.defaults.timeout = ACME_REQUEST_TIMEOUT_MS;
   http.defaults.acmeSettings.retryMaxAttempts = 1;
   http.defaults.acmeSettings.retryDefaultDelay = 1;
@@ -117,7 +128,7 @@ export function acmeIssuer(box: SecretBox, settings: AcmeSettings): CertificateI
           const { challenge } = await dnsChallenge(c, order, hostname);
           if (challenge.status === 'pending') await c.completeChallenge(challenge);
           await c.waitForValidStatus(challenge);
-          order = await c.waitForValidStatus(order);
+          order = { ...(await c.waitForValidStatus(order)), url: order.url }; // its answer has no url
         }
         if (order.status === 'invalid') throw new IssuanceError('The ACME order is invalid (its validation failed or it expired)', true);
         const key = await acme.crypto.createPrivateEcdsaKey('P-256');
