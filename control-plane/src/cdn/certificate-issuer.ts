@@ -11,7 +11,7 @@ import { createPrivateKey, randomBytes, webcrypto, X509Certificate } from 'node:
 import type { SecretBox } from '../crypto/secret-box.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import { DAY } from '../core/clock.ts';
-import { InternalCa } from './domain-entity.ts';
+import { InternalCa, type AcmeOrderRef } from './domain-entity.ts';
 
 export const LEAF_LIFETIME_MS = 90 * DAY;
 const CA_LIFETIME_MS = 10 * 365 * DAY;
@@ -27,9 +27,33 @@ export interface IssuedCertificate {
   issuer: 'internal_ca' | 'acme';
 }
 
-/** Issues a certificate for a domain whose DNS records were checked. */
+/** Why a certificate could not be issued, in words shown on the domain (validation_error). */
+export class IssuanceError extends Error {
+  /** True when the ACME order cannot go on (a failed challenge): the next attempt opens a new one. */
+  readonly orderClosed: boolean;
+  constructor(message: string, orderClosed = false) {
+    super(message);
+    this.orderClosed = orderClosed;
+  }
+}
+
+/** The DNS-01 TXT value to publish and the ACME order it belongs to (null: the internal CA, which needs no order). */
+export interface ValidationStart {
+  value: string;
+  order: AcmeOrderRef | null;
+  /** The CA holds a valid authorization already (ACME reuse): issuance needs no new record. */
+  ready: boolean;
+}
+
+/** Issues managed certificates: the internal CA, or an ACME CA (acme-issuer.ts). */
 export interface CertificateIssuer {
-  issue(rc: RequestContext, hostname: string, now: Date): Promise<IssuedCertificate>;
+  readonly kind: 'internal_ca' | 'acme';
+  /** Opens the validation of `hostname` (on creation and renewal). Throws IssuanceError. */
+  startValidation(rc: RequestContext, hostname: string): Promise<ValidationStart>;
+  /** Issues a certificate for a domain whose DNS records were checked (ACME: validates and finalizes `order`). Throws IssuanceError. */
+  issue(rc: RequestContext, hostname: string, now: Date, order: AcmeOrderRef | null): Promise<IssuedCertificate>;
+  /** Revokes a certificate it issued, where it can (the internal CA publishes no revocation). */
+  revoke(rc: RequestContext, chainPem: string): Promise<void>;
 }
 
 const serial = () => {
@@ -73,6 +97,10 @@ async function loadOrCreateCa(rc: RequestContext, box: SecretBox, now: Date): Pr
 
 export function internalCaIssuer(box: SecretBox): CertificateIssuer {
   return {
+    kind: 'internal_ca',
+    // The value only proves the customer controls the name to this control plane (retry-validation looks it up).
+    startValidation: async () => ({ value: randomBytes(32).toString('base64url'), order: null, ready: false }),
+    revoke: async () => {},
     async issue(rc, hostname, now) {
       const ca = await loadOrCreateCa(rc, box, now);
       const keys = await webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify']);

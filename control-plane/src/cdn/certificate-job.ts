@@ -10,7 +10,7 @@ import type { RequestContext } from '../core/request-context.ts';
 import { jobsFor } from '../jobs/index.ts';
 import { EXPIRING_SOON_MS, statusByExpiry } from './certificate-check.ts';
 import { CustomDomain } from './domain-entity.ts';
-import { issueManaged } from './domain-service.ts';
+import { renewManaged } from './domain-service.ts';
 import type { CdnServices } from './services.ts';
 
 const defineJob = jobsFor<CdnServices>();
@@ -35,7 +35,7 @@ export async function checkCertificates(app: CdnServices, rc: RequestContext): P
     }
     if (!domain.certificate_expires_at || !['active', 'expiring_soon'].includes(domain.certificate_status)) continue;
     const before = { certificate_status: domain.certificate_status, certificate_expires_at: domain.certificate_expires_at, certificate_fingerprint: domain.certificate_fingerprint };
-    if (domain.certificate_source === 'managed' && statusByExpiry(domain.certificate_expires_at, now) !== 'active') await issueManaged(app, rc, domain);
+    if (domain.certificate_source === 'managed' && statusByExpiry(domain.certificate_expires_at, now) !== 'active') await renewManaged(app, rc, domain);
     const status = statusByExpiry(domain.certificate_expires_at, now);
     if (status !== 'active' || domain.certificate_status !== 'active') domain.certificate_status = status;
     const after = { certificate_status: domain.certificate_status, certificate_expires_at: domain.certificate_expires_at, certificate_fingerprint: domain.certificate_fingerprint };

@@ -11,6 +11,8 @@ export type CertificateStatus = (typeof CERTIFICATE_STATUSES)[number];
 export const CERTIFICATE_ISSUERS = ['custom', 'internal_ca', 'acme'] as const;
 
 export interface DnsValidation { cname_name: string; cname_value: string; acme_challenge_name: string; acme_challenge_value: string }
+/** The open ACME order of a managed domain: its URL and its DNS-01 challenge's (ACME issuer only). */
+export interface AcmeOrderRef { order_url: string; authorization_url: string; challenge_url: string; directory_url: string }
 
 export const CustomDomainSchema = defineEntity({
   name: 'CustomDomain',
@@ -34,6 +36,8 @@ export const CustomDomainSchema = defineEntity({
     previous_retires_at: p.datetime().nullable(),
     dns_validation: p.json<DnsValidation>().nullable(),
     validation_error: p.string().length(500).nullable(),
+    // Set while an ACME order waits for its DNS-01 challenge (creation or renewal); null once issued.
+    acme_order: p.json<AcmeOrderRef>().nullable(),
     created_at: p.datetime().onCreate(() => new Date()),
     updated_at: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
     version: p.integer().version(),
@@ -59,3 +63,17 @@ export const InternalCaSchema = defineEntity({
 });
 export class InternalCa extends InternalCaSchema.class {}
 InternalCaSchema.setClass(InternalCa);
+
+/** The ACME account of a directory: made on first use (the first writer wins), its key sealed. */
+export const AcmeAccountSchema = defineEntity({
+  name: 'AcmeAccount',
+  tableName: 'cdn_acme_account',
+  properties: {
+    directory_url: p.string().length(2048).primary(),
+    account_key_sealed: p.text().hidden(),
+    account_url: p.string().length(2048).nullable(),
+    created_at: p.datetime(),
+  },
+});
+export class AcmeAccount extends AcmeAccountSchema.class {}
+AcmeAccountSchema.setClass(AcmeAccount);

@@ -58,12 +58,12 @@ const readOne = defineRoute({
 const remove = defineRoute({
   method: 'delete', path: `${base}/:domain_id`, tags, access: write,
   summary: 'Remove a custom domain',
-  description: 'Detaches the hostname: the edge stops serving it once the configuration has propagated. Its certificate and key are deleted (certificates of '
-    + 'the internal CA are not published in a revocation list; ACME certificates would be revoked). Audit-logged.',
+  description: 'Detaches the hostname: the edge stops serving it once the configuration has propagated. Its certificate and key are deleted; an ACME certificate is '
+    + 'revoked first, best effort (the delete does not wait on an unreachable ACME server); the internal CA publishes no revocation list. Audit-logged.',
   params: domainParams,
   responses: { 204: empty },
-  async handler({ params, rc }) {
-    await deleteDomain(rc, params.id, params.domain_id);
+  async handler({ params, rc, app }) {
+    await deleteDomain(app, rc, params.id, params.domain_id);
     return reply.noContent();
   },
 });
@@ -72,8 +72,10 @@ const retry = defineRoute({
   method: 'post', path: `${base}/:domain_id/retry-validation`, tags, access: write,
   summary: 'Retry validation of a managed certificate',
   description: 'Looks up the dns_validation records; when both are in place the certificate is issued (provisioning → active with certificate_expires_at). '
-    + 'Missing records leave it pending_validation with validation_error naming them; a failed issuance makes it failed. No effect on an active certificate '
-    + 'or a custom one. Audit-logged.',
+    + 'Missing records leave it pending_validation with validation_error naming them; a failed issuance makes it failed with the reason in '
+    + 'validation_error. With ACME_DIRECTORY_URL the ACME server then validates the DNS-01 challenge; when no ACME order is open (the server was '
+    + 'unreachable, or the last challenge failed) a new one is opened and its new acme_challenge_value must be published first. No effect on a custom '
+    + 'certificate, or an active one unless a renewal waits for its new TXT record. Audit-logged.',
   params: domainParams,
   responses: { 200: bare(domainResource) },
   async handler({ params, rc, app }) {

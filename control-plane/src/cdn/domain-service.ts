@@ -10,9 +10,10 @@
 // superseded certificate for OVERLAP_MS so edges still applying the new
 // configuration keep serving. managed: `pending_validation` with the DNS
 // records to create; retry-validation looks them up and issues the
-// certificate (provisioning → active). Private keys are sealed with the
+// certificate (provisioning → active); the issuer is the internal CA or an
+// ACME CA (acme-issuer.ts), whose DNS-01 order is opened at creation (and at
+// renewal) so the TXT value can be shown. Private keys are sealed with the
 // secret box (AAD: table and row id) and appear in no reply or audit entry.
-import { randomBytes } from 'node:crypto';
 import { changesOf, recordAudit } from '../audit/audit.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import { HOUR } from '../core/clock.ts';
@@ -21,6 +22,7 @@ import type { Endpoint } from './cdn.entities.ts';
 import { checkCustomCertificate, statusByExpiry, type CheckedCertificate } from './certificate-check.ts';
 import type { IssuedCertificate } from './certificate-issuer.ts';
 import { CustomDomain, type DnsValidation } from './domain-entity.ts';
+import { IssuanceError } from './certificate-issuer.ts';
 import type { CertificateInput, CreateDomainInput } from './domain-record.ts';
 import { findEndpoint } from './endpoint-service.ts';
 import { assertValidConfiguration, listResources } from './fields.ts';
@@ -58,7 +60,7 @@ function dnsValidationFor(hostname: string, endpoint: Endpoint): DnsValidation {
     cname_name: hostname,
     cname_value: endpoint.hostname,
     acme_challenge_name: `_acme-challenge.${hostname}`,
-    acme_challenge_value: randomBytes(32).toString('base64url'),
+    acme_challenge_value: '', // set by openValidation once the issuer gave it
   };
 }
 
@@ -74,7 +76,7 @@ function install(app: CdnServices, domain: CustomDomain, cert: CheckedCertificat
 
 export async function createDomain(app: CdnServices, rc: RequestContext, endpointId: string, input: CreateDomainInput): Promise<CustomDomain> {
   const endpoint = await findEndpoint(rc, endpointId);
-  return rc.em.transactional(async (em) => {
+  const created = await rc.em.transactional(async (em) => {
     const id = crypto.randomUUID();
     const problems = await hostnameProblems(rc, app, input.hostname, endpoint.id);
     let checked: CheckedCertificate | undefined;
@@ -89,12 +91,18 @@ export async function createDomain(app: CdnServices, rc: RequestContext, endpoin
       id, endpoint, hostname: input.hostname, certificate_source: input.certificate_source, certificate_status: 'pending_validation',
       certificate_expires_at: null, certificate_issuer: null, certificate_fingerprint: null, certificate_pem: null, private_key_sealed: null,
       previous_certificate_pem: null, previous_private_key_sealed: null, previous_retires_at: null,
-      dns_validation: managed ? dnsValidationFor(input.hostname, endpoint) : null, validation_error: null,
+      dns_validation: managed ? dnsValidationFor(input.hostname, endpoint) : null, validation_error: null, acme_order: null,
     } as never);
     if (checked) install(app, domain, checked, 'custom');
     recordAudit(rc, { action: 'custom_domain.created', resource_type: 'custom_domain', resource_id: domain.id, changes: changesOf({}, snapshot(domain)) }, em);
     return domain;
   });
+  // After the insert commits, so no transaction waits on the ACME server: the TXT value (ACME: a new order).
+  if (created.certificate_source === 'managed') {
+    await openValidation(app, rc, created);
+    await rc.em.flush();
+  }
+  return created;
 }
 
 /** Replaces a custom certificate; the superseded one stays deployable for OVERLAP_MS. */
@@ -115,26 +123,75 @@ export async function replaceCertificate(app: CdnServices, rc: RequestContext, e
   return domain;
 }
 
-/**
- * Looks up the managed domain's DNS records and, when they are in place,
- * issues its certificate. No effect on an active (or expiring_soon) one or a
- * custom one. Missing records leave it pending_validation with the reason; an
- * issuer failure makes it `failed` (retry again later).
- */
-export async function retryValidation(app: CdnServices, rc: RequestContext, endpointId: string, domainId: string): Promise<CustomDomain> {
-  const domain = await findDomain(rc, endpointId, domainId);
-  if (domain.certificate_source !== 'managed' || domain.certificate_status === 'active' || domain.certificate_status === 'expiring_soon') return domain;
-  const before = snapshot(domain);
+/** The dns_validation records the resolver does not find, described. */
+async function missingRecords(app: CdnServices, domain: CustomDomain): Promise<string[]> {
   const dns = domain.dns_validation!;
   const missing: string[] = [];
   if (!(await app.cdnDomainResolver.cname(dns.cname_name)).includes(dns.cname_value)) missing.push(`CNAME ${dns.cname_name} → ${dns.cname_value}`);
   if (!(await app.cdnDomainResolver.txt(dns.acme_challenge_name)).includes(dns.acme_challenge_value)) missing.push(`TXT ${dns.acme_challenge_name} = ${dns.acme_challenge_value}`);
-  if (missing.length) {
-    domain.validation_error = `DNS records not found: ${missing.join('; ')}`;
-    if (domain.certificate_status !== 'expired') domain.certificate_status = 'pending_validation';
+  return missing;
+}
+
+const hasValidCertificate = (app: CdnServices, d: CustomDomain) => !!d.certificate_expires_at && d.certificate_expires_at > app.clock.now();
+
+/** Records an issuance failure: the reason on the domain; `failed` unless a certificate is still valid; a closed ACME order dropped. */
+function failIssuance(app: CdnServices, rc: RequestContext, domain: CustomDomain, error: unknown): void {
+  rc.log.warn({ err: error, domain: domain.id }, 'managed certificate issuance failed');
+  const reason = error instanceof IssuanceError ? error.message : 'The certificate could not be issued';
+  if (!(error instanceof IssuanceError) || error.orderClosed) domain.acme_order = null;
+  if (!hasValidCertificate(app, domain)) domain.certificate_status = 'failed';
+  domain.validation_error = `${reason.replace(/\.$/, '')}; retry validation later`.slice(0, 500);
+}
+
+/**
+ * Asks the issuer for the TXT value to publish (ACME: opens an order) and
+ * puts it in dns_validation. True when the CA needs no new record (an ACME
+ * authorization it still holds); an unreachable server → failIssuance.
+ */
+async function openValidation(app: CdnServices, rc: RequestContext, domain: CustomDomain): Promise<boolean> {
+  try {
+    const start = await app.cdnCertificateIssuer.startValidation(rc, domain.hostname);
+    domain.dns_validation = { ...domain.dns_validation!, acme_challenge_value: start.value };
+    domain.acme_order = start.order;
+    return start.ready;
+  } catch (error) {
+    failIssuance(app, rc, domain, error);
+    return false;
+  }
+}
+
+const publishNotice = (dns: DnsValidation, what: string) => `${what}: publish TXT ${dns.acme_challenge_name} = ${dns.acme_challenge_value}, then retry validation`;
+
+/**
+ * Looks up the managed domain's DNS records and, when they are in place,
+ * issues its certificate. No effect on a custom domain, or an active (or
+ * expiring_soon) one without a renewal waiting. Missing records leave it
+ * pending_validation with the reason; an issuer failure makes it `failed`
+ * (a still valid certificate keeps its status). With ACME and no open order
+ * (the server was unreachable, or the last challenge failed), a new order is
+ * opened and its new TXT value must be published first.
+ */
+export async function retryValidation(app: CdnServices, rc: RequestContext, endpointId: string, domainId: string): Promise<CustomDomain> {
+  const domain = await findDomain(rc, endpointId, domainId);
+  const current = domain.certificate_status === 'active' || domain.certificate_status === 'expiring_soon';
+  if (domain.certificate_source !== 'managed' || (current && !domain.acme_order)) return domain;
+  const before = snapshot(domain);
+  if (app.cdnCertificateIssuer.kind === 'acme' && !domain.acme_order) {
+    const ready = await openValidation(app, rc, domain);
+    if (ready) await issueManaged(app, rc, domain);
+    else if (domain.acme_order) {
+      if (!domain.certificate_expires_at) domain.certificate_status = 'pending_validation';
+      domain.validation_error = publishNotice(domain.dns_validation!, 'A new ACME challenge was opened');
+    }
   } else {
-    domain.certificate_status = 'provisioning';
-    await issueManaged(app, rc, domain);
+    const missing = await missingRecords(app, domain);
+    if (missing.length) {
+      domain.validation_error = `DNS records not found: ${missing.join('; ')}`;
+      if (!domain.certificate_expires_at) domain.certificate_status = 'pending_validation';
+    } else {
+      if (!domain.certificate_expires_at) domain.certificate_status = 'provisioning';
+      await issueManaged(app, rc, domain);
+    }
   }
   recordAudit(rc, { action: 'custom_domain.validation_retried', resource_type: 'custom_domain', resource_id: domain.id, changes: changesOf(before, snapshot(domain)), metadata: { validation_error: domain.validation_error } });
   await rc.em.flush();
@@ -144,19 +201,52 @@ export async function retryValidation(app: CdnServices, rc: RequestContext, endp
 /** Issues (or renews) a managed certificate: active with its expiry, or failed with the reason. */
 export async function issueManaged(app: CdnServices, rc: RequestContext, domain: CustomDomain): Promise<void> {
   try {
-    const issued = await app.cdnCertificateIssuer.issue(rc, domain.hostname, app.clock.now());
+    const issued = await app.cdnCertificateIssuer.issue(rc, domain.hostname, app.clock.now(), domain.acme_order ?? null);
     install(app, domain, issued, issued.issuer);
+    domain.acme_order = null;
   } catch (error) {
-    rc.log.warn({ err: error, domain: domain.id }, 'managed certificate issuance failed');
-    domain.certificate_status = domain.certificate_expires_at && domain.certificate_expires_at > app.clock.now() ? domain.certificate_status : 'failed';
-    domain.validation_error = 'The certificate could not be issued; retry validation later';
+    failIssuance(app, rc, domain, error);
   }
 }
 
+/**
+ * Renews a managed certificate due for it (the daily job). The internal CA
+ * re-issues at once. ACME opens a new order: when the CA still holds a valid
+ * authorization it is finalized at once; otherwise its new TXT value is put
+ * in dns_validation, the domain keeps its certificate and date status, and
+ * the renewal completes when the record is found (retry-validation, or the
+ * next day's job).
+ */
+export async function renewManaged(app: CdnServices, rc: RequestContext, domain: CustomDomain): Promise<void> {
+  if (app.cdnCertificateIssuer.kind === 'internal_ca') return issueManaged(app, rc, domain);
+  if (domain.acme_order) {
+    if ((await missingRecords(app, domain)).length === 0) await issueManaged(app, rc, domain);
+    return;
+  }
+  if (await openValidation(app, rc, domain)) return issueManaged(app, rc, domain);
+  if (!domain.acme_order) return;
+  domain.validation_error = publishNotice(domain.dns_validation!, 'Renewal needs a new ACME challenge');
+  recordAudit(rc, {
+    action: 'custom_domain.renewal_challenge_opened', resource_type: 'custom_domain', resource_id: domain.id,
+    metadata: { acme_challenge_name: domain.dns_validation!.acme_challenge_name, acme_challenge_value: domain.dns_validation!.acme_challenge_value },
+  });
+}
+
 /** Detaches the hostname (a managed certificate is revoked where its issuer supports it). */
-export async function deleteDomain(rc: RequestContext, endpointId: string, domainId: string): Promise<void> {
+export async function deleteDomain(app: CdnServices, rc: RequestContext, endpointId: string, domainId: string): Promise<void> {
   const domain = await findDomain(rc, endpointId, domainId);
-  recordAudit(rc, { action: 'custom_domain.deleted', resource_type: 'custom_domain', resource_id: domain.id, changes: changesOf(snapshot(domain), {}) });
+  let revoked: boolean | undefined;
+  if (domain.certificate_issuer === 'acme' && domain.certificate_pem) {
+    // Best effort (bounded wait): the domain goes whatever the ACME server says.
+    revoked = await app.cdnCertificateIssuer.revoke(rc, domain.certificate_pem).then(() => true, (error) => {
+      rc.log.warn({ err: error, domain: domain.id }, 'ACME certificate revocation failed');
+      return false;
+    });
+  }
+  recordAudit(rc, {
+    action: 'custom_domain.deleted', resource_type: 'custom_domain', resource_id: domain.id, changes: changesOf(snapshot(domain), {}),
+    ...(revoked === undefined ? {} : { metadata: { certificate_revoked: revoked } }),
+  });
   rc.em.remove(domain);
   await rc.em.flush();
 }

@@ -3,7 +3,8 @@
 // headers policies, signing keys, IP access rules and log drains), purges,
 // prefetch jobs and custom domains with their certificates. Its start hook
 // provides the host lookup the origins' SSRF check uses, the DNS resolver of
-// managed-certificate validation and the certificate issuer (the internal CA).
+// managed-certificate validation and the certificate issuer (ACME when
+// ACME_DIRECTORY_URL is set, otherwise the internal CA).
 import { CacheRule, CdnRoute, Endpoint, Origin } from './cdn.entities.ts';
 import { endpointRoutes } from './endpoint-routes.ts';
 import { systemHostLookup } from './origin-host.ts';
@@ -11,12 +12,13 @@ import { originRoutes } from './origin-routes.ts';
 import { routeRoutes } from './route-routes.ts';
 import { cacheRuleRoutes } from './cache-rule-routes.ts';
 import type { CoreServices } from '../core/services.ts';
-import { CustomDomain, InternalCa } from './domain-entity.ts';
+import { AcmeAccount, CustomDomain, InternalCa } from './domain-entity.ts';
 import { PrefetchJob, PurgeRequest } from './purge-entity.ts';
 import { certificateCheckJob } from './certificate-job.ts';
 import { domainRoutes } from './domain-routes.ts';
 import { headerPolicyRoutes } from './header-policy-routes.ts';
 import { internalCaIssuer } from './certificate-issuer.ts';
+import { acmeIssuer } from './acme-issuer.ts';
 import { ipRuleRoutes } from './ip-rule-routes.ts';
 import { logDrainRoutes } from './log-drain-routes.ts';
 import { policyEntities } from './policies.entities.ts';
@@ -30,10 +32,12 @@ export type { CdnServices } from './services.ts';
 
 export const cdn = {
   name: 'cdn',
-  entities: [Endpoint, Origin, CdnRoute, CacheRule, ...policyEntities, PurgeRequest, PrefetchJob, CustomDomain, InternalCa],
+  entities: [Endpoint, Origin, CdnRoute, CacheRule, ...policyEntities, PurgeRequest, PrefetchJob, CustomDomain, InternalCa, AcmeAccount],
   routes: [...endpointRoutes, ...originRoutes, ...routeRoutes, ...cacheRuleRoutes, ...headerPolicyRoutes, ...ipRuleRoutes, ...signingKeyRoutes, ...purgeRoutes, ...prefetchRoutes, ...domainRoutes, ...logDrainRoutes],
   jobs: [retiredSecretsSweepJob, certificateCheckJob],
   async start(services: CoreServices) {
-    return { services: { cdnHostLookup: systemHostLookup, cdnDomainResolver: systemDomainResolver(), cdnCertificateIssuer: internalCaIssuer(services.secretBox) } };
+    const { ACME_DIRECTORY_URL: directoryUrl, ACME_EMAIL: email, ACME_CA_BUNDLE: caBundle } = services.config;
+    const issuer = directoryUrl ? acmeIssuer(services.secretBox, { directoryUrl, email, caBundle }) : internalCaIssuer(services.secretBox);
+    return { services: { cdnHostLookup: systemHostLookup, cdnDomainResolver: systemDomainResolver(), cdnCertificateIssuer: issuer } };
   },
 };

@@ -1,4 +1,6 @@
 import t from 'tap';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { ConfigError, flagsToEnv, loadConfig } from './config.ts';
 
 t.test('defaults give the embedded development setup', async (t) => {
@@ -55,4 +57,21 @@ t.test('links in e-mails point at APP_URL when set, otherwise at PUBLIC_URL', as
 
 t.test('empty variables count as unset', async (t) => {
   t.equal(loadConfig({ DATABASE_URL: '' }).DATABASE_URL, undefined);
+});
+
+t.test('ACME: the directory URL, then the contact and CA bundle only beside it; the bundle must be a readable PEM file', async (t) => {
+  const dir = mkdtempSync(`${tmpdir()}/acme-config-`);
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const bundle = `${dir}/ca.pem`;
+  writeFileSync(bundle, '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
+  writeFileSync(`${dir}/not.pem`, 'hello');
+  t.equal(loadConfig({}).ACME_DIRECTORY_URL, undefined, 'unset: the internal CA');
+  const acme = loadConfig({ ACME_DIRECTORY_URL: 'https://acme.example.net/dir', ACME_EMAIL: 'certs@example.com', ACME_CA_BUNDLE: bundle });
+  t.match(acme, { ACME_DIRECTORY_URL: 'https://acme.example.net/dir', ACME_EMAIL: 'certs@example.com', ACME_CA_BUNDLE: bundle });
+  t.throws(() => loadConfig({ ACME_DIRECTORY_URL: 'ftp://acme.example.net/dir' }), /^ACME_DIRECTORY_URL: /);
+  t.throws(() => loadConfig({ ACME_DIRECTORY_URL: 'https://acme.example.net/dir', ACME_EMAIL: 'nope' }), /^ACME_EMAIL: /);
+  t.throws(() => loadConfig({ ACME_DIRECTORY_URL: 'https://acme.example.net/dir', ACME_CA_BUNDLE: `${dir}/missing.pem` }), /^ACME_CA_BUNDLE: Must be a readable file/);
+  t.throws(() => loadConfig({ ACME_DIRECTORY_URL: 'https://acme.example.net/dir', ACME_CA_BUNDLE: `${dir}/not.pem` }), /^ACME_CA_BUNDLE: Must be a readable file/);
+  t.throws(() => loadConfig({ ACME_EMAIL: 'certs@example.com' }), /^ACME_EMAIL: only with ACME_DIRECTORY_URL/);
+  t.throws(() => loadConfig({ ACME_CA_BUNDLE: bundle }), /^ACME_CA_BUNDLE: only with ACME_DIRECTORY_URL/);
 });

@@ -1,11 +1,20 @@
 // Control-plane configuration: environment variables (each also a --flag),
 // validated once at start. A wrong value stops the process with one line
 // naming the variable (see main.ts).
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 
 const port = z.coerce.number().int().min(0).max(65535);
 const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
+
+function readablePem(file: string): boolean {
+  try {
+    return readFileSync(file, 'utf8').includes('-----BEGIN CERTIFICATE-----');
+  } catch {
+    return false;
+  }
+}
 
 const schema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
@@ -41,6 +50,12 @@ const schema = z.object({
   // How long an origin's host name may take to resolve when an origin is written (the SSRF check); a slower
   // answer is treated like no answer: the write is accepted and the edge's dial-time guard still applies.
   CDN_ORIGIN_DNS_TIMEOUT_MS: z.coerce.number().int().min(100).max(30_000).default(2_000),
+  // Managed certificates through ACME (RFC 8555, DNS-01) from this directory; unset: the control plane's internal CA.
+  ACME_DIRECTORY_URL: z.url({ protocol: /^https?$/ }).optional(),
+  // The ACME account's contact address (optional; the CA may send expiry notices there).
+  ACME_EMAIL: z.email().max(254).optional(),
+  // A PEM file of CA certificates to trust for the ACME directory's TLS (private ACME servers), besides the system's.
+  ACME_CA_BUNDLE: z.string().max(4096).refine(readablePem, 'Must be a readable file holding PEM certificates (-----BEGIN CERTIFICATE-----)').optional(),
   // The payment provider billing tokenizes and charges through. `test` is the built-in test gateway
   // (well-known tokens, takes no money); production must name its gateway explicitly.
   PAYMENT_GATEWAY: z.enum(['test']).optional(),
@@ -106,6 +121,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   // The test gateway takes no money: a production deployment names its gateway, so it cannot sell for free by default.
   if (c.NODE_ENV === 'production' && !c.PAYMENT_GATEWAY) {
     throw new ConfigError('PAYMENT_GATEWAY: required when NODE_ENV=production (set it to the payment provider; `test` takes no money)');
+  }
+  if (!c.ACME_DIRECTORY_URL && (c.ACME_EMAIL || c.ACME_CA_BUNDLE)) {
+    throw new ConfigError(`${c.ACME_EMAIL ? 'ACME_EMAIL' : 'ACME_CA_BUNDLE'}: only with ACME_DIRECTORY_URL (without it the internal CA issues managed certificates)`);
   }
   const publicUrl = (c.PUBLIC_URL ?? `http://localhost:${c.PORT}`).replace(/\/$/, '');
   return {
