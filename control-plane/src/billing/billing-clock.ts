@@ -57,7 +57,7 @@ export const CHARGE_LEASE_MS = 10 * MINUTE;
 /** Rows per claim of the steps that go through the ORM (resumptions, period ends). */
 export const BATCH_SIZE = 100;
 /** Rows per claim of renewals and due charge attempts (set-based statements). */
-export const RENEWAL_BATCH = 500;
+export const RENEWAL_BATCH = 1000;
 /** Gateway calls in flight at once per worker. */
 export const CHARGE_CONCURRENCY = 16;
 
