@@ -7,7 +7,7 @@
 // worker that dies between the charge and its commit (no double charge).
 import t from 'tap';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
-import { bearer, countRows, createLoggedInUser, createSuperadmin, login, query, RELAXED_LIMITS, type TestAccount } from '../../../test/support/auth.ts';
+import { bearer, countRows, createLoggedInUser, createSuperadmin, login, messagesTo, query, RELAXED_LIMITS, type TestAccount } from '../../../test/support/auth.ts';
 import { DAY, HOUR, ManualClock, MINUTE } from '../core/clock.ts';
 import { systemContext } from '../core/request-context.ts';
 import type { ChargeInput, PaymentGateway } from './gateway/payment-gateway.ts';
@@ -24,7 +24,8 @@ const send = async (who: TestAccount, method: string, path: string, json?: unkno
 /** Counts what the gateway really charged, per key (a replay with a known key answers the first charge's id). */
 const realGateway = cp.app.paymentGateway;
 const chargesByKey = new Map<string, Set<string>>();
-let failAfterCharge = false;
+/** The user whose next charge fails after the gateway charged (other due renewals of the same run are charged normally). */
+let failAfterCharge: string | null = null;
 cp.app.paymentGateway = {
   name: realGateway.name,
   attach: (input) => realGateway.attach(input),
@@ -37,8 +38,8 @@ cp.app.paymentGateway = {
       ids.add(result.chargeId);
       chargesByKey.set(input.idempotencyKey, ids);
     }
-    if (failAfterCharge) {
-      failAfterCharge = false;
+    if (failAfterCharge === input.customerRef) {
+      failAfterCharge = null;
       throw new Error('the worker died after the charge, before its commit');
     }
     return result;
@@ -242,9 +243,9 @@ t.test('billing.clock: a complimentary subscription renews with a zero invoice a
 t.test('billing.clock: a worker that dies after the charge and before its commit does not charge twice when rerun', async (t) => {
   const me = await subscriber();
   const created = await subscribe(me, plan.id);
-  failAfterCharge = true;
+  failAfterCharge = me.id;
   await advanceTo((await sub(created.id)).current_period_end);
-  t.equal(failAfterCharge, false, 'the failure happened');
+  t.equal(failAfterCharge, null, 'the failure happened');
   const open = (await invoicesOf(created.id)).at(-1)!;
   t.equal(open.status, 'open', 'invoice persisted open before the charge');
   const pending = await query<{ idempotency_key: string; status: string }>(cp, 'select idempotency_key, status from billing_invoice_charge where invoice_id = ?', [open.id]);
@@ -257,4 +258,37 @@ t.test('billing.clock: a worker that dies after the charge and before its commit
   t.equal(chargesByKey.get(`invoice:${open.id}:1`)?.size, 1, 'one real charge for the key');
   t.equal(await countRows(cp, 'billing_invoice_charge', 'invoice_id = ?', [open.id]), 1);
   t.equal((await invoicesOf(created.id)).length, 2, 'one renewal invoice');
+});
+
+t.test('billing.clock: the payment_failed notification commits with the declined settle, and its e-mail goes only after the commit', async (t) => {
+  const me = await subscriber('tok_insufficientFunds');
+  const visa = await attach(me, 'tok_visa');
+  const created = await subscribe({ ...me, pm: visa }, plan.id);
+  await query(cp, 'update billing_subscription set payment_method_id = ? where id = ?', [me.pm, created.id]);
+  const before = (await messagesTo(cp, me.email)).length;
+  // The notification cannot be stored for this user: the settle of the decline must roll back with it.
+  await query(cp, `create function refuse_notification_fn() returns trigger language plpgsql as $$
+    begin if new.user_id = '${me.id}' then raise exception 'notification refused'; end if; return new; end $$`);
+  await query(cp, 'create trigger refuse_notification before insert on notification for each row execute function refuse_notification_fn()');
+  try {
+    await advanceTo((await sub(created.id)).current_period_end);
+  } finally {
+    await query(cp, 'drop trigger refuse_notification on notification');
+    await query(cp, 'drop function refuse_notification_fn()');
+  }
+  const open = (await invoicesOf(created.id)).at(-1)!;
+  t.match(open, { status: 'open', attempt_count: 0 }, 'the decline was not settled without its notification');
+  t.same(await query(cp, 'select status from billing_invoice_charge where invoice_id = ?', [open.id]), [{ status: 'pending' }]);
+  t.equal((await sub(created.id)).status, 'active', 'not past_due yet');
+  t.equal(await countRows(cp, 'notification', 'user_id = ?', [me.id]), 0);
+  t.equal((await messagesTo(cp, me.email)).length, before, 'no e-mail for a settle that rolled back');
+
+  // The lease passes; the attempt is taken over with its key and settled with its notification, once.
+  await advance(11 * MINUTE);
+  await advance(MINUTE);
+  t.match((await invoicesOf(created.id)).at(-1), { id: open.id, status: 'open', attempt_count: 1 });
+  t.equal((await sub(created.id)).status, 'past_due');
+  t.same(await query(cp, 'select status, decline_reason from billing_invoice_charge where invoice_id = ?', [open.id]), [{ status: 'declined', decline_reason: 'insufficient_funds' }]);
+  t.equal(await countRows(cp, 'notification', `user_id = ? and type = 'payment_failed'`, [me.id]), 1);
+  t.equal((await messagesTo(cp, me.email)).length, before + 1, 'its e-mail, after the commit');
 });

@@ -77,21 +77,45 @@ export function systemContext(services: { db: { orm: { em: { fork(): unknown } }
   };
 }
 
+/** Tasks a transaction's context runs once the transaction has committed (see afterCommit). */
+const commitTasks = new WeakMap<RequestContext, (() => void)[]>();
+
+/**
+ * Runs `task` once the transaction `rc` belongs to has committed, and never
+ * when it rolls back (e-mail about a change that must not go out before the
+ * change is stored). Outside a transaction started by inTransaction, the
+ * caller's work is already stored, so the task runs at once.
+ */
+export function afterCommit(rc: RequestContext, task: () => void): void {
+  const tasks = commitTasks.get(rc);
+  if (tasks) tasks.push(task);
+  else task();
+}
+
 /**
  * Runs `work` in one database transaction, with a context whose `em` is the
  * transaction's: every change the work makes through `rc.em` — entities,
- * raw statements, audit entries — commits or rolls back together.
+ * raw statements, audit entries — commits or rolls back together. Tasks
+ * registered with afterCommit run after the commit (a nested call hands its
+ * tasks to the enclosing transaction).
  */
-export function inTransaction<T>(rc: RequestContext, work: (tx: RequestContext) => Promise<T>): Promise<T> {
-  return rc.em.transactional((em) => work({
-    requestId: rc.requestId,
-    ip: rc.ip,
-    userAgent: rc.userAgent,
-    locale: rc.locale,
-    profileToken: rc.profileToken,
-    actor: rc.actor,
-    access: rc.access,
-    em: em as EntityManager,
-    log: rc.log,
-  }));
+export async function inTransaction<T>(rc: RequestContext, work: (tx: RequestContext) => Promise<T>): Promise<T> {
+  const tasks: (() => void)[] = [];
+  const result = await rc.em.transactional((em) => {
+    const tx: RequestContext = {
+      requestId: rc.requestId,
+      ip: rc.ip,
+      userAgent: rc.userAgent,
+      locale: rc.locale,
+      profileToken: rc.profileToken,
+      actor: rc.actor,
+      access: rc.access,
+      em: em as EntityManager,
+      log: rc.log,
+    };
+    commitTasks.set(tx, tasks);
+    return work(tx);
+  });
+  for (const task of tasks) afterCommit(rc, task);
+  return result;
 }

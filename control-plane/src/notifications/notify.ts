@@ -6,7 +6,7 @@
 // response (app.deferred), so mail neither slows nor fails the operation.
 import { defaultNotificationPreferences, User } from '../accounts/user.entity.ts';
 import type { CoreServices } from '../core/services.ts';
-import type { RequestContext } from '../core/request-context.ts';
+import { afterCommit, type RequestContext } from '../core/request-context.ts';
 import { deliver } from '../mail/deliver.ts';
 import { notificationEmail, type EmailContent } from '../mail/templates.ts';
 import {
@@ -59,30 +59,38 @@ export function acceptsCategory(preferences: Partial<Record<NotificationCategory
 /**
  * Notifies a user. The in-app record joins the request's unit of work and is
  * committed with it here (rc.em is flushed), so call it where the triggering
- * change would be flushed, outside an explicit transaction: the change and
- * its notification commit together, and the e-mail is handed off only once
- * they have.
+ * change would be flushed — outside a transaction, or inside one (through
+ * inTransaction's context): the change and its notification commit together,
+ * and the e-mail is handed off only once they have (afterCommit).
  */
 export async function notify(app: NotifyServices, rc: RequestContext, input: NotifyInput): Promise<NotifyResult> {
-  const category = input.category ?? NOTIFICATION_TYPES[input.type];
-  const user = await rc.em.findOne(User, input.userId);
-  if (!user || user.status === 'deleted' || !acceptsCategory(user.notification_preferences, category)) {
-    await rc.em.flush();
-    return { notification: null, emailed: false };
-  }
-  const notification = rc.em.create(Notification, {
-    user,
-    type: input.type,
-    category,
-    priority: input.priority ?? 'normal',
-    title: input.title,
-    body: input.body,
-    expires_at: input.expiresAt ?? null,
-  } as never);
+  return (await notifyMany(app, rc, [input]))[0]!;
+}
+
+/** Notifies several users at once (the billing clock's batches): one read of the users, one flush. */
+export async function notifyMany(app: NotifyServices, rc: RequestContext, inputs: readonly NotifyInput[]): Promise<NotifyResult[]> {
+  const users = new Map((await rc.em.find(User, { id: { $in: [...new Set(inputs.map((i) => i.userId))] } })).map((u) => [u.id, u]));
+  const results = inputs.map((input): NotifyResult & { mail?: () => void } => {
+    const category = input.category ?? NOTIFICATION_TYPES[input.type];
+    const user = users.get(input.userId);
+    if (!user || user.status === 'deleted' || !acceptsCategory(user.notification_preferences, category)) return { notification: null, emailed: false };
+    const notification = rc.em.create(Notification, {
+      user,
+      type: input.type,
+      category,
+      priority: input.priority ?? 'normal',
+      title: input.title,
+      body: input.body,
+      expires_at: input.expiresAt ?? null,
+    } as never);
+    if (!EMAIL_BY_CATEGORY[category]) return { notification, emailed: false };
+    const to = user.email;
+    const content = input.email ?? notificationEmail({ title: input.title, body: input.body, displayName: user.display_name ?? undefined });
+    return { notification, emailed: true, mail: () => app.deferred.defer(`notification-mail:${input.type}`, () => deliver(app, to, content), rc.log) };
+  });
   await rc.em.flush();
-  if (!EMAIL_BY_CATEGORY[category]) return { notification, emailed: false };
-  const to = user.email;
-  const content = input.email ?? notificationEmail({ title: input.title, body: input.body, displayName: user.display_name ?? undefined });
-  app.deferred.defer(`notification-mail:${input.type}`, () => deliver(app, to, content), rc.log);
-  return { notification, emailed: true };
+  return results.map(({ mail, ...result }) => {
+    if (mail) afterCommit(rc, mail);
+    return result;
+  });
 }
