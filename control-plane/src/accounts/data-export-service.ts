@@ -14,7 +14,7 @@ import { LockMode, UniqueConstraintViolationException } from '@mikro-orm/core';
 import { z } from 'zod';
 import { HOUR, MINUTE, SECOND } from '../core/clock.ts';
 import { inTransaction, type RequestContext } from '../core/request-context.ts';
-import { ApiError } from '../http/errors.ts';
+import { ApiError, callerUserId as callerUserIdOf } from '../http/errors.ts';
 import { jobsFor, type JobRun } from '../jobs/index.ts';
 import { dataExportReady } from '../mail/templates.ts';
 import { exportLinkUrl, EXPORT_LINK_KEY_PURPOSE, signExportLink, verifyExportLink } from './data-export-link.ts';
@@ -38,12 +38,7 @@ export const exportDir = (dataDir: string) => path.join(dataDir, 'exports');
 
 const FAILED_MESSAGE = 'The export could not be prepared. Please request a new one.';
 
-function callerUserId(rc: RequestContext): string {
-  const actor = rc.actor;
-  if (!actor) throw new ApiError('UNAUTHORIZED');
-  if (actor.type !== 'user') throw new ApiError('FORBIDDEN', 'Data exports belong to user accounts');
-  return actor.id;
-}
+const callerUserId = (rc: RequestContext): string => callerUserIdOf(rc, 'Data exports belong to user accounts');
 
 /** An export as the API shows it: with its signed link while it is ready and not expired by the clock. */
 export function presentDataExport(app: AccountsServices, exp: DataExport): DataExport & { download_url: string | null } {

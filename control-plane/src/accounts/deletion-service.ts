@@ -15,7 +15,7 @@ import { recordAudit } from '../audit/audit.ts';
 import { DAY, MINUTE } from '../core/clock.ts';
 import { usableIdentifiers } from '../core/personal-data.ts';
 import { inTransaction, type RequestContext } from '../core/request-context.ts';
-import { ApiError } from '../http/errors.ts';
+import { ApiError, callerUserId as callerUserIdOf } from '../http/errors.ts';
 import { jobsFor } from '../jobs/index.ts';
 import { DeletionRequest } from './deletion-request.entity.ts';
 import type { AccountsServices } from './services.ts';
@@ -25,12 +25,7 @@ export const DELETION_GRACE_MS = 30 * DAY;
 
 const erasureKey = (userId: string) => `user:${userId}`;
 
-function callerUserId(rc: RequestContext): string {
-  const actor = rc.actor;
-  if (!actor) throw new ApiError('UNAUTHORIZED');
-  if (actor.type !== 'user') throw new ApiError('FORBIDDEN', 'Only a user account can be deleted this way');
-  return actor.id;
-}
+const callerUserId = (rc: RequestContext): string => callerUserIdOf(rc, 'Only a user account can be deleted this way');
 
 export interface DeletionInput {
   /** The second form's password (checked); undefined for the first form, which has no body. */

@@ -13,7 +13,7 @@ import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { changesOf, recordAudit } from '../audit/audit.ts';
 import { inTransaction, type RequestContext } from '../core/request-context.ts';
-import { ApiError, found, validationError } from '../http/errors.ts';
+import { ApiError, found, validationError, callerUserId as callerUserIdOf } from '../http/errors.ts';
 import { Plan } from './billing.entities.ts';
 import { canonicalCouponCode, COUPON_CODE, generateCouponCode } from './codes.ts';
 import { COUPON_ERROR_MEANINGS, couponStatus, type CouponErrorCode, type CreateCouponInput } from './coupon-record.ts';
@@ -21,13 +21,7 @@ import { Coupon, CouponRedemption } from './coupon.entity.ts';
 import { BASIS_POINTS, MoneyError, percentOf, toMinor, toScaledInteger } from './money.ts';
 import type { BillingServices } from './services.ts';
 
-/** The calling user's id (coupons are validated for user accounts, not API tokens). */
-function callerUserId(rc: RequestContext): string {
-  const actor = rc.actor;
-  if (!actor) throw new ApiError('UNAUTHORIZED');
-  if (actor.type !== 'user') throw new ApiError('FORBIDDEN', 'Coupons are validated for user accounts');
-  return actor.id;
-}
+const callerUserId = (rc: RequestContext): string => callerUserIdOf(rc, 'Coupons are validated for user accounts');
 
 export async function findCoupon(em: EntityManager, couponId: string): Promise<Coupon> {
   return found(await em.findOne(Coupon, couponId), 'Coupon');

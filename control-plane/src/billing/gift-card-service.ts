@@ -14,7 +14,7 @@ import { User } from '../accounts/user.entity.ts';
 import { changesOf, recordAudit } from '../audit/audit.ts';
 import type { CoreServices } from '../core/services.ts';
 import { inTransaction, type RequestContext } from '../core/request-context.ts';
-import { ApiError, found, validationError } from '../http/errors.ts';
+import { ApiError, found, validationError, callerUserId as callerUserIdOf } from '../http/errors.ts';
 import { creditBalance } from './balance-service.ts';
 import { generateGiftCardCode, GIFT_CARD_KEY_PURPOSE, giftCardCodeHash, normaliseGiftCardCode } from './codes.ts';
 import { giftCardStatus, type CreateGiftCardInput } from './gift-card-record.ts';
@@ -36,12 +36,7 @@ export function hashOfTypedCode(app: CoreServices, typed: string): { code: strin
   return code ? { code, hash: giftCardCodeHash(codeKey(app), code) } : null;
 }
 
-function callerUserId(rc: RequestContext): string {
-  const actor = rc.actor;
-  if (!actor) throw new ApiError('UNAUTHORIZED');
-  if (actor.type !== 'user') throw new ApiError('FORBIDDEN', 'Gift cards are redeemed into user accounts');
-  return actor.id;
-}
+const callerUserId = (rc: RequestContext): string => callerUserIdOf(rc, 'Gift cards are redeemed into user accounts');
 
 export async function findGiftCard(em: EntityManager, id: string): Promise<GiftCard> {
   return found(await em.findOne(GiftCard, id), 'Gift card');

@@ -14,7 +14,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { recordAudit } from '../audit/audit.ts';
 import type { RequestContext } from '../core/request-context.ts';
-import { ApiError } from '../http/errors.ts';
+import { ApiError, callerUserId as callerUserIdOf } from '../http/errors.ts';
 import { LIVE_SUBSCRIPTION_STATUSES, Subscription } from './billing.entities.ts';
 import { GatewayError, type GatewayPaymentMethod } from './gateway/payment-gateway.ts';
 import { PaymentMethod } from './payment-method.entity.ts';
@@ -23,13 +23,7 @@ import type { BillingServices } from './services.ts';
 /** At most this many saved methods per user: the list is unpaged (document 1 §4.4), and attaching is an abuse target. */
 export const MAX_PAYMENT_METHODS_PER_USER = 20;
 
-/** The calling user's id (payment methods belong to user accounts, not to API tokens). */
-function callerUserId(rc: RequestContext): string {
-  const actor = rc.actor;
-  if (!actor) throw new ApiError('UNAUTHORIZED');
-  if (actor.type !== 'user') throw new ApiError('FORBIDDEN', 'Payment methods belong to user accounts');
-  return actor.id;
-}
+const callerUserId = (rc: RequestContext): string => callerUserIdOf(rc, 'Payment methods belong to user accounts');
 
 /** Serialises changes to one user's payment methods (held until the transaction ends). */
 async function lockOwner(tx: EntityManager, userId: string): Promise<void> {

@@ -23,7 +23,7 @@ import { createHash } from 'node:crypto';
 import { changesOf, recordAudit } from '../audit/audit.ts';
 import { SECOND } from '../core/clock.ts';
 import { inTransaction, type RequestContext } from '../core/request-context.ts';
-import { ApiError, assertThat, found, validationError } from '../http/errors.ts';
+import { ApiError, assertThat, found, validationError, callerUserId as callerUserIdOf } from '../http/errors.ts';
 import { creditBalance } from './balance-service.ts';
 import { LIVE_SUBSCRIPTION_STATUSES, Plan, Subscription, type BillingCycle, type SubscriptionStatus } from './billing.entities.ts';
 import { couponProblem, couponRefusal, findCouponByCode, redeemCoupon } from './coupon-service.ts';
@@ -82,13 +82,7 @@ async function lockUser(em: EntityManager, userId: string): Promise<void> {
   await em.execute('select id from app_user where id = ? for update', [userId]);
 }
 
-/** The caller's user id (subscriptions belong to user accounts). */
-export function callerUserId(rc: RequestContext): string {
-  const actor = rc.actor;
-  if (!actor) throw new ApiError('UNAUTHORIZED');
-  if (actor.type !== 'user') throw new ApiError('FORBIDDEN', 'Subscriptions belong to user accounts');
-  return actor.id;
-}
+export const callerUserId = (rc: RequestContext): string => callerUserIdOf(rc, 'Subscriptions belong to user accounts');
 
 /** A subscription the caller may act on: their own, or anyone's for a global holder (an admin); 404 otherwise. */
 export async function findCallersSubscription(rc: RequestContext, id: string): Promise<Subscription> {

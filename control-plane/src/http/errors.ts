@@ -85,6 +85,17 @@ export const conflict = (message?: string) => new ApiError('CONFLICT', message);
 export const validationError = (errors: FieldError[], message?: string) => new ApiError('VALIDATION_ERROR', message, { errors });
 
 /** Returns the found record or throws 404. */
+/**
+ * The calling user's id: 401 without a caller, 403 with `message` for a caller
+ * that is not a user account (a machine API token).
+ */
+export function callerUserId(rc: { actor: { type: string; id: string } | null }, message: string): string {
+  const actor = rc.actor;
+  if (!actor) throw new ApiError('UNAUTHORIZED');
+  if (actor.type !== 'user') throw new ApiError('FORBIDDEN', message);
+  return actor.id;
+}
+
 export function found<T>(record: T | null | undefined, what = 'Resource'): T {
   if (record === null || record === undefined) throw notFound(what);
   return record;
