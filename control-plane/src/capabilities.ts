@@ -10,6 +10,7 @@ import { auth, type AuthServices } from './auth/index.ts';
 import { billing, type BillingServices } from './billing/index.ts';
 import { cdn, type CdnServices } from './cdn/index.ts';
 import { cdnAdmin } from './cdn-admin/index.ts';
+import { edge, type EdgeServices } from './edge/index.ts';
 import type { PersonalDataProvider } from './core/personal-data.ts';
 import type { CoreServices } from './core/services.ts';
 import { health, type HealthServices } from './health/index.ts';
@@ -20,7 +21,7 @@ import { Job, JobSchedule, type JobDefinition, type JobServices } from './jobs/i
 import { jobPersonalData } from './jobs/personal-data.ts';
 
 /** Everything the capabilities' services may reach: the platform's and those capabilities add. */
-export type AppServices = CoreServices & JobServices & AccountsServices & AuthServices & BillingServices & CdnServices & HealthServices;
+export type AppServices = CoreServices & JobServices & AccountsServices & AuthServices & BillingServices & CdnServices & EdgeServices & HealthServices;
 
 export interface CapabilityStart {
   /** Services the capability adds for the others (merged into AppServices). */
@@ -42,7 +43,7 @@ export interface Capability {
   start?: (services: AppServices) => Promise<CapabilityStart>;
 }
 
-export const capabilities: readonly Capability[] = [accounts, notifications, auth, billing, admin, cdn, cdnAdmin, health];
+export const capabilities: readonly Capability[] = [accounts, notifications, auth, billing, admin, cdn, cdnAdmin, edge, health];
 
 /** Every entity of the control plane: the framework's own (audit, jobs) and each capability's. */
 export const entities: EntityClass<object>[] = [AuditEntry, Job, JobSchedule, ...capabilities.flatMap((c) => c.entities ?? [])];
