@@ -4,7 +4,7 @@
 // routes stand in for the CDN reads and writes of other slices.
 import t from 'tap';
 import { z } from 'zod';
-import { bearer, createAdmin, createLoggedInUser, query, RELAXED_LIMITS } from '../../../test/support/auth.ts';
+import { bearer, createAdmin, createLoggedInUser, createSuperadmin, query, RELAXED_LIMITS } from '../../../test/support/auth.ts';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { data, routesFor } from '../http/route.ts';
 import type { Permission } from '../permissions/catalog.ts';
@@ -73,4 +73,20 @@ t.test('an unknown token is 401; JWT callers are unaffected', async (t) => {
   const viewer = await createLoggedInUser(cp, { roles: ['viewer', 'subscriber'] });
   t.equal((await call('/v1/test/cdn-read', viewer.accessToken)).status, 200);
   t.equal((await call('/v1/test/cdn-write', viewer.accessToken)).status, 403);
+});
+
+t.test('regression: the tokens of a deactivated admin are refused until the admin is reactivated', async (t) => {
+  const superadmin = await createSuperadmin(cp);
+  const issuer = await createAdmin(cp);
+  const res = await cp.request('POST', '/v1/cdn/api-tokens', { headers: bearer(issuer.accessToken), json: { name: 'issuer token', role: 'admin' } });
+  t.equal(res.status, 201);
+  const token = res.body.token as string;
+  t.equal((await call('/v1/test/cdn-write', token)).status, 200);
+  const off = await cp.request('POST', `/v1/cdn/admin/users/${issuer.id}/deactivate`, { headers: bearer(superadmin.accessToken) });
+  t.equal(off.status, 200, off.text);
+  const refused = await call('/v1/test/cdn-read', token);
+  t.equal(refused.status, 401, 'refused on the very next request');
+  t.equal(refused.body.code, 'UNAUTHORIZED');
+  t.equal((await cp.request('POST', `/v1/cdn/admin/users/${issuer.id}/reactivate`, { headers: bearer(superadmin.accessToken) })).status, 200);
+  t.equal((await call('/v1/test/cdn-read', token)).status, 200, 'the token was never revoked: it works again');
 });

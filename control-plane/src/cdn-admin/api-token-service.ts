@@ -115,14 +115,16 @@ interface TokenRow {
   status: string;
   expires_at: Date | string | null;
   created_by: string | null;
+  /** The issuing user's account status (null: no issuer recorded, or its row is gone). */
+  creator_status: string | null;
 }
 
 /**
  * The guard's resolver: one indexed statement on the pool per request (no
  * cache, so a revocation applies to the next request), and `last_used_at`
  * written at most once per token and minute: a Redis key set only if absent
- * elects the one request that writes it. Unknown, malformed, revoked and
- * expired tokens are all null (401).
+ * elects the one request that writes it. Unknown, malformed, revoked,
+ * expired tokens and tokens whose issuer is deactivated are all null (401).
  */
 export function apiTokenResolver(app: CoreServices): ApiTokenResolver {
   const hasher = createTokenHasher(app.tokenPepper);
@@ -130,9 +132,12 @@ export function apiTokenResolver(app: CoreServices): ApiTokenResolver {
     if (!isApiTokenFormat(presented)) return null;
     const connection = app.db.orm.em.getConnection();
     const [row] = await connection.execute<TokenRow[]>(
-      `select id, role, status, expires_at, created_by from cdn_api_token where token_hash = ?`, [hasher.hash(presented)]);
+      `select t.id, t.role, t.status, t.expires_at, t.created_by, u.status as creator_status
+         from cdn_api_token t left join app_user u on u.id = t.created_by where t.token_hash = ?`, [hasher.hash(presented)]);
     const now = app.clock.now();
     if (!row || row.status !== 'active' || (row.expires_at !== null && new Date(row.expires_at) <= now)) return null;
+    // A token acts for the admin who issued it: while that admin is deactivated (suspended) or erased, it is refused too.
+    if (row.creator_status === 'suspended' || row.creator_status === 'deleted') return null;
     if (await app.store.set(`cdn-token-used:${row.id}`, '1', { ttlMs: LAST_USED_RESOLUTION_MS, onlyIfAbsent: true })) {
       // The version moves with it, so a cached ETag of the record does not hide the new time.
       await connection.execute(`update cdn_api_token set last_used_at = ?, version = version + 1 where id = ? and status = 'active'`, [now, row.id]);
