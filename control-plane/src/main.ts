@@ -76,7 +76,7 @@ const controlPlane = await startControlPlane(config, { log, db });
 const { store } = controlPlane.app;
 const port = Number(new URL(controlPlane.url).port);
 const url = config.PUBLIC_URL ? config.publicUrl : `http://localhost:${port}`;
-const commandServer = await serveCommands({ db, commands, publicUrl: url, log });
+const commandServer = await serveCommands({ db, commands, publicUrl: url, log, services: controlPlane.app });
 log.info({
   url,
   database: db.embedded ? `embedded PGlite in ${db.embeddedDir}` : 'PostgreSQL',
