@@ -1,0 +1,191 @@
+// Edge agent tokens (DESIGN.md §7): issue (the value shown once), list,
+// read, revoke and rotate, each audit-logged without the value; the verifier
+// the control channel calls when an agent opens its stream; and the
+// announcements that make a revocation (or an expiry) close the token's open
+// streams on every replica at once.
+//
+// Modelled on the CDN API tokens (cdn-admin/api-token-service.ts): values are
+// `agt_` + 256 random bits and only HMAC-SHA256 under the token pepper is
+// stored, so the verifier finds a token by the hash of what it was given (an
+// index look-up on a keyed hash reveals nothing through timing) and a table
+// dump gives no usable token.
+import { LockMode } from '@mikro-orm/core';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { changesOf, recordAudit } from '../audit/audit.ts';
+import { createTokenHasher, generateAgentToken, isAgentTokenFormat, redactToken } from '../auth/primitives/opaque-tokens.ts';
+import { responsibleUserId } from '../cdn-admin/actor.ts';
+import type { Clock } from '../core/clock.ts';
+import { inTransaction, type RequestContext } from '../core/request-context.ts';
+import type { CoreServices } from '../core/services.ts';
+import { ApiError, found, validationError } from '../http/errors.ts';
+import type { KeyValueStore } from '../store/index.ts';
+import { AgentToken } from './agent-token.entity.ts';
+import type { CreateAgentTokenInput } from './agent-token-record.ts';
+import { AGENT_TOKEN_REVOKED_CHANNEL, type AgentTokenVerifier } from './contracts.ts';
+
+/** What the token operations need: the pepper to hash values, the clock for expiries, the store to tell every replica of a revocation. */
+export interface AgentTokenDeps {
+  tokenPepper: Buffer;
+  clock: Clock;
+  store: Pick<KeyValueStore, 'publish'>;
+}
+
+/** A token record with its value, as create and rotate answer it once. */
+export type IssuedAgentToken = AgentToken & { token: string };
+
+const AUDITED_FIELDS = ['name', 'description', 'status', 'expires_at'] as const;
+
+const snapshot = (token: AgentToken) => Object.fromEntries(AUDITED_FIELDS.map((f) => [f, token[f]]));
+
+export async function findAgentToken(em: EntityManager, id: string): Promise<AgentToken> {
+  return found(await em.findOne(AgentToken, id), 'Agent token');
+}
+
+/** A new token row for a fresh value (hash and hint only), its value beside it. */
+function issue(deps: AgentTokenDeps, rc: RequestContext, input: { name: string; description: string | null; expires_at: Date | null }): IssuedAgentToken {
+  const value = generateAgentToken();
+  const token = rc.em.create(AgentToken, {
+    name: input.name,
+    description: input.description,
+    status: 'active',
+    token_hash: createTokenHasher(deps.tokenPepper).hash(value),
+    token_hint: redactToken(value),
+    expires_at: input.expires_at,
+    created_by: responsibleUserId(rc),
+  } as never);
+  // A copy of one shape (not a prototype link) carrying the value for this one answer.
+  return { ...token, token: value } as IssuedAgentToken;
+}
+
+export async function createAgentToken(deps: AgentTokenDeps, rc: RequestContext, input: CreateAgentTokenInput): Promise<IssuedAgentToken> {
+  if (input.expires_at && input.expires_at <= deps.clock.now()) throw validationError([{ field: 'expires_at', message: 'Must be in the future' }]);
+  const issued = issue(deps, rc, { name: input.name, description: input.description ?? null, expires_at: input.expires_at ?? null });
+  recordAudit(rc, { action: 'agent_token.created', resource_type: 'agent_token', resource_id: issued.id, changes: changesOf({}, snapshot(issued)) });
+  await rc.em.flush();
+  return issued;
+}
+
+/** The token's row locked for the rest of the transaction: concurrent revokes and rotations of one token run one after the other. */
+async function lockedToken(em: EntityManager, id: string): Promise<AgentToken> {
+  return found(await em.findOne(AgentToken, id, { lockMode: LockMode.PESSIMISTIC_WRITE }), 'Agent token');
+}
+
+const notActive = () => new ApiError('CONFLICT', 'The agent token is revoked; revocation is irreversible');
+
+/**
+ * Tells every replica (Redis pub/sub; in-process without Redis) to close the
+ * token's streams now. The revocation is already stored when this runs, so a
+ * store that fails is logged, not thrown: the token stays refused on every
+ * new stream, and the channel re-checks its streams when its subscription
+ * comes back.
+ */
+export async function announceRevocation(deps: AgentTokenDeps, rc: RequestContext, id: string): Promise<boolean> {
+  try {
+    await deps.store.publish(AGENT_TOKEN_REVOKED_CHANNEL, JSON.stringify({ id }));
+    return true;
+  } catch (error) {
+    rc.log.error({ err: error, agent_token_id: id }, 'could not announce an agent token revocation; open streams with it close when their agents reconnect');
+    return false;
+  }
+}
+
+/**
+ * Revoked at once and for good: the revocation commits, then every replica is
+ * told to close the token's open streams. The verifier reads the status on
+ * every stream open, so no new stream gets through after the commit.
+ */
+export async function revokeAgentToken(deps: AgentTokenDeps, rc: RequestContext, id: string): Promise<AgentToken> {
+  const token = await inTransaction(rc, async (tx) => {
+    const token = await lockedToken(tx.em, id);
+    if (token.status !== 'active') throw notActive();
+    token.status = 'revoked';
+    token.revoked_at = deps.clock.now();
+    recordAudit(tx, { action: 'agent_token.revoked', resource_type: 'agent_token', resource_id: token.id, changes: { status: { from: 'active', to: 'revoked' } } });
+    await tx.em.flush();
+    return token;
+  });
+  await announceRevocation(deps, rc, token.id);
+  return token;
+}
+
+/**
+ * Atomic rotation, as for API tokens: the old token is revoked and a new one
+ * issued with the same name, description and expiry, in one transaction; the
+ * old value stops working at the commit (no grace period: the agent's stream
+ * closes and it connects again once given the new value). The old record
+ * names its successor in `replaced_by`.
+ */
+export async function rotateAgentToken(deps: AgentTokenDeps, rc: RequestContext, id: string): Promise<IssuedAgentToken> {
+  const issued = await inTransaction(rc, async (tx) => {
+    const old = await lockedToken(tx.em, id);
+    if (old.status !== 'active') throw notActive();
+    if (old.expires_at && old.expires_at <= deps.clock.now()) throw new ApiError('CONFLICT', 'The agent token has expired; create a new one');
+    const issued = issue(deps, tx, { name: old.name, description: old.description ?? null, expires_at: old.expires_at ?? null });
+    old.status = 'revoked';
+    old.revoked_at = deps.clock.now();
+    old.replaced_by = issued.id;
+    recordAudit(tx, {
+      action: 'agent_token.rotated', resource_type: 'agent_token', resource_id: old.id,
+      changes: { status: { from: 'active', to: 'revoked' } }, metadata: { replaced_by: issued.id },
+    });
+    recordAudit(tx, {
+      action: 'agent_token.created', resource_type: 'agent_token', resource_id: issued.id,
+      changes: changesOf({}, snapshot(issued)), metadata: { rotated_from: old.id },
+    });
+    await tx.em.flush();
+    return issued;
+  });
+  await announceRevocation(deps, rc, id);
+  return issued;
+}
+
+/**
+ * The control channel's verifier: one indexed statement per stream open that
+ * finds an active, unexpired token by the hash of the value and records the
+ * use (`last_used_at`; streams are long-lived, so one write per open is
+ * cheap). No cache, so a revocation refuses the next stream at once.
+ * Unknown, malformed, revoked and expired tokens are all null. The value is
+ * never logged; a database failure throws (the channel answers UNAVAILABLE,
+ * not UNAUTHENTICATED).
+ */
+export function agentTokenVerifier(app: Pick<CoreServices, 'db' | 'tokenPepper' | 'clock'>): AgentTokenVerifier {
+  const hasher = createTokenHasher(app.tokenPepper);
+  return {
+    async verify(presented) {
+      if (typeof presented !== 'string' || !isAgentTokenFormat(presented)) return null;
+      const now = app.clock.now();
+      // The version moves with last_used_at, so a cached ETag of the record does not hide the new time.
+      const [row] = await app.db.orm.em.getConnection().execute<{ id: string }[]>(
+        `update cdn_agent_token set last_used_at = ?, version = version + 1
+          where token_hash = ? and status = 'active' and (expires_at is null or expires_at > ?)
+          returning id`,
+        [now, hasher.hash(presented), now]);
+      return row ? { id: row.id } : null;
+    },
+  };
+}
+
+const EXPIRY_BATCH = 500;
+
+/**
+ * Tells every replica to close the streams of tokens that have expired since
+ * the last sweep (the verifier already refuses them on new streams). Each is
+ * announced, then marked, so a failed publish is retried by the next run.
+ * Returns how many were announced.
+ */
+export async function announceExpiredAgentTokens(deps: AgentTokenDeps, rc: RequestContext): Promise<number> {
+  let announced = 0;
+  for (;;) {
+    const now = deps.clock.now();
+    const rows = await rc.em.execute<{ id: string }[]>(
+      `select id from cdn_agent_token
+        where status = 'active' and expiry_announced_at is null and expires_at <= ?
+        order by expires_at limit ${EXPIRY_BATCH}`, [now]);
+    for (const { id } of rows) {
+      await deps.store.publish(AGENT_TOKEN_REVOKED_CHANNEL, JSON.stringify({ id }));
+      await rc.em.execute(`update cdn_agent_token set expiry_announced_at = ? where id = ? and expiry_announced_at is null`, [now, id]);
+      announced++;
+    }
+    if (rows.length < EXPIRY_BATCH) return announced;
+  }
+}
