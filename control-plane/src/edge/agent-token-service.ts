@@ -9,15 +9,13 @@
 // stored, so the verifier finds a token by the hash of what it was given (an
 // index look-up on a keyed hash reveals nothing through timing) and a table
 // dump gives no usable token.
-import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { changesOf, recordAudit } from '../audit/audit.ts';
 import { createTokenHasher, generateAgentToken, isAgentTokenFormat, redactToken } from '../auth/primitives/opaque-tokens.ts';
 import { responsibleUserId } from '../cdn-admin/actor.ts';
 import type { Clock } from '../core/clock.ts';
-import { inTransaction, type RequestContext } from '../core/request-context.ts';
+import type { RequestContext } from '../core/request-context.ts';
 import type { CoreServices } from '../core/services.ts';
-import { ApiError, found, validationError } from '../http/errors.ts';
+import { issuedTokens, type MintedToken, type WithValue } from '../crypto/issued-tokens.ts';
 import type { KeyValueStore } from '../store/index.ts';
 import { AgentToken } from './agent-token.entity.ts';
 import type { CreateAgentTokenInput } from './agent-token-record.ts';
@@ -31,46 +29,25 @@ export interface AgentTokenDeps {
 }
 
 /** A token record with its value, as create and rotate answer it once. */
-export type IssuedAgentToken = AgentToken & { token: string };
+export type IssuedAgentToken = WithValue<AgentToken>;
 
-const AUDITED_FIELDS = ['name', 'description', 'status', 'expires_at'] as const;
+const agentTokens = issuedTokens({ entity: AgentToken, label: 'agent token', resourceType: 'agent_token', audited: ['name', 'description', 'status', 'expires_at'] });
 
-const snapshot = (token: AgentToken) => Object.fromEntries(AUDITED_FIELDS.map((f) => [f, token[f]]));
-
-export async function findAgentToken(em: EntityManager, id: string): Promise<AgentToken> {
-  return found(await em.findOne(AgentToken, id), 'Agent token');
+/** A fresh value, its keyed hash and its hint. */
+function mint(deps: AgentTokenDeps): MintedToken {
+  const value = generateAgentToken();
+  return { value, columns: { token_hash: createTokenHasher(deps.tokenPepper).hash(value), token_hint: redactToken(value) } };
 }
 
-/** A new token row for a fresh value (hash and hint only), its value beside it. */
-function issue(deps: AgentTokenDeps, rc: RequestContext, input: { name: string; description: string | null; expires_at: Date | null }): IssuedAgentToken {
-  const value = generateAgentToken();
-  const token = rc.em.create(AgentToken, {
-    name: input.name,
-    description: input.description,
-    status: 'active',
-    token_hash: createTokenHasher(deps.tokenPepper).hash(value),
-    token_hint: redactToken(value),
-    expires_at: input.expires_at,
-    created_by: responsibleUserId(rc),
-  } as never);
-  // A copy of one shape (not a prototype link) carrying the value for this one answer.
-  return { ...token, token: value } as IssuedAgentToken;
+export async function findAgentToken(em: EntityManager, id: string): Promise<AgentToken> {
+  return agentTokens.find(em, id);
 }
 
 export async function createAgentToken(deps: AgentTokenDeps, rc: RequestContext, input: CreateAgentTokenInput): Promise<IssuedAgentToken> {
-  if (input.expires_at && input.expires_at <= deps.clock.now()) throw validationError([{ field: 'expires_at', message: 'Must be in the future' }]);
-  const issued = issue(deps, rc, { name: input.name, description: input.description ?? null, expires_at: input.expires_at ?? null });
-  recordAudit(rc, { action: 'agent_token.created', resource_type: 'agent_token', resource_id: issued.id, changes: changesOf({}, snapshot(issued)) });
-  await rc.em.flush();
-  return issued;
+  return agentTokens.create(rc, deps.clock.now(), mint(deps), {
+    name: input.name, description: input.description ?? null, expires_at: input.expires_at ?? null, created_by: responsibleUserId(rc),
+  });
 }
-
-/** The token's row locked for the rest of the transaction: concurrent revokes and rotations of one token run one after the other. */
-async function lockedToken(em: EntityManager, id: string): Promise<AgentToken> {
-  return found(await em.findOne(AgentToken, id, { lockMode: LockMode.PESSIMISTIC_WRITE }), 'Agent token');
-}
-
-const notActive = () => new ApiError('CONFLICT', 'The agent token is revoked; revocation is irreversible');
 
 /**
  * Tells every replica (Redis pub/sub; in-process without Redis) to close the
@@ -95,15 +72,7 @@ export async function announceRevocation(deps: AgentTokenDeps, rc: RequestContex
  * every stream open, so no new stream gets through after the commit.
  */
 export async function revokeAgentToken(deps: AgentTokenDeps, rc: RequestContext, id: string): Promise<AgentToken> {
-  const token = await inTransaction(rc, async (tx) => {
-    const token = await lockedToken(tx.em, id);
-    if (token.status !== 'active') throw notActive();
-    token.status = 'revoked';
-    token.revoked_at = deps.clock.now();
-    recordAudit(tx, { action: 'agent_token.revoked', resource_type: 'agent_token', resource_id: token.id, changes: { status: { from: 'active', to: 'revoked' } } });
-    await tx.em.flush();
-    return token;
-  });
+  const token = await agentTokens.revoke(rc, id, deps.clock.now());
   await announceRevocation(deps, rc, token.id);
   return token;
 }
@@ -116,25 +85,9 @@ export async function revokeAgentToken(deps: AgentTokenDeps, rc: RequestContext,
  * names its successor in `replaced_by`.
  */
 export async function rotateAgentToken(deps: AgentTokenDeps, rc: RequestContext, id: string): Promise<IssuedAgentToken> {
-  const issued = await inTransaction(rc, async (tx) => {
-    const old = await lockedToken(tx.em, id);
-    if (old.status !== 'active') throw notActive();
-    if (old.expires_at && old.expires_at <= deps.clock.now()) throw new ApiError('CONFLICT', 'The agent token has expired; create a new one');
-    const issued = issue(deps, tx, { name: old.name, description: old.description ?? null, expires_at: old.expires_at ?? null });
-    old.status = 'revoked';
-    old.revoked_at = deps.clock.now();
-    old.replaced_by = issued.id;
-    recordAudit(tx, {
-      action: 'agent_token.rotated', resource_type: 'agent_token', resource_id: old.id,
-      changes: { status: { from: 'active', to: 'revoked' } }, metadata: { replaced_by: issued.id },
-    });
-    recordAudit(tx, {
-      action: 'agent_token.created', resource_type: 'agent_token', resource_id: issued.id,
-      changes: changesOf({}, snapshot(issued)), metadata: { rotated_from: old.id },
-    });
-    await tx.em.flush();
-    return issued;
-  });
+  const issued = await agentTokens.rotate(rc, id, deps.clock.now(), mint(deps), (old, tx) => ({
+    name: old.name, description: old.description ?? null, expires_at: old.expires_at ?? null, created_by: responsibleUserId(tx),
+  }));
   await announceRevocation(deps, rc, id);
   return issued;
 }
