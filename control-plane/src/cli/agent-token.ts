@@ -6,8 +6,8 @@
 // Other flags are the control plane's (--data-dir, --database-url...). Like
 // admin:create, it runs inside the control plane while one holds the embedded
 // database (through its command socket); otherwise it opens the database itself.
-import { ConfigError, loadConfig } from '../config/config.ts';
 import { agentTokenArgs } from '../edge/agent-token-record.ts';
+import { cliConfig, splitFlags } from './flags.ts';
 
 const USAGE = 'usage: agent-token create --name NAME [--description TEXT] [--expires-at ISO-DATE-TIME] | list [--status active|revoked] | revoke ID | rotate ID';
 
@@ -26,25 +26,12 @@ const flagsOf: Record<string, Map<string, string>> = {
 };
 const [action, ...rest] = process.argv.slice(2);
 if (!action || !Object.hasOwn(flagsOf, action)) fail(action ? `unknown action ${JSON.stringify(action)}` : 'an action is required');
-const own = flagsOf[action]!;
-const input: Record<string, string> = { action };
-const configFlags: string[] = [];
-for (let i = 0; i < rest.length; i++) {
-  const arg = rest[i]!;
-  if ((action === 'revoke' || action === 'rotate') && !arg.startsWith('-') && input.id === undefined) {
-    input.id = arg;
-    continue;
-  }
-  const [flag, inline] = arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];
-  const key = own.get(flag);
-  if (!key) {
-    configFlags.push(arg);
-    continue;
-  }
-  const value = inline ?? rest[++i];
-  if (value === undefined) fail(`${flag} needs a value`);
-  input[key] = value;
-}
+// revoke and rotate take the token's id first; every action then takes its own flags and the control plane's.
+const takesId = action === 'revoke' || action === 'rotate';
+const id = takesId && rest[0] !== undefined && !rest[0].startsWith('-') ? rest.shift() : undefined;
+const { input, configFlags } = splitFlags(rest, flagsOf[action]!, fail);
+input.action = action;
+if (id !== undefined) input.id = id;
 const parsed = agentTokenArgs.safeParse(input);
 if (!parsed.success) {
   const issue = parsed.error.issues[0]!;
@@ -52,13 +39,7 @@ if (!parsed.success) {
   if (field === 'id') fail(input.id === undefined ? `${action} needs the token's id` : `the id: ${issue.message}`);
   fail(input[field] === undefined && field === 'name' ? '--name is required' : `--${field.replace(/_/g, '-')}: ${issue.message}`);
 }
-let config;
-try {
-  config = loadConfig(process.env, configFlags);
-} catch (error) {
-  if (!(error instanceof ConfigError)) throw error;
-  fail(`invalid configuration: ${error.message}`);
-}
+const config = cliConfig(configFlags, fail);
 // Loaded once the arguments are known to be good (the entities bring in every capability).
 const [{ entities }, { runCommand }, { agentTokenCommand }] = await Promise.all([
   import('../capabilities.ts'), import('../db/command-channel.ts'), import('../edge/agent-token-command.ts'),
