@@ -2,7 +2,7 @@
 // for control plane + edge agent together).
 //
 // On the embedded database this process owns the data directory: it holds its
-// lock while it runs and runs commands (admin:create, migrate) for other
+// lock while it runs and runs commands (admin:create, migrate, agent-token) for other
 // processes on its command socket. On an empty database it creates the first
 // superadmin and prints the credentials once, on stdout (never into the log).
 import { createAdminCommand, ensureFirstSuperadmin } from './admin/create-admin.ts';
@@ -13,12 +13,13 @@ import { serveCommands } from './db/command-channel.ts';
 import { DataDirBusyError } from './db/data-dir-lock.ts';
 import { EmbeddedDatabaseError } from './db/embedded-postgres.ts';
 import { migrateCommand } from './db/migrate-cli.ts';
+import { agentTokenCommand } from './edge/agent-token-command.ts';
 import { openDatabase, type Database } from './db/orm.ts';
 import { createLogger } from './http/logger.ts';
 import { startControlPlane } from './server.ts';
 
 /** Commands other processes may run through this one while it owns the embedded database. */
-const commands = [createAdminCommand, migrateCommand];
+const commands = [createAdminCommand, migrateCommand, agentTokenCommand];
 
 function fatal(message: string): never {
   console.error(`control-plane: ${message}`);
@@ -76,7 +77,7 @@ const controlPlane = await startControlPlane(config, { log, db });
 const { store } = controlPlane.app;
 const port = Number(new URL(controlPlane.url).port);
 const url = config.PUBLIC_URL ? config.publicUrl : `http://localhost:${port}`;
-const commandServer = await serveCommands({ db, commands, publicUrl: url, log });
+const commandServer = await serveCommands({ db, commands, publicUrl: url, log, services: controlPlane.app });
 log.info({
   url,
   database: db.embedded ? `embedded PGlite in ${db.embeddedDir}` : 'PostgreSQL',

@@ -6,15 +6,13 @@
 // is stored, so the guard finds a token by the hash of what it was given (an
 // index look-up on a keyed hash reveals nothing through timing: the caller
 // cannot steer the hash) and a table dump gives no usable token.
-import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { changesOf, recordAudit } from '../audit/audit.ts';
 import type { ApiTokenResolver } from '../auth/access-control.ts';
 import { createTokenHasher, generateApiToken, isApiTokenFormat } from '../auth/primitives/opaque-tokens.ts';
 import { MINUTE } from '../core/clock.ts';
 import type { CoreServices } from '../core/services.ts';
-import { inTransaction, type RequestContext } from '../core/request-context.ts';
-import { ApiError, found, validationError } from '../http/errors.ts';
+import type { RequestContext } from '../core/request-context.ts';
+import { issuedTokens, type MintedToken, type WithValue } from '../crypto/issued-tokens.ts';
 import { ApiToken, type ApiTokenRole } from './api-token.entity.ts';
 import { responsibleUserId } from './actor.ts';
 
@@ -28,57 +26,29 @@ export interface CreateApiTokenInput {
 }
 
 /** A token record with its value, as create and rotate answer it once. */
-export type IssuedApiToken = ApiToken & { token: string };
+export type IssuedApiToken = WithValue<ApiToken>;
 
-const AUDITED_FIELDS = ['name', 'role', 'status', 'expires_at'] as const;
+const apiTokens = issuedTokens({ entity: ApiToken, label: 'API token', resourceType: 'api_token', audited: ['name', 'role', 'status', 'expires_at'] });
 
-const snapshot = (token: ApiToken) => Object.fromEntries(AUDITED_FIELDS.map((f) => [f, token[f]]));
-
-export async function findApiToken(em: EntityManager, id: string): Promise<ApiToken> {
-  return found(await em.findOne(ApiToken, id), 'API token');
+/** A fresh value and its keyed hash. */
+function mint(app: CoreServices): MintedToken {
+  const value = generateApiToken();
+  return { value, columns: { token_hash: createTokenHasher(app.tokenPepper).hash(value) } };
 }
 
-/** A new token row for a value (hash only), its value beside it. */
-function issue(app: CoreServices, rc: RequestContext, input: { name: string; role: ApiTokenRole; expires_at: Date | null }): IssuedApiToken {
-  const value = generateApiToken();
-  const token = rc.em.create(ApiToken, {
-    name: input.name,
-    role: input.role,
-    status: 'active',
-    token_hash: createTokenHasher(app.tokenPepper).hash(value),
-    expires_at: input.expires_at,
-    created_by: responsibleUserId(rc),
-  } as never);
-  // A copy of one shape (not a prototype link) carrying the value for this one answer.
-  return { ...token, token: value } as IssuedApiToken;
+export async function findApiToken(em: EntityManager, id: string): Promise<ApiToken> {
+  return apiTokens.find(em, id);
 }
 
 export async function createApiToken(app: CoreServices, rc: RequestContext, input: CreateApiTokenInput): Promise<IssuedApiToken> {
-  if (input.expires_at && input.expires_at <= app.clock.now()) throw validationError([{ field: 'expires_at', message: 'Must be in the future' }]);
-  const issued = issue(app, rc, { name: input.name, role: input.role, expires_at: input.expires_at ?? null });
-  recordAudit(rc, { action: 'api_token.created', resource_type: 'api_token', resource_id: issued.id, changes: changesOf({}, snapshot(issued)) });
-  await rc.em.flush();
-  return issued;
+  return apiTokens.create(rc, app.clock.now(), mint(app), {
+    name: input.name, role: input.role, expires_at: input.expires_at ?? null, created_by: responsibleUserId(rc),
+  });
 }
-
-/** The token's row locked for the rest of the transaction: concurrent revokes and rotations of one token run one after the other. */
-async function lockedToken(em: EntityManager, id: string): Promise<ApiToken> {
-  return found(await em.findOne(ApiToken, id, { lockMode: LockMode.PESSIMISTIC_WRITE }), 'API token');
-}
-
-const notActive = () => new ApiError('CONFLICT', 'The API token is revoked; revocation is irreversible');
 
 /** Revoked at once and for good: the guard reads the status on every request, so in-flight use stops with the commit. */
 export async function revokeApiToken(rc: RequestContext, id: string): Promise<ApiToken> {
-  return inTransaction(rc, async (tx) => {
-    const token = await lockedToken(tx.em, id);
-    if (token.status !== 'active') throw notActive();
-    token.status = 'revoked';
-    token.revoked_at = new Date();
-    recordAudit(tx, { action: 'api_token.revoked', resource_type: 'api_token', resource_id: token.id, changes: { status: { from: 'active', to: 'revoked' } } });
-    await tx.em.flush();
-    return token;
-  });
+  return apiTokens.revoke(rc, id, new Date());
 }
 
 /**
@@ -88,25 +58,9 @@ export async function revokeApiToken(rc: RequestContext, id: string): Promise<Ap
  * its successor in `replaced_by`.
  */
 export async function rotateApiToken(app: CoreServices, rc: RequestContext, id: string): Promise<IssuedApiToken> {
-  return inTransaction(rc, async (tx) => {
-    const old = await lockedToken(tx.em, id);
-    if (old.status !== 'active') throw notActive();
-    if (old.expires_at && old.expires_at <= app.clock.now()) throw new ApiError('CONFLICT', 'The API token has expired; create a new one');
-    const issued = issue(app, tx, { name: old.name, role: old.role, expires_at: old.expires_at ?? null });
-    old.status = 'revoked';
-    old.revoked_at = new Date();
-    old.replaced_by = issued.id;
-    recordAudit(tx, {
-      action: 'api_token.rotated', resource_type: 'api_token', resource_id: old.id,
-      changes: { status: { from: 'active', to: 'revoked' } }, metadata: { replaced_by: issued.id },
-    });
-    recordAudit(tx, {
-      action: 'api_token.created', resource_type: 'api_token', resource_id: issued.id,
-      changes: changesOf({}, snapshot(issued)), metadata: { rotated_from: old.id },
-    });
-    await tx.em.flush();
-    return issued;
-  });
+  return apiTokens.rotate(rc, id, app.clock.now(), mint(app), (old, tx) => ({
+    name: old.name, role: old.role, expires_at: old.expires_at ?? null, created_by: responsibleUserId(tx),
+  }));
 }
 
 interface TokenRow {

@@ -118,6 +118,9 @@ export class SecretBox {
   }
 }
 
+/** The deriveKey purpose of the token pepper (CoreServices.tokenPepper): the composition root and the CLIs derive it alike. */
+export const TOKEN_PEPPER_PURPOSE = 'token-pepper';
+
 export const DEV_KEY_FILE = 'secrets.key';
 
 /**

@@ -17,6 +17,8 @@ import type { EntityClass } from '@mikro-orm/core';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { ConfigError, type Config } from '../config/config.ts';
+import { deriveKey, loadSecretsKey, SecretBoxError, TOKEN_PEPPER_PURPOSE } from '../crypto/secret-box.ts';
+import { createStore, type KeyValueStore } from '../store/index.ts';
 import { DataDirBusyError } from './data-dir-lock.ts';
 import { commandSocketPathFor, EmbeddedDatabaseError } from './embedded-postgres.ts';
 import { openDatabase, type Database } from './orm.ts';
@@ -26,11 +28,25 @@ export interface CommandIO {
   err(line: string): void;
 }
 
+/** Platform services a command may need beyond the database, made on first use (a command that needs none opens nothing). */
+export interface CommandServices {
+  /** The token pepper (CoreServices.tokenPepper) of the control planes on this database: SECRETS_KEY's, or DATA_DIR's dev key's. */
+  tokenPepper(): Promise<Buffer>;
+  /**
+   * Publishes on the store running control planes subscribe to: Redis
+   * (REDIS_URL), or the owner's own store when run through it. False when
+   * this process has no way to reach them (on its own without REDIS_URL).
+   */
+  publish(channel: string, message: string): Promise<boolean>;
+}
+
 export interface CommandContext {
   db: Database;
   /** Base URL of the control plane serving this database (the running one's, when run through it). */
   publicUrl: string;
   io: CommandIO;
+  /** Set by runCommand and serveCommands; absent when code calls a command's run directly (tests, benchmarks). */
+  services?: CommandServices;
 }
 
 export interface Command<A = unknown> {
@@ -88,7 +104,7 @@ export async function runCommand<A>(command: Command<A>, args: A, config: Config
       }
     }
   } catch (error) {
-    if (error instanceof CommandError || error instanceof EmbeddedDatabaseError || error instanceof ConfigError) {
+    if (error instanceof CommandError || error instanceof EmbeddedDatabaseError || error instanceof ConfigError || error instanceof SecretBoxError) {
       io.err(`${command.name}: ${error.message}`);
       return 1;
     }
@@ -104,11 +120,35 @@ async function runLocally<A>(command: Command<A>, args: A, config: Config, io: C
     migrate: command.migrateOnOpen !== false,
     embeddedOptions: { role: command.name, whenBusy: 'fail' },
   });
+  const services = localServices(config);
   try {
-    return (await command.run({ db, publicUrl: config.publicUrl, io }, args)) ?? 0;
+    return (await command.run({ db, publicUrl: config.publicUrl, io, services }, args)) ?? 0;
   } finally {
+    await services.close();
     await db.close();
   }
+}
+
+/** A command's services when it runs in its own process: the pepper derived from the same key as the control plane's, Redis when configured. */
+function localServices(config: Config): CommandServices & { close(): Promise<void> } {
+  let pepper: Promise<Buffer> | undefined;
+  let store: KeyValueStore | undefined;
+  return {
+    tokenPepper() {
+      pepper ??= loadSecretsKey({ secretsKey: config.SECRETS_KEY, dataDir: config.dataDir, production: config.NODE_ENV === 'production' })
+        .then((key) => deriveKey(key, TOKEN_PEPPER_PURPOSE));
+      return pepper;
+    },
+    async publish(channel, message) {
+      if (!config.REDIS_URL) return false;
+      store ??= createStore(config.REDIS_URL);
+      await store.publish(channel, message);
+      return true;
+    },
+    async close() {
+      await store?.close();
+    },
+  };
 }
 
 type Frame = { out: string } | { err: string } | { exit: number };
@@ -163,6 +203,8 @@ export async function serveCommands(options: {
   commands: Command<any>[];
   publicUrl: string;
   log: Logger;
+  /** The owner's own pepper and store: a command run here hashes and publishes as the owner does. */
+  services: { tokenPepper: Buffer; store: Pick<KeyValueStore, 'publish'> };
 }): Promise<CommandServer | undefined> {
   const { db, log } = options;
   if (!db.embeddedDir) return undefined;
@@ -228,7 +270,14 @@ export async function serveCommands(options: {
     // The command's own output is not logged: it may hold a generated password.
     log.info({ command: command.name }, 'running a command for another process');
     try {
-      const code = await command.run({ db, publicUrl: options.publicUrl, io: { out: (out) => send({ out }), err: (err) => send({ err }) } }, args.data);
+      const services: CommandServices = {
+        tokenPepper: async () => options.services.tokenPepper,
+        publish: async (channel, message) => {
+          await options.services.store.publish(channel, message);
+          return true;
+        },
+      };
+      const code = await command.run({ db, publicUrl: options.publicUrl, io: { out: (out) => send({ out }), err: (err) => send({ err }) }, services }, args.data);
       send({ exit: code ?? 0 });
     } catch (error) {
       if (error instanceof CommandError) send({ err: `${command.name}: ${error.message}` });

@@ -39,6 +39,10 @@ t.test('the catalog: subscribers are type-scoped, admins global, superadmin ever
   t.equal(matchPermission(roleCatalog.admin.grants, { permission: 'admin.users.read' }), 'global');
   t.equal(matchPermission(roleCatalog.admin.grants, { permission: 'plans.manage' }), null, 'plans are superadmin only');
   t.equal(matchPermission(roleCatalog.superadmin.grants, { permission: 'plans.manage' }), 'global');
+  for (const role of ['admin', 'operator', 'viewer'] as const) {
+    t.equal(matchPermission(roleCatalog[role].grants, { permission: 'cdn.agent_tokens.manage' }), null, `agent tokens are superadmin only (${role})`);
+  }
+  t.equal(matchPermission(roleCatalog.superadmin.grants, { permission: 'cdn.agent_tokens.manage' }), 'global');
   t.equal(matchPermission(roleCatalog.viewer.grants, { permission: 'cdn.write' }), null);
   t.equal(matchPermission(roleCatalog.operator.grants, { permission: 'cdn.purge' }), 'global');
 });

@@ -40,8 +40,12 @@ const adminPermissions = [
   ...cdnAdmin,
 ] as const;
 
-/** Held only through the superadmin wildcard: superadmin scope (granting superadmin, managing plans). */
-const superadminOnly = ['users.grant_superadmin', 'plans.manage'] as const;
+/**
+ * Held only through the superadmin wildcard: superadmin scope (granting
+ * superadmin, managing plans, issuing the agent tokens edge agents connect
+ * with: platform-level secrets).
+ */
+const superadminOnly = ['users.grant_superadmin', 'plans.manage', 'cdn.agent_tokens.manage'] as const;
 
 /** Every permission a route may require. */
 export type Permission = (typeof adminPermissions)[number] | (typeof superadminOnly)[number];

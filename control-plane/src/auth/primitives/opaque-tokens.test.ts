@@ -7,6 +7,8 @@ import {
   generatePasswordResetToken,
   generateApiToken,
   isApiTokenFormat,
+  generateAgentToken,
+  isAgentTokenFormat,
   redactToken,
   hashToken,
   createTokenHasher,
@@ -40,6 +42,18 @@ t.test('API tokens have the cdn_ prefix and are recognised by format', async (t)
   t.equal(redactToken(token), token.slice(0, 8) + '…');
   t.equal(redactToken('abcdefgh'), 'abcd…');
   t.notMatch(redactToken(token), token.slice(8, 20));
+});
+
+t.test('agent tokens have the agt_ prefix, are recognised by format and never pass for API tokens', async (t) => {
+  const token = generateAgentToken();
+  t.match(token, /^agt_[A-Za-z0-9_-]{43}$/);
+  t.equal(Buffer.from(token.slice(4), 'base64url').length, 32);
+  t.equal(isAgentTokenFormat(token), true);
+  t.equal(isApiTokenFormat(token), false);
+  t.equal(isAgentTokenFormat(generateApiToken()), false);
+  t.equal(isAgentTokenFormat('agt_short'), false);
+  t.equal(isAgentTokenFormat(token + 'x'), false);
+  t.equal(redactToken(token), token.slice(0, 8) + '…');
 });
 
 t.test('hashToken is HMAC-SHA256 with the pepper, hex', async (t) => {

@@ -12,7 +12,11 @@ export const generateEmailVerificationToken = (): string => generateOpaqueToken(
 export const generatePasswordResetToken = (): string => generateOpaqueToken();
 
 export const API_TOKEN_PREFIX = 'cdn_';
+/** Edge agent tokens (the control channel's credential, edge/agent-token-service.ts). */
+export const AGENT_TOKEN_PREFIX = 'agt_';
+const TOKEN_PREFIXES = [API_TOKEN_PREFIX, AGENT_TOKEN_PREFIX] as const;
 const API_TOKEN_RE = /^cdn_[A-Za-z0-9_-]{43}$/;
+const AGENT_TOKEN_RE = /^agt_[A-Za-z0-9_-]{43}$/;
 
 /**
  * CDN API token: `cdn_` + 32 random bytes base64url. The prefix tells a
@@ -26,9 +30,18 @@ export function isApiTokenFormat(value: string): boolean {
   return API_TOKEN_RE.test(value);
 }
 
+/** Edge agent token: `agt_` + 32 random bytes base64url (its own prefix: never mistaken for an API token). */
+export function generateAgentToken(): string {
+  return AGENT_TOKEN_PREFIX + generateOpaqueToken(32);
+}
+
+export function isAgentTokenFormat(value: string): boolean {
+  return AGENT_TOKEN_RE.test(value);
+}
+
 /** Safe to log or show in a token list: prefix and first 4 characters of the secret part. */
 export function redactToken(token: string): string {
-  const prefix = token.startsWith(API_TOKEN_PREFIX) ? API_TOKEN_PREFIX : '';
+  const prefix = TOKEN_PREFIXES.find((p) => token.startsWith(p)) ?? '';
   return `${prefix}${token.slice(prefix.length, prefix.length + 4)}…`;
 }
 
