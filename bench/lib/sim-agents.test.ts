@@ -19,7 +19,7 @@ import { answer, createAgentState, type AgentState } from './sim-agents.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
-const endpoint = (id: string, name: string) => encodeResource('endpoint', { id, name });
+const endpoint = (id: string, name: string) => encodeResource('endpoint', { id, name } as { id: string });
 type Resource = ReturnType<typeof endpoint>;
 
 function configPush(version: bigint, resources: Resource[], options: { full?: boolean; base?: bigint; removed?: string[]; whole: Resource[] }): ConnectResponse {
