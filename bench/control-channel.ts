@@ -1,0 +1,528 @@
+// The control channel's fan-out (issue 12): publish → all-acked and purge →
+// all-acked for N = 50, 200, 1,000 agents on real gRPC streams, each agent on
+// its own HTTP/2 connection, simulated by bench/lib/sim-agents.ts in a
+// separate process (pinned to core 1) that only applies and acknowledges.
+//
+// 1. The floor (always): a bare stream server (bench/lib/floor-server.ts, its
+//    own process pinned to core 0) pushes one Purge to every stream and waits
+//    for every ack, no database, no bookkeeping; once with @grpc/grpc-js (one
+//    encoding written to every stream) and once with @connectrpc/connect-node.
+//    Per library and N: p50/p99/max of the rounds, the server's CPU per round
+//    (process.cpuUsage over the measured rounds), its RSS idle with N streams
+//    and after the rounds, and the TCP connections `ss` counts on its port.
+// 2. The real path (realPath() below; `--real`, until REAL_PATH_WIRED says the
+//    control channel is merged): the real control plane in a child process on
+//    a fresh database, purges through POST /v1/cdn/cache/purge → all agents
+//    acked, a 100-endpoint publish to 200 agents, the bytes of a one-endpoint
+//    delta against the full snapshot of 10,000 endpoints, and the control
+//    plane's RSS with 1,000 agents under sustained purges; compared with the
+//    floor of the same run.
+// Results: printed and added to bench/results/control-channel.md (newest first).
+//
+// Run: npm run bench:channel -- [--n 50,200,1000] [--rounds 100] [--warmup 10]
+//   [--libraries grpc-js,connect] [--heartbeat-ms 5000] [--real] [--no-floor]
+//   [--sustain-seconds 30] [--publish-rounds 20] [--no-pin] [--shared-connection]
+// BENCH_CPU_PROF=<dir> writes a CPU profile of every child process (servers, agents) there.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { numberFlag, pin } from './lib/cli.ts';
+import type { FloorLibrary, Measured } from './lib/floor-server.ts';
+import { cpuMsOf, loadAverage, mib, rssOf, summarize, wallNow, type Summary } from './lib/stats.ts';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.dirname(here);
+const args = process.argv.slice(2);
+const listFlag = (name: string, fallback: string) => {
+  const i = args.indexOf(`--${name}`);
+  return (i === -1 ? fallback : args[i + 1]!).split(',').filter(Boolean);
+};
+const SIZES = listFlag('n', '50,200,1000').map(Number);
+const ROUNDS = numberFlag('rounds', 100);
+const WARMUP = numberFlag('warmup', 10);
+const LIBRARIES = listFlag('libraries', 'grpc-js,connect') as FloorLibrary[];
+const HEARTBEAT_MS = numberFlag('heartbeat-ms', 5000);
+const SUSTAIN_SECONDS = numberFlag('sustain-seconds', 30);
+const PUBLISH_ROUNDS = numberFlag('publish-rounds', 20);
+const PIN = !args.includes('--no-pin');
+const SHARED_CONNECTION = args.includes('--shared-connection');
+const FLOOR = !args.includes('--no-floor');
+/** The integrator sets this once the control channel (GRPC_PORT, agent tokens, purge fan-out) is on main. */
+const REAL_PATH_WIRED = false;
+const REAL = args.includes('--real') || (REAL_PATH_WIRED && !args.includes('--no-real'));
+
+const GOALS = { ratioToFloor: 1.2, purge200P99: 40, purge1000P99: 150, publish100At200P99: 250, deltaShare: 0.01, rss1000: 400 * 1024 * 1024 };
+
+// ---- child processes and their messages ------------------------------------------
+
+interface Child { process: ChildProcess; messages: Array<Record<string, any>>; waiters: Array<() => void> }
+
+function startChild(command: string[], env: NodeJS.ProcessEnv = process.env, stdout: 'inherit' | 'ignore' = 'inherit'): Child {
+  const child = spawn(command[0]!, command.slice(1), { env, stdio: ['ignore', stdout, 'inherit', 'ipc'] });
+  const state: Child = { process: child, messages: [], waiters: [] };
+  const notify = () => { for (const wake of state.waiters.splice(0)) wake(); };
+  child.on('message', (message: Record<string, any>) => { state.messages.push(message); notify(); });
+  child.on('exit', notify);
+  return state;
+}
+
+/** BENCH_CPU_PROF=<dir>: every child writes a CPU profile there (node --cpu-prof). */
+const PROFILE = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+const node = (script: string, ...rest: string[]) => [process.execPath, ...PROFILE, ...rest, path.join(here, script)];
+const pinned = (core: number, command: string[]) => (PIN ? pin(core, command) : command);
+
+/** The first message (taken off the queue) that matches; rejects on an error message, the child's exit or the timeout. */
+async function nextMessage(child: Child, match: (m: Record<string, any>) => boolean, timeoutMs: number, what: string): Promise<Record<string, any>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const i = child.messages.findIndex((m) => match(m) || m.type === 'error');
+    if (i !== -1) {
+      const [m] = child.messages.splice(i, 1);
+      if (m!.type === 'error') throw new Error(`${what}: ${m!.message}`);
+      return m!;
+    }
+    if (child.process.exitCode !== null || child.process.signalCode !== null) throw new Error(`${what}: the process exited (${child.process.exitCode ?? child.process.signalCode})`);
+    const left = deadline - Date.now();
+    if (left <= 0) throw new Error(`${what}: no answer within ${timeoutMs / 1000} s`);
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, left);
+      child.waiters.push(() => { clearTimeout(timer); resolve(); });
+    });
+  }
+}
+
+async function ask(child: Child, type: string, timeoutMs = 10_000): Promise<Record<string, any>> {
+  child.process.send({ type });
+  return nextMessage(child, (m) => m.type === type, timeoutMs, type);
+}
+
+async function stop(child: Child | undefined): Promise<void> {
+  if (!child || child.process.exitCode !== null || child.process.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.process.once('exit', resolve));
+  if (child.process.connected) child.process.send({ type: 'close' });
+  const timer = setTimeout(() => child.process.kill('SIGKILL'), 10_000);
+  child.process.kill('SIGTERM');
+  await exited;
+  clearTimeout(timer);
+}
+
+/** Established TCP connections on a local server port, as `ss` counts them. */
+function connectionsOn(port: number): number {
+  const out = spawnSync('ss', ['-Htn', 'state', 'established', `( sport = :${port} )`], { encoding: 'utf8' });
+  return out.status === 0 ? out.stdout.split('\n').filter(Boolean).length : NaN;
+}
+
+interface AgentsOptions { n: number; port: number; token?: string; reportAcks?: boolean }
+
+async function startAgents({ n, port, token, reportAcks }: AgentsOptions): Promise<Child & { connectMs: number }> {
+  const command = node('lib/sim-agents.ts');
+  command.push('--target', `127.0.0.1:${port}`, '--n', String(n), '--heartbeat-ms', String(HEARTBEAT_MS), '--batch', '100');
+  if (token) command.push('--token', token);
+  if (reportAcks) command.push('--report-acks');
+  if (SHARED_CONNECTION) command.push('--shared-connection');
+  const agents = startChild(pinned(1, command));
+  const connected = await nextMessage(agents, (m) => m.type === 'connected', 120_000, `${n} simulated agents`);
+  if (connected.n !== n) throw new Error(`${connected.n} of ${n} agents connected`);
+  return Object.assign(agents, { connectMs: connected.ms as number });
+}
+
+// ---- the floor -------------------------------------------------------------------
+
+interface FloorResult {
+  library: FloorLibrary;
+  n: number;
+  connections: number;
+  connectMs: number;
+  latency: Summary;
+  cpuMsPerRound: number;
+  agentsCpuMsPerRound: number;
+  measured: Measured;
+}
+
+async function floorOnce(library: FloorLibrary, n: number): Promise<FloorResult> {
+  let server: Child | undefined;
+  let agents: Child | undefined;
+  try {
+    server = startChild(pinned(0, node('lib/floor-server.ts', '--expose-gc').concat(library)));
+    const { port } = await nextMessage(server, (m) => m.type === 'ready', 20_000, `${library} floor server`);
+    const started = await startAgents({ n, port });
+    agents = started;
+    const connections = connectionsOn(port);
+    const before = await ask(agents, 'usage');
+    server.process.send({ type: 'measure', n, rounds: ROUNDS, warmup: WARMUP });
+    const measured = (await nextMessage(server, (m) => m.type === 'measured', 600_000, `${library} rounds with ${n} streams`)) as unknown as Measured;
+    const after = await ask(agents, 'usage');
+    return {
+      library, n, connections, connectMs: started.connectMs, latency: summarize(measured.latencies),
+      cpuMsPerRound: measured.cpuMs / ROUNDS,
+      // The agents' CPU covers the warm-up rounds too (they cannot tell them apart).
+      agentsCpuMsPerRound: (after.cpuMs - before.cpuMs) / (ROUNDS + WARMUP),
+      measured,
+    };
+  } finally {
+    await stop(agents);
+    await stop(server);
+  }
+}
+
+const f1 = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '—');
+const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '—');
+
+function floorTable(results: FloorResult[]): string[] {
+  return [
+    '| library | streams | TCP connections (ss) | connect all, ms | p50 ms | p99 ms | max ms | server CPU ms / round | server CPU µs / stream / round | agents CPU ms / round | RSS idle MB | RSS after MB | RSS peak MB | heap after GC MB |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...results.map((r) => `| ${r.library} | ${r.n} | ${r.connections} | ${r.connectMs.toFixed(0)} | ${f1(r.latency.p50)} | ${f1(r.latency.p99)} | ${f1(r.latency.max)} | `
+      + `${f2(r.cpuMsPerRound)} | ${f1((r.cpuMsPerRound * 1000) / r.n)} | ${f2(r.agentsCpuMsPerRound)} | ${mib(r.measured.rssIdle)} | ${mib(r.measured.rssAfter)} | `
+      + `${mib(r.measured.rssPeak)} | ${mib(r.measured.heapAfter)} |`),
+  ];
+}
+
+/** Per N: which library is faster (CPU per round, p50, p99), and the verdict over all N. */
+function floorVerdict(results: FloorResult[]): { lines: string[]; best: Map<number, FloorResult> } {
+  const lines: string[] = [];
+  const best = new Map<number, FloorResult>();
+  let grpcWins = 0;
+  let connectWins = 0;
+  for (const n of SIZES) {
+    const g = results.find((r) => r.n === n && r.library === 'grpc-js');
+    const c = results.find((r) => r.n === n && r.library === 'connect');
+    const pick = [g, c].filter((r): r is FloorResult => !!r).sort((a, b) => a.cpuMsPerRound - b.cpuMsPerRound)[0];
+    if (pick) best.set(n, pick);
+    if (!g || !c) continue;
+    if (g.cpuMsPerRound < c.cpuMsPerRound) grpcWins++; else connectWins++;
+    lines.push(`- N = ${n}: connect-node ÷ grpc-js — server CPU per round ${f2(c.cpuMsPerRound / g.cpuMsPerRound)}×, p50 ${f2(c.latency.p50 / g.latency.p50)}×, `
+      + `p99 ${f2(c.latency.p99 / g.latency.p99)}×, RSS after ${f2(c.measured.rssAfter / g.measured.rssAfter)}×.`);
+  }
+  if (grpcWins + connectWins) {
+    lines.push(`- Faster by server CPU per round: ${grpcWins >= connectWins ? '@grpc/grpc-js' : '@connectrpc/connect-node'} (${Math.max(grpcWins, connectWins)} of ${grpcWins + connectWins} sizes).`);
+  }
+  return { lines, best };
+}
+
+// ---- the real path ---------------------------------------------------------------
+// Everything below runs against the documented interfaces (DESIGN.md §7, the
+// spec's routes, the briefs); the integrator runs it once the control channel
+// is merged and fixes what the merged code does differently.
+
+const CP_PORT = 18831;
+const CP_GRPC_PORT = 18832;
+const PASSWORD = 'Bench-Password-42';
+const BASE_ENDPOINTS = 100;
+const LARGE_ENDPOINTS = 10_000;
+const API_TOKENS = 40; // purges are limited to 120 per caller and minute: the rounds are spread over operator tokens
+
+class NotWired extends Error {}
+
+/** Endpoints i in (from, to], each with its default origin, in set-based SQL (the columns bench/cdn-lists.ts fills). */
+function endpointInserts(from: number, to: number): string[] {
+  const id = (kind: string, i: string) => `overlay(overlay(md5('${kind}' || ${i}) placing '4' from 13) placing '8' from 17)::uuid`;
+  return [
+    `insert into cdn_endpoint (id, name, default_origin_id, hostname, status, http_version, ipv6_enabled, response_headers_policy_id, tls_config, compression,
+       geo_restriction, custom_error_pages, shield_region, tags, created_at, updated_at, version)
+     select ${id('e', 'i')}, 'bench endpoint ' || i, ${id('o', 'i')}, 'e' || substr(md5('h' || i), 1, 15) || '.cdn.example.net', 'active', 'http2', true, null,
+       '{"minimum_protocol_version":"TLSv1.2","cipher_policy":"recommended","http_to_https_redirect":true}',
+       '{"enabled":true,"algorithms":["br","gzip"],"min_size_bytes":1024}', '{"enabled":false,"policy":"blocklist","countries":[],"action":"block"}', '[]',
+       null, '["bench"]', now(), now(), 1
+     from generate_series(${from + 1}, ${to}) as i`,
+    `insert into cdn_origin (id, distribution_id, name, scheme, host, port, path_prefix, enabled, health_status, health_check_url, health_check_interval_seconds,
+       verify_tls, allow_private_network, ssrf_protection, timeout_ms, connect_timeout_ms, max_retries, retry_on, forward_host_header, custom_headers, tags,
+       created_at, updated_at, version)
+     select ${id('o', 'i')}, ${id('e', 'i')}, 'bench origin ' || i, 'https', 'origin-' || i || '.example.com', 443, '', true, 'healthy', null, 30,
+       true, false, true, 30000, 5000, 2, '["connect_failure","5xx"]', true, '{}', '[]', now(), now(), 1
+     from generate_series(${from + 1}, ${to}) as i`,
+  ];
+}
+
+interface Http { base: string; bearer: string }
+
+async function call(http: Http, method: string, route: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any }> {
+  const res = await fetch(`${http.base}${route}`, {
+    method,
+    headers: { authorization: `Bearer ${http.bearer}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+    signal: AbortSignal.timeout(60_000),
+  });
+  const text = await res.text();
+  let parsed: any = text;
+  try { parsed = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: res.status, body: parsed };
+}
+
+/** A record answered bare (CDN) or wrapped in `data`. */
+const record = (body: any) => (body && typeof body === 'object' && body.data && !Array.isArray(body.data) ? body.data : body);
+
+async function expectStatus(what: string, res: Promise<{ status: number; body: any }>, ...ok: number[]): Promise<any> {
+  const { status, body } = await res;
+  if (status === 404 && what.startsWith('wired:')) throw new NotWired(`${what.slice(6)} answered 404`);
+  if (!ok.includes(status)) throw new Error(`${what.replace(/^wired:/, '')}: ${status} ${JSON.stringify(body).slice(0, 300)}`);
+  return record(body);
+}
+
+/** Waits for the agents' report that all of them answered the push `key`; `since` is the wall time the push was asked for. */
+async function allAcked(agents: Child, kind: string, key: string, timeoutMs = 120_000): Promise<Record<string, any>> {
+  try {
+    const acked = await nextMessage(agents, (m) => m.type === 'acked' && m.kind === kind && m.key === key, timeoutMs, `${kind} ${key}`);
+    if (acked.nacks) throw new Error(`${kind} ${key}: ${acked.nacks} nacks (${(acked.errors as string[]).join('; ')})`);
+    return acked;
+  } catch (error) {
+    const pending = agents.process.connected ? await ask(agents, 'pending').catch(() => undefined) : undefined;
+    throw new Error(`${(error as Error).message}${pending ? `; agents: ${JSON.stringify(pending).slice(0, 500)}` : ''}`);
+  }
+}
+
+async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
+  const { detectServices } = await import('../test/support/services.ts');
+  const { adminQuery, dropDatabase, withDatabaseName } = await import('../test/support/database.ts');
+  const { openDatabase } = await import('../control-plane/src/db/orm.ts');
+  const { entities } = await import('../control-plane/src/capabilities.ts');
+  const { createAdminCommand } = await import('../control-plane/src/admin/create-admin.ts');
+  const pg = (await import('pg')).default;
+  const services = await detectServices();
+  if (!services.postgresUrl) return ['Real path: not measured (needs PostgreSQL at 127.0.0.1:5432 or TEST_POSTGRES_URL).'];
+  const dbName = `sp_bench_channel_${Date.now().toString(36)}`;
+  const url = withDatabaseName(services.postgresUrl, dbName);
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sp-bench-channel-'));
+  const email = 'bench-channel-admin@example.com';
+  const lines: string[] = [];
+  const say = (line: string) => { console.log(line); lines.push(line); };
+  let cp: Child | undefined;
+  const agentSets: Child[] = [];
+  const sql = new pg.Pool({ connectionString: url, max: 2 });
+  try {
+    // 1. A fresh database: the schema, a superadmin, 100 endpoints with their origins.
+    await adminQuery(services.postgresUrl, `create database ${dbName}`);
+    const db = await openDatabase({ databaseUrl: url, dataDir, entities, poolMax: 1 });
+    await createAdminCommand.run({ db, publicUrl: '', io: { out: () => {}, err: () => {} } }, { email, password: PASSWORD, role: 'superadmin' });
+    await db.close();
+    for (const statement of endpointInserts(0, BASE_ENDPOINTS)) await sql.query(statement);
+
+    // 2. The control plane, as production runs it (main.ts), pinned to core 0.
+    const env: NodeJS.ProcessEnv = {
+      ...process.env, DATABASE_URL: url, DATA_DIR: dataDir, PORT: String(CP_PORT), GRPC_PORT: String(CP_GRPC_PORT), HOST: '127.0.0.1',
+      CDN_PUBLISH_MODE: 'manual', LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '0', NODE_ENV: 'development',
+    };
+    if (services.redisUrl) env.REDIS_URL = services.redisUrl; else delete env.REDIS_URL;
+    cp = startChild(pinned(0, [process.execPath, path.join(root, 'control-plane/src/main.ts')]), env, 'ignore');
+    const base = `http://127.0.0.1:${CP_PORT}`;
+    for (let i = 0; ; i++) {
+      if (cp.process.exitCode !== null) throw new Error(`the control plane exited with ${cp.process.exitCode}`);
+      const up = await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.ok, () => false);
+      if (up) break;
+      if (i > 300) throw new Error('the control plane did not come up in 60 s');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const cpPid = cp.process.pid!;
+
+    // 3. Credentials: the superadmin's access token, an agent token, operator API tokens for the purges.
+    const login = await fetch(`${base}/v1/auth/login`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: PASSWORD }), signal: AbortSignal.timeout(30_000),
+    });
+    if (login.status !== 200) throw new Error(`login: ${login.status} ${await login.text()}`);
+    const admin: Http = { base, bearer: ((await login.json()) as { data: { access_token: string } }).data.access_token };
+    const agentToken: string = (await expectStatus('wired:POST /v1/cdn/agent-tokens', call(admin, 'POST', '/v1/cdn/agent-tokens', { name: 'bench agents' }), 200, 201)).token;
+    const purgers: Http[] = [];
+    for (let i = 0; i < API_TOKENS; i++) {
+      const created = await expectStatus('POST /v1/cdn/api-tokens', call(admin, 'POST', '/v1/cdn/api-tokens', { name: `bench purger ${i}`, role: 'operator' }), 201);
+      purgers.push({ base, bearer: created.token });
+    }
+    let purgeCount = 0;
+    const nextPurger = () => purgers[purgeCount++ % purgers.length]!;
+    const { rows: [firstEndpoint] } = await sql.query(`select id from cdn_endpoint order by name limit 1`);
+
+    const publish = async (): Promise<number> => {
+      const published = await expectStatus('wired:POST /v1/cdn/config/publish',
+        call(admin, 'POST', '/v1/cdn/config/publish', {}, { 'idempotency-key': randomUUID() }), 200, 201, 202);
+      const version = Number(published.version_number ?? published.version);
+      if (!Number.isFinite(version)) throw new Error(`publish answered no version number: ${JSON.stringify(published).slice(0, 300)}`);
+      return version;
+    };
+    const initial = await publish();
+
+    /** Agents connected, every one of them holding the active version (`initialPush`: the report of that push). */
+    const connectAgents = async (n: number, activeVersion: number) => {
+      const agents = await startAgents({ n, port: CP_GRPC_PORT, token: agentToken, reportAcks: true });
+      agentSets.push(agents);
+      return Object.assign(agents, { initialPush: await allAcked(agents, 'config', String(activeVersion)) });
+    };
+    /** One purge-all → every agent acked: ms from the request to the last ack (agents' clock = ours), and the HTTP answer's time. */
+    const purgeRound = async (agents: Child) => {
+      const started = wallNow();
+      const purge = await expectStatus('wired:POST /v1/cdn/cache/purge',
+        call(nextPurger(), 'POST', '/v1/cdn/cache/purge', { distribution_id: firstEndpoint.id, purge_type: 'all' }, { 'idempotency-key': randomUUID() }), 202);
+      const answered = wallNow() - started;
+      const acked = await allAcked(agents, 'purge', purge.id);
+      return { ms: acked.lastAckAt - started, answered, id: purge.id as string };
+    };
+
+    // 4. Purge → all acked, N = 50, 200, 1,000 (the 1,000 stay for the sustained purges).
+    say(`Real path: control plane pid ${cpPid} (main.ts, CDN_PUBLISH_MODE=manual, ${services.redisUrl ? 'Redis' : 'in-process store'}), ${BASE_ENDPOINTS} endpoints, version ${initial} active.`);
+    const purgeRows: string[] = [];
+    let thousand: Child | undefined;
+    for (const n of SIZES) {
+      const agents = await connectAgents(n, initial);
+      const connections = connectionsOn(CP_GRPC_PORT);
+      for (let i = 0; i < WARMUP; i++) await purgeRound(agents);
+      const cpu = cpuMsOf(cpPid);
+      const samples: number[] = [];
+      const answers: number[] = [];
+      let last = '';
+      for (let i = 0; i < ROUNDS; i++) {
+        const round = await purgeRound(agents);
+        samples.push(round.ms);
+        answers.push(round.answered);
+        last = round.id;
+      }
+      const cpuPerRound = (cpuMsOf(cpPid) - cpu) / ROUNDS;
+      const status = record((await call(admin, 'GET', `/v1/cdn/purge/${last}`)).body);
+      const s = summarize(samples);
+      const a = summarize(answers);
+      const f = floor.get(n);
+      const goal = n === 200 ? `p99 < ${GOALS.purge200P99} ms: ${s.p99 < GOALS.purge200P99 ? 'yes' : '**no**'}` : n === 1000 ? `p99 < ${GOALS.purge1000P99} ms: ${s.p99 < GOALS.purge1000P99 ? 'yes' : '**no**'}` : '';
+      purgeRows.push(`| ${n} | ${connections} | ${f1(s.p50)} | ${f1(s.p99)} | ${f1(s.max)} | ${f1(a.p50)} | ${f2(cpuPerRound)} | ${mib(rssOf(cpPid))} | `
+        + `${f ? `${f2(s.p50 / f.latency.p50)}× / ${f2(s.p99 / f.latency.p99)}× / ${f2(cpuPerRound / f.cpuMsPerRound)}× (${f.library})` : '—'} | `
+        + `${status?.status ?? '?'} ${status?.edge_nodes_completed ?? '?'}/${status?.edge_nodes_total ?? '?'} | ${goal} |`);
+      console.log(purgeRows.at(-1));
+      if (n === 1000) thousand = agents;
+      else { await stop(agents); agentSets.splice(agentSets.indexOf(agents), 1); }
+    }
+    say('');
+    say(`Purge (POST /v1/cdn/cache/purge, purge_type all) → every agent acked, ${ROUNDS} rounds after ${WARMUP} warm-up; ratios to the floor's faster library at the same N (goal ≤ ${GOALS.ratioToFloor}×):`);
+    say('');
+    say('| agents | TCP connections | p50 ms | p99 ms | max ms | HTTP answer p50 ms | control plane CPU ms / round | RSS MB | vs floor p50 / p99 / CPU | last purge status, nodes | goal |');
+    say('|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|');
+    for (const row of purgeRows) say(row);
+
+    // 5. 1,000 agents under sustained purges: the control plane's RSS.
+    if (thousand) {
+      const rss: number[] = [];
+      const sampler = setInterval(() => rss.push(rssOf(cpPid)), 500);
+      const until = Date.now() + SUSTAIN_SECONDS * 1000;
+      let purges = 0;
+      try {
+        while (Date.now() < until) { await purgeRound(thousand); purges++; }
+      } finally {
+        clearInterval(sampler);
+      }
+      const peak = Math.max(...rss);
+      say('');
+      say(`Sustained purges to 1,000 agents for ${SUSTAIN_SECONDS} s (${purges} purges, each to all acked): control plane RSS max ${mib(peak)} MB, at the end ${mib(rss.at(-1) ?? NaN)} MB `
+        + `(goal < ${mib(GOALS.rss1000)} MB: ${peak < GOALS.rss1000 ? 'yes' : '**no**'}).`);
+      await stop(thousand);
+      agentSets.splice(agentSets.indexOf(thousand), 1);
+    }
+
+    // 6. A publish changing 100 endpoints → 200 agents acked (changes through the API: PATCH, so the
+    //    working configuration is what production keeps; manual mode publishes nothing by itself).
+    const { rows: endpoints } = await sql.query<{ id: string }>(`select id from cdn_endpoint order by name limit 100`);
+    let active = initial;
+    {
+      const agents = await connectAgents(200, active);
+      const samples: number[] = [];
+      const bytes: number[] = [];
+      const cpu = cpuMsOf(cpPid);
+      for (let round = 0; round < PUBLISH_ROUNDS; round++) {
+        for (let i = 0; i < endpoints.length; i += 4) {
+          await Promise.all(endpoints.slice(i, i + 4).map(({ id }) =>
+            expectStatus(`PATCH /v1/cdn/endpoints/${id}`, call(admin, 'PATCH', `/v1/cdn/endpoints/${id}`, { tags: ['bench', `round-${round}`] }), 200)));
+        }
+        const started = wallNow();
+        active = await publish();
+        const acked = await allAcked(agents, 'config', String(active));
+        samples.push(acked.lastAckAt - started);
+        bytes.push(acked.maxBytes);
+      }
+      const cpuPerPublish = (cpuMsOf(cpPid) - cpu) / PUBLISH_ROUNDS;
+      const s = summarize(samples);
+      say('');
+      say(`Publish of a 100-endpoint change → 200 agents acked, ${PUBLISH_ROUNDS} rounds: p50 ${f1(s.p50)} ms, p99 ${f1(s.p99)} ms, max ${f1(s.max)} ms `
+        + `(goal p99 < ${GOALS.publish100At200P99} ms: ${s.p99 < GOALS.publish100At200P99 ? 'yes' : '**no**'}); push ${(summarize(bytes).p50 / 1024).toFixed(1)} KiB per agent; `
+        + `control plane CPU ${f1(cpuPerPublish)} ms per round (the 100 PATCHes included).`);
+      await stop(agents);
+      agentSets.splice(agentSets.indexOf(agents), 1);
+    }
+
+    // 7. 10,000 endpoints: the full snapshot a new agent gets against the delta of a one-endpoint change.
+    for (const statement of endpointInserts(BASE_ENDPOINTS, LARGE_ENDPOINTS)) await sql.query(statement);
+    active = await publish();
+    const fresh = await connectAgents(2, active); // new agents (version 0): a full snapshot each
+    const fullPush = fresh.initialPush;
+    const [one] = endpoints;
+    await expectStatus('PATCH one endpoint', call(admin, 'PATCH', `/v1/cdn/endpoints/${one!.id}`, { tags: ['bench', 'one-change'] }), 200);
+    const started = wallNow();
+    active = await publish();
+    const deltaPush = await allAcked(fresh, 'config', String(active));
+    const share = deltaPush.maxBytes / fullPush.maxBytes;
+    say('');
+    say(`${LARGE_ENDPOINTS.toLocaleString('en')} endpoints: full snapshot ${(fullPush.maxBytes / 1024 / 1024).toFixed(2)} MiB per agent (push was ${fullPush.full ? 'full' : '**not full**'}); `
+      + `one-endpoint change ${(deltaPush.maxBytes / 1024).toFixed(2)} KiB per agent (push was ${deltaPush.full ? '**full**' : 'a delta'}), acked in ${f1(deltaPush.lastAckAt - started)} ms: `
+      + `${(share * 100).toFixed(3)} % of the full snapshot (goal < ${GOALS.deltaShare * 100} %: ${share < GOALS.deltaShare ? 'yes' : '**no**'}).`);
+    return lines;
+  } catch (error) {
+    if (error instanceof NotWired) return [...lines, `Real path: not wired yet (${error.message}).`];
+    return [...lines, `Real path: **failed**: ${(error as Error).message}`];
+  } finally {
+    for (const agents of agentSets) await stop(agents);
+    await stop(cp);
+    await sql.end();
+    await dropDatabase(services.postgresUrl, dbName).catch(() => {});
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+// ---- the run ---------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  const startedAt = new Date();
+  const loadBefore = loadAverage();
+  const floorResults: FloorResult[] = [];
+  if (FLOOR) {
+    for (const n of SIZES) {
+      for (const library of LIBRARIES) {
+        console.log(`floor: ${library}, ${n} streams...`);
+        const result = await floorOnce(library, n);
+        floorResults.push(result);
+        console.log(`  p50 ${f1(result.latency.p50)} ms, p99 ${f1(result.latency.p99)} ms, server CPU ${f2(result.cpuMsPerRound)} ms/round, `
+          + `RSS idle ${mib(result.measured.rssIdle)} MB / after ${mib(result.measured.rssAfter)} MB, ${result.connections} TCP connections`);
+      }
+    }
+  }
+  const verdict = floorVerdict(floorResults);
+  const real = REAL
+    ? await realPath(verdict.best)
+    : ['Real path: not wired yet (the control channel is being built on other branches; run with `--real` once it is merged, and set REAL_PATH_WIRED).'];
+
+  const report = [
+    `## ${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC`,
+    '',
+    `${os.cpus().length} × ${os.cpus()[0]?.model.trim()}, Node ${process.version}; load average ${loadBefore} before, ${loadAverage()} after (1/5/15 min). `
+      + `The host is shared with other work (other sessions' test suites ran during this run): compare figures within one run only.`,
+    `${ROUNDS} measured rounds after ${WARMUP} warm-up per line; each round pushes one Purge to every stream and ends when every agent has acked it. `
+      + `${PIN ? 'Server pinned to core 0, the simulated agents (one process, @grpc/grpc-js clients) to core 1' : 'No CPU pinning'}; `
+      + `${SHARED_CONNECTION ? 'all streams on ONE shared HTTP/2 connection' : 'one HTTP/2 connection per agent (grpc.use_local_subchannel_pool)'}; `
+      + `heartbeats every ${HEARTBEAT_MS} ms per agent${HEARTBEAT_MS ? '' : ' (off)'}.`,
+    '',
+    ...(floorResults.length ? [
+      '### Floor: a bare stream server, no database, no bookkeeping',
+      '',
+      ...floorTable(floorResults),
+      '',
+      ...verdict.lines,
+      '',
+    ] : []),
+    '### Real path',
+    '',
+    ...real,
+    '',
+  ].join('\n');
+  console.log(`\n${report}`);
+  const resultsFile = path.join(here, 'results', 'control-channel.md');
+  const previous = fs.existsSync(resultsFile) ? fs.readFileSync(resultsFile, 'utf8').replace(/^# .*\n\n?/, '') : '';
+  fs.mkdirSync(path.dirname(resultsFile), { recursive: true });
+  fs.writeFileSync(resultsFile, `# bench/control-channel.ts (newest first)\n\n${report}\n${previous}`);
+}
+
+await main();
