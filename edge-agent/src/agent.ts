@@ -9,6 +9,7 @@ import { Agent as UndiciAgent } from 'undici';
 import { parseConfigSnapshot, type ConfigSnapshot } from '../../shared/src/config/snapshot.ts';
 import { normalizePath } from '../../shared/src/match/path.ts';
 import { ConfigStore } from './control/config-store.ts';
+import { ConfigPushError, ResourceSet, type ConfigPush, type ConfigSource, type StagedConfig } from './control/resource-set.ts';
 import { createMetrics, type AgentMetrics } from './metrics/prometheus.ts';
 import { TrafficCounters, type TrafficRollup } from './metrics/traffic.ts';
 import { CacheStore } from './proxy/cache-store.ts';
@@ -71,8 +72,17 @@ export interface HealthReport {
   origins: OriginHealthState[];
 }
 
+/** A configuration the agent will not serve; `message` is what the control client puts in its nack. */
 export class ConfigRefusedError extends Error {
   override name = 'ConfigRefusedError';
+}
+
+export interface ConfigPushResult {
+  version: number;
+  /** Resources added, changed or removed. */
+  changed: number;
+  /** Endpoints compiled anew (the others were reused). */
+  compiled: number;
 }
 
 const EMPTY_TABLE: RoutingTable = { version: 0, byHost: new Map(), byId: new Map(), origins: new Map() };
@@ -92,7 +102,10 @@ export class EdgeAgent {
   private readonly healthProbes: boolean;
   private table: RoutingTable = EMPTY_TABLE;
   private snapshot: ConfigSnapshot | null = null;
+  private readonly resources = new ResourceSet();
   private purgeSequence = 0;
+  /** The purge sequence the control plane announced at the last Welcome, while the agent is behind it. */
+  private purgeCatchUpTarget = 0;
   private httpServer: Server | null = null;
   private metricsServer: Server | null = null;
   private selfClient: UndiciAgent | null = null;
@@ -100,7 +113,7 @@ export class EdgeAgent {
   constructor(options: EdgeAgentOptions) {
     this.logger = options.logger ?? pino({ level: 'silent' });
     const persist = options.persist ?? true;
-    this.configStore = persist ? new ConfigStore(options.dataDir) : null;
+    this.configStore = persist ? new ConfigStore(options.dataDir, (err) => this.logger.error({ err: err.message }, 'persisting the configuration failed; the previous one stays on disk')) : null;
     this.healthProbes = options.healthProbes ?? true;
     this.requestHeadersTimeoutMs = options.requestHeadersTimeoutMs ?? DEFAULT_REQUEST_HEADERS_TIMEOUT_MS;
     this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
@@ -145,24 +158,57 @@ export class EdgeAgent {
     return this.snapshot;
   }
 
+  /** The version to report to the control plane (Hello, heartbeats): 0 unless the configuration came from one. */
+  get controlConfigVersion(): number {
+    return this.resources.controlVersion;
+  }
+
+  /** Where the configuration in force came from. */
+  get configSource(): ConfigSource {
+    return this.resources.source;
+  }
+
+  /** Whether cache reads are suspended until missed purges are applied (see beginPurgeCatchUp). */
+  get catchingUp(): boolean {
+    return this.proxy.cacheReadsSuspended;
+  }
+
   /** The compiled routing table in force (replaced whole by each applyConfig). */
   get routing(): RoutingTable {
     return this.table;
   }
 
-  /** Restores the last applied snapshot and purge sequence from the data directory. Returns the version restored (0: none). */
+  /** Restores the last applied configuration and purge sequence from the data directory. Returns the version restored (0: none). */
   restore(): number {
-    const state = this.configStore?.load();
-    if (!state) return 0;
-    this.purgeSequence = state.purgeSequence;
-    if (state.snapshot === null) return 0;
+    let state;
     try {
-      this.applyConfig(state.snapshot, state.version, { persist: false });
-      return state.version;
+      state = this.configStore?.load();
     } catch (err) {
-      this.logger.error({ err: (err as Error).message }, 'persisted configuration is invalid; starting without one');
+      this.logger.error({ err: (err as Error).message }, 'persisted configuration is damaged; starting without one');
       return 0;
     }
+    if (!state) return 0;
+    this.purgeSequence = state.purgeSequence;
+    try {
+      if (state.config !== null) {
+        const { config } = state;
+        const staged = this.resources.stage({
+          version: config.version, full: true, baseVersion: 0, resources: config.resources,
+          removed: [], digest: config.digest, resourceCount: config.resources.length,
+        });
+        // The bodies are on disk already.
+        for (const r of staged.resources.values()) r.body = null;
+        this.install({ ...staged, source: config.source }, compileRoutingTable(staged.snapshot), false);
+        return config.version;
+      }
+      if (state.legacy !== null) {
+        this.applyConfig(state.legacy.snapshot, state.legacy.version);
+        return state.legacy.version;
+      }
+    } catch (err) {
+      this.logger.error({ err: (err as Error).message }, 'persisted configuration is invalid; starting without one');
+    }
+    return 0;
   }
 
   /**
@@ -182,12 +228,83 @@ export class EdgeAgent {
       const message = detail ? `${detail.path.join('.')}: ${detail.message}` : (err as Error).message;
       throw new ConfigRefusedError(`configuration refused: ${message}`, { cause: err });
     }
+    this.install(this.resources.stageSnapshot(snapshot, 'file'), table, opts.persist !== false);
+    this.logger.info({ version: snapshot.version, endpoints: snapshot.endpoints.length }, 'configuration applied');
+  }
+
+  /**
+   * Applies a push from the control plane (full, or a delta on the version held):
+   * checks it, parses only its new or changed resources, compiles only the
+   * endpoints that changed, and swaps the tables as applyConfig does. Throws
+   * ConfigRefusedError (message "base_mismatch: ..." when the base is not the
+   * one held or the result does not match the digest) and changes nothing.
+   * The configuration is live when this returns; it reaches the disk shortly after.
+   */
+  applyConfigPush(push: ConfigPush): ConfigPushResult {
+    let staged: StagedConfig;
+    let table: RoutingTable;
+    try {
+      staged = this.resources.stage(push);
+      table = compileRoutingTable(staged.snapshot, staged.nonEndpointChanged ? undefined : this.table);
+    } catch (err) {
+      const message = err instanceof ConfigPushError ? err.message : `configuration refused: ${(err as Error).message}`;
+      throw new ConfigRefusedError(message, { cause: err });
+    }
+    let compiled = 0;
+    for (const e of table.byId.values()) if (this.table.byId.get(e.id) !== e) compiled++;
+    this.install(staged, table, true);
+    return { version: staged.version, changed: staged.changed, compiled };
+  }
+
+  /** Resolves once the configuration in force is on disk (writes are asynchronous and coalesced). */
+  async persisted(): Promise<void> {
+    await this.configStore?.flush();
+  }
+
+  private install(staged: StagedConfig, table: RoutingTable, persist: boolean): void {
     this.table = table;
-    this.snapshot = snapshot;
+    this.snapshot = staged.snapshot;
+    this.resources.commit(staged);
     this.pools.retain(table.origins.values());
     if (this.healthProbes) this.prober.sync(table);
-    if (opts.persist !== false) this.configStore?.saveSnapshot(snapshot.version, snapshot);
-    this.logger.info({ version: snapshot.version, endpoints: snapshot.endpoints.length }, 'configuration applied');
+    if (persist && this.configStore !== null) {
+      const set = this.resources;
+      void this.configStore.saveConfig(() => ({ version: set.version, source: set.source, digest: set.digest.hex(), resources: set.resources.values() }));
+    }
+  }
+
+  /**
+   * Called on Welcome: when the control plane's purge sequence is ahead of the
+   * one applied, purges were missed while away and they follow in order. Until
+   * the agent has applied them, nothing is answered from the cache (requests go
+   * to the origin as misses; what they fetch may be stored, it is newer than
+   * any purge). Returns whether the agent is catching up.
+   */
+  beginPurgeCatchUp(target: number): boolean {
+    if (target <= this.purgeSequence) {
+      this.purgeCatchUpTarget = 0;
+      if (this.proxy.cacheReadsSuspended) this.logger.info({ purge_sequence: this.purgeSequence }, 'purges caught up; serving from the cache again');
+      this.proxy.cacheReadsSuspended = false;
+      return false;
+    }
+    this.purgeCatchUpTarget = target;
+    this.proxy.cacheReadsSuspended = true;
+    this.logger.info({ purge_sequence: this.purgeSequence, target }, 'missed purges: not serving from the cache until they are applied');
+    return true;
+  }
+
+  /** Records a purge the agent cannot apply (unknown type) as seen, so it does not hold the catch-up forever. */
+  skipPurge(sequence: number, reason: string): void {
+    this.logger.warn({ sequence, reason }, 'purge not applied');
+    this.notePurgeSequence(sequence);
+  }
+
+  private notePurgeSequence(sequence: number): void {
+    if (sequence > this.purgeSequence) {
+      this.purgeSequence = sequence;
+      this.configStore?.savePurgeSequence(sequence);
+    }
+    if (this.proxy.cacheReadsSuspended && this.purgeSequence >= this.purgeCatchUpTarget) this.beginPurgeCatchUp(this.purgeCatchUpTarget);
   }
 
   /** Applies one purge. Purges at or below the applied sequence are acknowledged without effect (replays after reconnect). */
@@ -213,11 +330,8 @@ export class EdgeAgent {
           throw new Error(`unknown purge type ${String((cmd as { type: unknown }).type)}`);
       }
     }
-    if (cmd.sequence > this.purgeSequence) {
-      this.purgeSequence = cmd.sequence;
-      this.configStore?.savePurgeSequence(cmd.sequence);
-    }
-    this.logger.info({ purge_id: cmd.purge_id, sequence: cmd.sequence, type: cmd.type, endpoint: cmd.endpoint_id || '*' }, 'purge applied');
+    this.logger.info({ purge_id: cmd.purge_id, sequence: cmd.sequence, type: cmd.type, endpoint: cmd.endpoint_id || '*', purged }, 'purge applied');
+    this.notePurgeSequence(cmd.sequence);
     return { applied: true, purged };
   }
 
@@ -361,6 +475,7 @@ export class EdgeAgent {
     })));
     await this.selfClient?.close().catch(() => {});
     await this.pools.closeAll();
+    await this.configStore?.flush();
   }
 }
 

@@ -20,6 +20,10 @@ const schema = z.object({
   REGION: z.string().min(1).max(64).default('local'),
   CONTROL_PLANE_URL: z.url({ protocol: /^(https?|grpcs?)$/ }).optional(),
   AGENT_TOKEN: z.string().min(16).optional(),
+  // A PEM bundle trusted for a grpcs:// or https:// control plane besides the system roots.
+  CONTROL_PLANE_CA_FILE: z.string().min(1).optional(),
+  // The hostname reported to the control plane (default: the machine's, os.hostname()).
+  NODE_HOSTNAME: z.string().min(1).max(253).regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces').optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   CONFIG_FILE: z.string().min(1).optional(),
   DEFAULT_ENDPOINT: z.string().min(1).optional(),
@@ -74,6 +78,13 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): AgentConfig 
     const shown = name === 'AGENT_TOKEN' ? '' : ` (got ${JSON.stringify(input[name])})`;
     throw new ConfigError(`${name}: ${issue.message}${shown}`);
   }
-  if (parsed.data.CONTROL_PLANE_URL && !parsed.data.AGENT_TOKEN) throw new ConfigError('AGENT_TOKEN: required when CONTROL_PLANE_URL is set');
+  const c = parsed.data;
+  if (c.CONTROL_PLANE_URL && !c.AGENT_TOKEN) throw new ConfigError('AGENT_TOKEN: required when CONTROL_PLANE_URL is set');
+  if (c.CONTROL_PLANE_URL && c.CONFIG_FILE) {
+    throw new ConfigError('CONFIG_FILE: cannot be used with CONTROL_PLANE_URL (the control plane sends the configuration; use one or the other)');
+  }
+  if (c.CONTROL_PLANE_CA_FILE && !/^(grpcs|https):/.test(c.CONTROL_PLANE_URL ?? '')) {
+    throw new ConfigError('CONTROL_PLANE_CA_FILE: only used with a grpcs:// or https:// CONTROL_PLANE_URL');
+  }
   return parsed.data;
 }

@@ -1,10 +1,15 @@
 // The edge agent process: config from env/flags, the data plane on HTTP_PORT,
-// /metrics and /healthz on METRICS_PORT, the snapshot from --config-file (re-read
-// on SIGHUP) or the last one persisted in DATA_DIR, graceful shutdown.
+// /metrics and /healthz on METRICS_PORT, the configuration from --config-file
+// (re-read on SIGHUP) or from the control plane (CONTROL_PLANE_URL, the control
+// stream started once listening), starting from the last one persisted in
+// DATA_DIR; graceful shutdown (draining on the control stream first).
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import pino from 'pino';
 import { EdgeAgent } from './agent.ts';
 import { ConfigError, loadConfig, type AgentConfig } from './config.ts';
+import { ControlClient, readCaFile } from './control/control-client.ts';
+import { agentVersion, loadOrCreateNodeId } from './control/node-identity.ts';
 
 let config: AgentConfig;
 try {
@@ -43,6 +48,14 @@ function loadConfigFile(path: string): void {
   agent.applyConfig(raw);
 }
 
+let caPem: Buffer | undefined;
+try {
+  caPem = config.CONTROL_PLANE_CA_FILE ? readCaFile(config.CONTROL_PLANE_CA_FILE) : undefined;
+} catch (err) {
+  process.stderr.write(`edge-agent: CONTROL_PLANE_CA_FILE: ${(err as Error).message}\n`);
+  process.exit(1);
+}
+
 const restored = agent.restore();
 if (config.CONFIG_FILE) {
   try {
@@ -64,9 +77,23 @@ try {
   process.exit(1);
 }
 
+let control: ControlClient | null = null;
 if (config.CONTROL_PLANE_URL) {
-  // The control-stream client is a later issue; it will drive agent.applyConfig/applyPurge/prefetch.
-  logger.warn('CONTROL_PLANE_URL is set but the control-stream client is not built yet; serving the local configuration');
+  // Until the control plane answers (and whenever it cannot be reached), the configuration persisted in DATA_DIR serves.
+  const identity = loadOrCreateNodeId(config.DATA_DIR);
+  if (identity.created) logger.info({ node_id: identity.nodeId }, 'new node id kept in DATA_DIR/node-id');
+  control = new ControlClient({
+    url: config.CONTROL_PLANE_URL,
+    token: config.AGENT_TOKEN!,
+    caPem,
+    agent,
+    nodeId: identity.nodeId,
+    hostname: config.NODE_HOSTNAME ?? hostname(),
+    region: config.REGION,
+    agentVersion: agentVersion(),
+    logger,
+  });
+  control.start();
 }
 
 process.on('SIGHUP', () => {
@@ -84,7 +111,11 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down');
+    // Draining: the control plane hears it at once; viewers' requests in flight finish; then the stream ends cleanly.
+    control?.drain();
     agent.close(config.SHUTDOWN_TIMEOUT_MS).then(
+      () => control?.close(),
+    ).then(
       () => process.exit(0),
       (err: Error) => {
         logger.error({ err: err.message }, 'shutdown failed');

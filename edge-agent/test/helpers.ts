@@ -1,9 +1,11 @@
 // Test scaffolding: a real node:http origin and a real agent, both on 127.0.0.1 port 0.
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { EdgeAgent, type EdgeAgentOptions } from '../src/agent.ts';
 
@@ -143,3 +145,34 @@ export function rawRequest(port: number, head: string[], body = ''): Promise<Raw
     });
   });
 }
+
+const agentMain = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+
+/**
+ * The real agent process (node edge-agent/src/main.ts) on loopback with ports
+ * picked by the system; resolves once it listens, with its HTTP port and its
+ * log lines (which keep accumulating).
+ */
+export function startAgentProcess(env: Record<string, string>): Promise<{ child: ChildProcess; port: number; logs: string[] }> {
+  const child = spawn(process.execPath, [agentMain], { env: { ...process.env, HOST: '127.0.0.1', METRICS_HOST: '127.0.0.1', HTTP_PORT: '0', METRICS_PORT: '0', LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const logs: string[] = [];
+  return new Promise((resolve, reject) => {
+    let buf = '';
+    child.stdout!.setEncoding('utf8');
+    child.stdout!.on('data', (chunk: string) => {
+      buf += chunk;
+      let nl;
+      while ((nl = buf.indexOf('\n')) !== -1) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        logs.push(line);
+        const m = /"http_port":(\d+)/.exec(line);
+        if (m) resolve({ child, port: Number(m[1]), logs });
+      }
+    });
+    child.stderr!.on('data', (c: Buffer) => logs.push(c.toString()));
+    child.once('exit', (code) => reject(new Error(`agent exited early (${code}): ${logs.join('\n')}`)));
+  });
+}
+
+export const exitOf = (child: ChildProcess) => new Promise<number | null>((r) => (child.exitCode !== null ? r(child.exitCode) : child.once('exit', (code) => r(code))));

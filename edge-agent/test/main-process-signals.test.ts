@@ -2,39 +2,11 @@
 // --config-file (a bad file keeps the previous config serving), and SIGTERM lets
 // an in-flight request complete before exiting with code 0.
 import t from 'tap';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import { startOrigin, snapshotFor, sleep, HOST } from './helpers.ts';
-
-const main = fileURLToPath(new URL('../src/main.ts', import.meta.url));
-
-function startProcess(env: Record<string, string>): Promise<{ child: ChildProcess; port: number; logs: string[] }> {
-  const child = spawn(process.execPath, [main], { env: { ...process.env, HOST: '127.0.0.1', METRICS_HOST: '127.0.0.1', HTTP_PORT: '0', METRICS_PORT: '0', LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  const logs: string[] = [];
-  return new Promise((resolve, reject) => {
-    let buf = '';
-    child.stdout!.setEncoding('utf8');
-    child.stdout!.on('data', (chunk: string) => {
-      buf += chunk;
-      let nl;
-      while ((nl = buf.indexOf('\n')) !== -1) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        logs.push(line);
-        const m = /"http_port":(\d+)/.exec(line);
-        if (m) resolve({ child, port: Number(m[1]), logs });
-      }
-    });
-    child.stderr!.on('data', (c: Buffer) => logs.push(c.toString()));
-    child.once('exit', (code) => reject(new Error(`agent exited early (${code}): ${logs.join('\n')}`)));
-  });
-}
-
-const exitOf = (child: ChildProcess) => new Promise<number | null>((r) => (child.exitCode !== null ? r(child.exitCode) : child.once('exit', (code) => r(code))));
+import { exitOf, startAgentProcess, startOrigin, snapshotFor, sleep, HOST } from './helpers.ts';
 
 async function get(port: number, path: string): Promise<{ status: number; body: string }> {
   const res = await request(`http://127.0.0.1:${port}${path}`, { headers: { host: HOST } });
@@ -49,7 +21,7 @@ t.test('SIGHUP reloads --config-file; a bad file keeps the previous configuratio
   const dir = mkdtempSync(join(tmpdir(), 'edge-main-test-'));
   const configFile = join(dir, 'config.json');
   writeFileSync(configFile, JSON.stringify(snapshotFor(origin.port, { version: 1, origin: { custom_headers: { 'X-Config-Version': '1' } } })));
-  const { child, port, logs } = await startProcess({ DATA_DIR: join(dir, 'data'), CONFIG_FILE: configFile });
+  const { child, port, logs } = await startAgentProcess({ DATA_DIR: join(dir, 'data'), CONFIG_FILE: configFile });
   t.teardown(async () => {
     if (child.exitCode === null) child.kill('SIGKILL');
     await origin.close();
@@ -91,7 +63,7 @@ t.test('SIGTERM: an in-flight request completes, then the process exits with cod
   const dir = mkdtempSync(join(tmpdir(), 'edge-main-test-'));
   const configFile = join(dir, 'config.json');
   writeFileSync(configFile, JSON.stringify(snapshotFor(origin.port)));
-  const { child, port } = await startProcess({ DATA_DIR: join(dir, 'data'), CONFIG_FILE: configFile, SHUTDOWN_TIMEOUT_MS: '5000' });
+  const { child, port } = await startAgentProcess({ DATA_DIR: join(dir, 'data'), CONFIG_FILE: configFile, SHUTDOWN_TIMEOUT_MS: '5000' });
   t.teardown(async () => {
     if (child.exitCode === null) child.kill('SIGKILL');
     await origin.close();

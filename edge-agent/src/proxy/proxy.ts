@@ -47,6 +47,12 @@ export class Proxy {
   private readonly forwarder: Forwarder;
   private readonly filler: CacheFiller;
   private readonly collapser = new Collapser();
+  /**
+   * While true, nothing is answered from the cache: every GET/HEAD is a miss that
+   * goes to the origin (and may be stored). Set while the agent catches up with
+   * purges it missed (EdgeAgent.beginPurgeCatchUp); read once per request.
+   */
+  cacheReadsSuspended = false;
 
   constructor(deps: ProxyDeps) {
     this.deps = deps;
@@ -106,6 +112,7 @@ export class Proxy {
     }
     const store = this.deps.store;
     const { primary, key } = cacheKeys(rx, store);
+    if (this.cacheReadsSuspended) return this.withEntry(rx, primary, key, undefined);
     const entry = store.get(key);
     if (entry === undefined && store.hasDisk) {
       store.getFromDisk(key).then(

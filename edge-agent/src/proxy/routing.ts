@@ -178,14 +178,20 @@ export function compileEndpoint(e: EndpointSnapshot): CompiledEndpoint {
   return compiled;
 }
 
-/** Throws on an inconsistent snapshot (unknown origin ids, duplicate hostnames) so it can be refused whole. */
-export function compileRoutingTable(snapshot: ConfigSnapshot): RoutingTable {
+/**
+ * Throws on an inconsistent snapshot (unknown origin ids, duplicate hostnames) so it can be refused whole.
+ * With `previous`, an endpoint whose snapshot entry is the very object compiled there is reused as it is
+ * (compileEndpoint is a pure function of that entry): a one-endpoint delta on 10,000 endpoints compiles one.
+ * The checks across endpoints (ids, hostnames, origin ids) still run over all of them.
+ */
+export function compileRoutingTable(snapshot: ConfigSnapshot, previous?: RoutingTable): RoutingTable {
   const byHost = new Map<string, CompiledEndpoint>();
   const byId = new Map<string, CompiledEndpoint>();
   const origins = new Map<string, CompiledOrigin>();
   for (const e of snapshot.endpoints) {
     if (byId.has(e.id)) throw new Error(`duplicate endpoint id ${e.id}`);
-    const compiled = compileEndpoint(e);
+    const before = previous?.byId.get(e.id);
+    const compiled = before !== undefined && before.snapshot === e ? before : compileEndpoint(e);
     byId.set(e.id, compiled);
     for (const h of compiled.hostnames) {
       const other = byHost.get(h);
