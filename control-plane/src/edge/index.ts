@@ -3,17 +3,20 @@
 // agents authenticate with, the edge nodes, and the gRPC control channel that
 // pushes configuration, purges and prefetch jobs to the agents and records
 // their acknowledgements (DESIGN.md §7). It builds on the CDN capability.
-import type { CoreServices } from '../core/services.ts';
+import type { AppServices } from '../capabilities.ts';
 import { configEntities } from './config-entities.ts';
+import { configRoutes } from './config-routes.ts';
+import { startConfig } from './config-start.ts';
 
 export type { EdgeServices } from './services.ts';
 
 export const edge = {
   name: 'edge',
   entities: [...configEntities],
-  routes: [],
+  routes: [...configRoutes],
   jobs: [],
-  async start(_services: CoreServices) {
-    return {};
+  async start(services: AppServices) {
+    const config = await startConfig(services);
+    return { services: { ...config.services }, close: config.close };
   },
 };
