@@ -35,7 +35,7 @@ const versionRows = async () => ({
   routes: await query(cp, `select * from cdn_route order by id`),
   audit: (await query<{ n: number }>(cp, `select count(*)::int as n from audit_log`))[0]!.n,
 });
-const expectOk = (res: { status: number; text: string }, status = 201) => {
+const expectOk = <R extends { status: number; text: string }>(res: R, status = 201): R => {
   if (res.status !== status) throw new Error(`expected ${status}, got ${res.status}: ${res.text}`);
   return res;
 };
