@@ -7,6 +7,7 @@ import { query, RELAXED_LIMITS } from '../../../test/support/auth.ts';
 import { caller, cdnCallers, makeEndpoint } from '../../../test/support/cdn.ts';
 import { startTestControlPlane, type TestControlPlane } from '../../../test/support/control-plane.ts';
 import { eventually } from '../../../test/support/eventually.ts';
+import { collectingLogger } from '../../../test/support/cdn-policies.ts';
 
 const env = (pollMs: number) => ({ ...RELAXED_LIMITS, CDN_DOMAIN: 'edge.example.net', CDN_PUBLISH_MODE: 'auto', CDN_PUBLISH_POLL_MS: String(pollMs) });
 
@@ -87,4 +88,20 @@ t.test('auto and manual publishing on the embedded PGlite database', async (t) =
   t.equal(rolled.status, 201, rolled.text);
   await settledPublisher(cp);
   t.equal((await query<{ n: number }>(cp, `select count(*)::int as n from cdn_config_version where status = 'active'`))[0]!.n, 1);
+});
+
+t.test('a database error does not stop the publisher: it logs, retries, and publishes once the database answers again', async (t) => {
+  const { log, lines } = collectingLogger();
+  const cp = await startTestControlPlane(t, { env: env(20), log });
+  const { admin } = await cdnCallers(cp);
+  await settledPublisher(cp);
+  // The counter out of reach: every look at it fails (a real error from PostgreSQL).
+  await query(cp, `alter table cdn_config_revision rename to cdn_config_revision_away`);
+  await eventually(() => lines.some((l) => l.includes('the configuration publisher failed')), 'the failure is logged');
+  const failedAt = lines.length;
+  await query(cp, `alter table cdn_config_revision_away rename to cdn_config_revision`);
+  const { endpoint } = await makeEndpoint(cp, admin);
+  await eventually(async () => (await cp.app.edgeConfig.active())?.manifest.has(`endpoint/${endpoint.id}`) ?? false, 'published after the database answers again');
+  t.ok(lines.slice(failedAt).some((l) => l.includes('works again')), 'the recovery is logged');
+  t.equal(lines.filter((l) => l.includes('the configuration publisher failed')).length, 1, 'one warning for the whole failed run, not one per turn');
 });

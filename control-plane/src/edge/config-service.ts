@@ -119,7 +119,7 @@ async function publishCompiled(app: ConfigServices, tx: RequestContext, compiled
     const parsed = unchanged ? null : parseResourceKey(r.key);
     if (parsed?.type === 'endpoint') changedEndpoints.push(parsed.id);
   }
-  await store.storeBodies(tx.em, compiled.resources);
+  await store.storeBodies(tx.em, compiled.resources, active?.manifest ?? null);
   if (active) {
     await tx.em.execute(`update cdn_config_version set status = ?, updated_at = now(), version = version + 1 where id = ?`, [options.replacedStatus, active.id]);
   }

@@ -115,9 +115,15 @@ export class ConfigStore implements ConfigSource {
     return out;
   }
 
-  /** Stores the bodies no version holds yet (sealed); how many were new. Call inside the publish's transaction. */
-  async storeBodies(em: EntityManager, resources: readonly EncodedResource[]): Promise<number> {
+  /**
+   * Stores the bodies no version holds yet (sealed); how many were new. Call
+   * inside the publish's transaction. `stored`: bodies known to be stored
+   * already (the active version's), not looked up again.
+   */
+  async storeBodies(em: EntityManager, resources: readonly EncodedResource[], stored: Manifest | null = null): Promise<number> {
     const unique = new Map(resources.map((r) => [r.sha256, r.body]));
+    for (const entry of stored?.values() ?? []) unique.delete(entry.sha256);
+    if (!unique.size) return 0;
     const existing = await em.execute<{ sha256: string }[]>(
       `select sha256 from cdn_config_resource where sha256 = any(${shaList})`, [JSON.stringify([...unique.keys()])],
     );

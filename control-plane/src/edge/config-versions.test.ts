@@ -11,7 +11,8 @@ import { query, RELAXED_LIMITS } from '../../../test/support/auth.ts';
 import { caller, cdnCallers, makeEndpoint, makeOrigin, uniqueName } from '../../../test/support/cdn.ts';
 import { makeCa, makeLeaf } from '../../../test/support/certificates.ts';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
-import type { FleetView, PropagationCounts } from './contracts.ts';
+import { CONFIG_PUBLISHED_CHANNEL, type FleetView, type PropagationCounts } from './contracts.ts';
+import { eventually } from '../../../test/support/eventually.ts';
 
 const cp = await startTestControlPlane(t, { env: { ...RELAXED_LIMITS, CDN_DOMAIN: 'edge.example.net' } });
 const { admin, operator, viewer } = await cdnCallers(cp);
@@ -165,6 +166,17 @@ t.test('roles: viewers read; viewers and operators cannot validate, publish or r
   t.equal((await send(null, 'POST', '/v1/cdn/config/publish', {})).status, 401);
   t.equal((await send(operator, 'GET', '/v1/cdn/config/versions')).status, 200);
   t.same(await versionRows(), before);
+});
+
+t.test('a publish is announced on the store\'s channel with its version number; drafts and refusals are not', async (t) => {
+  const messages: string[] = [];
+  const unsubscribe = await cp.app.store.subscribe(CONFIG_PUBLISHED_CHANNEL, (m) => messages.push(m));
+  t.teardown(unsubscribe);
+  t.equal((await send(admin, 'POST', '/v1/cdn/config/validate', {})).status, 201);
+  t.equal((await send(admin, 'POST', '/v1/cdn/config/publish', { description: 'x'.repeat(501) })).status, 400);
+  const res = expectOk(await send(admin, 'POST', '/v1/cdn/config/publish', { description: 'announced' }));
+  await eventually(() => messages.length > 0, 'the announcement arrives');
+  t.same(messages.map((m) => JSON.parse(m)), [{ version: res.body.version_number }], 'the publish alone, in channel order');
 });
 
 t.test('Idempotency-Key: a replayed publish returns the original version; the key with another body 422', async (t) => {
