@@ -91,6 +91,9 @@ export async function restoreConfiguration(app: RestoreServices, em: EntityManag
   const deletedRoutes = await deleteWhere(em, `delete from cdn_route where not (id = any(${idList}))`, [ids(routes.map((r) => r.item.id))]);
   const deletedRules = await deleteWhere(em, `delete from cdn_cache_rule where not (id = any(${idList}))`, [ids(cacheRules.map((r) => r.item.id))]);
   const deletedIpRules = await deleteWhere(em, `delete from cdn_ip_rule where not (id = any(${idList}))`, [ids(ipRules.map((r) => r.item.id))]);
+  // A kept rule whose (endpoint, cidr) moved is re-inserted, so rules that swapped CIDRs cannot collide on the unique index.
+  await deleteWhere(em, `delete from cdn_ip_rule r using ${recordset({ id: 'uuid', endpoint_id: 'uuid', cidr: 'text' })} where r.id = x.id and (r.endpoint_id, r.cidr) is distinct from (x.endpoint_id, x.cidr)`,
+    [json(ipRules.map(({ endpoint, item }) => ({ id: item.id, endpoint_id: endpoint.id, cidr: item.cidr })))]);
   const deletedKeys = await deleteWhere(
     em, `delete from cdn_signing_key where endpoint_id = any(${idList}) and not (id = any(${idList}))`, [ids(tokenAuth), ids(signingKeys.map((k) => k.item.id))],
   );

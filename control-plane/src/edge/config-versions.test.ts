@@ -253,6 +253,35 @@ t.test('POST /v1/cdn/config/rollback restores the working configuration and publ
   noSecrets(t, res.text, 'the rollback reply');
 });
 
+t.test('rollback also restores policies, drains (with their credentials), signing secrets, IP rules and a deleted custom domain', async (t) => {
+  const target = expectOk(await send(admin, 'POST', '/v1/cdn/config/publish', { description: 'before the policy changes' })).body;
+  const [rule] = await query<{ id: string }>(cp, `select id from cdn_ip_rule where endpoint_id = ?`, [endpoint.id]);
+  const [domain] = await query<{ id: string }>(cp, `select id from cdn_custom_domain where endpoint_id = ?`, [endpoint.id]);
+  const policyBefore = (await query(cp, `select name, custom_response_headers from cdn_response_headers_policy where id = ?`, [policy.id]))[0];
+  expectOk(await send(admin, 'DELETE', `/v1/cdn/endpoints/${endpoint.id}/ip-rules/${rule!.id}`), 204);
+  expectOk(await send(admin, 'POST', `/v1/cdn/endpoints/${endpoint.id}/ip-rules`, { action: 'allow', cidr: '198.51.100.0/24' }));
+  expectOk(await send(admin, 'POST', `/v1/cdn/endpoints/${endpoint.id}/signing-keys/${key.id}/rotate`, { grace_period_hours: 0 }), 200);
+  expectOk(await send(admin, 'DELETE', `/v1/cdn/log-drains/${drain.id}`), 204);
+  expectOk(await send(admin, 'PATCH', `/v1/cdn/response-headers-policies/${policy.id}`, { name: 'changed', custom_response_headers: [] }), 200);
+  expectOk(await send(admin, 'DELETE', `/v1/cdn/endpoints/${endpoint.id}/domains/${domain!.id}`), 204);
+  expectOk(await send(admin, 'POST', '/v1/cdn/config/publish', { description: 'policy changes' }));
+
+  const res = await send(admin, 'POST', '/v1/cdn/config/rollback', { target_version_id: target.id });
+  t.equal(res.status, 201, res.text);
+  t.same(await query(cp, `select id, action, cidr from cdn_ip_rule where endpoint_id = ?`, [endpoint.id]), [{ id: rule!.id, action: 'block', cidr: '203.0.113.0/24' }]);
+  t.same((await query(cp, `select name, custom_response_headers from cdn_response_headers_policy where id = ?`, [policy.id]))[0], policyBefore);
+  const restoredDrain = await send(admin, 'GET', `/v1/cdn/log-drains/${drain.id}`);
+  t.equal(restoredDrain.status, 200, 'the drain is back with its id');
+  t.equal(restoredDrain.body.destination_config.secret_access_key, '***', 'its credentials masked in replies');
+  t.match(await query(cp, `select hostname, certificate_source, certificate_status from cdn_custom_domain where endpoint_id = ?`, [endpoint.id]),
+    [{ hostname: 'www.config-test.example', certificate_source: 'custom', certificate_status: 'active' }], 'the domain is re-created with its certificate');
+  const active = (await cp.app.edgeConfig.active())!;
+  t.equal(active.digest, (await cp.app.edgeConfig.version(target.version_number))!.digest, 'the edge sees exactly the target again');
+  const drainBody = (await cp.app.edgeConfig.bodies([active.manifest.get(`log_drain/${drain.id}`)!.sha256])).values().next().value!;
+  t.equal(JSON.parse(Buffer.from(drainBody).toString()).destination_config.secret_access_key, DRAIN_SECRET);
+  noSecrets(t, res.text, 'the rollback reply');
+});
+
 t.test('GET /v1/cdn/config/versions: newest first, status filter, paging; no secret in any reply', async (t) => {
   const all = await send(viewer, 'GET', '/v1/cdn/config/versions?limit=100');
   t.equal(all.status, 200);
