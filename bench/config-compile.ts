@@ -12,6 +12,7 @@
 //
 // Run: npm run bench:config -- [--endpoints 10000] [--n 5]
 import fs from 'node:fs';
+import { cpus, loadavg } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -116,5 +117,5 @@ fs.writeFileSync(results, `# Configuration compile and publish at size (bench/co
 for (const fn of teardowns.reverse()) await fn();
 
 function os(): string {
-  return `${process.version}, ${process.env.CI ? 'CI' : 'dev host'}`;
+  return `${process.version}, ${process.env.CI ? 'CI' : 'dev host'}, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')} on ${cpus().length} cores`;
 }
