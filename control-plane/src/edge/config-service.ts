@@ -14,6 +14,7 @@
 // applied a version that far). After the commit the version is announced on
 // CONFIG_PUBLISHED_CHANNEL and the replaced version's propagation counts are
 // frozen.
+import { DeadlockException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { assembleSnapshot, configDigest, parseResourceKey } from '../../../shared/src/config/resources.ts';
 import { parseConfigSnapshot, type ConfigSnapshot } from '../../../shared/src/config/snapshot.ts';
@@ -48,6 +49,25 @@ async function liveCounts(app: ConfigServices, versionNumber: number): Promise<P
 }
 
 interface RevisionLock { revision: number; compiled: number }
+
+const DEADLOCK_ATTEMPTS = 3;
+
+/**
+ * Runs a configuration transaction again when PostgreSQL broke a deadlock by
+ * aborting it: the publisher holds the configuration lock and then updates
+ * version rows, which another transaction (the channel's bookkeeping) may
+ * hold while it waits to write an endpoint. The work is all in the
+ * transaction, so running it again is safe.
+ */
+async function retryingDeadlocks<T>(work: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work();
+    } catch (error) {
+      if (!(error instanceof DeadlockException) || attempt >= DEADLOCK_ATTEMPTS) throw error;
+    }
+  }
+}
 
 /**
  * Takes the configuration lock in the transaction `em` belongs to: waits for
@@ -163,7 +183,7 @@ const actorId = (rc: RequestContext) => (rc.actor && rc.actor.type !== 'system' 
 
 /** Validate: compiles and checks the working configuration into a draft (valid or invalid); publishes nothing. */
 export async function validateConfiguration(app: ConfigServices, rc: RequestContext, description: string): Promise<ConfigVersion> {
-  return inTransaction(rc, async (tx) => {
+  return retryingDeadlocks(() => inTransaction(rc, async (tx) => {
     const lock = (await lockConfiguration(tx.em))!;
     const compiled = await compileConfiguration(app, tx.em);
     const draft = tx.em.create(ConfigVersion, {
@@ -173,12 +193,12 @@ export async function validateConfiguration(app: ConfigServices, rc: RequestCont
     } as never);
     await tx.em.flush();
     return draft;
-  });
+  }));
 }
 
 /** Publish: the working configuration as the new active version; 422 with its problems, and no change, when invalid. */
 export async function publishConfiguration(app: ConfigServices, rc: RequestContext, description: string): Promise<ConfigVersion> {
-  const result = await inTransaction(rc, async (tx) => {
+  const result = await retryingDeadlocks(() => inTransaction(rc, async (tx) => {
     await lockConfiguration(tx.em);
     const compiled = await compileConfiguration(app, tx.em);
     if (compiled.problems.length) throw invalidConfigurationError(compiled.problems);
@@ -190,7 +210,7 @@ export async function publishConfiguration(app: ConfigServices, rc: RequestConte
     });
     await tx.em.flush();
     return published;
-  });
+  }));
   await afterPublish(app, result);
   return result.version;
 }
@@ -227,7 +247,7 @@ export async function rollbackConfiguration(app: ConfigServices, rc: RequestCont
   const published = await configStore(app).version(target.version_number);
   if (!published) throw notSuperseded(target.status);
   const snapshot = await snapshotOf(app, published);
-  const result = await inTransaction(rc, async (tx) => {
+  const result = await retryingDeadlocks(() => inTransaction(rc, async (tx) => {
     await lockConfiguration(tx.em);
     const [row] = await tx.em.execute<{ status: string }[]>(`select status from cdn_config_version where id = ?`, [targetId]);
     if (row?.status !== 'superseded') throw notSuperseded(row?.status ?? 'gone');
@@ -248,7 +268,7 @@ export async function rollbackConfiguration(app: ConfigServices, rc: RequestCont
     });
     await tx.em.flush();
     return done;
-  });
+  }));
   await afterPublish(app, result);
   return result.version;
 }
@@ -264,7 +284,8 @@ export type AutoPublishOutcome = 'busy' | 'current' | 'unchanged' | 'invalid' | 
 export async function autoPublish(app: ConfigServices): Promise<AutoPublishOutcome> {
   const rc = systemContext(app, { requestId: `config-auto-${crypto.randomUUID()}` });
   let result: Published | null = null;
-  const outcome = await inTransaction(rc, async (tx): Promise<AutoPublishOutcome> => {
+  const outcome = await retryingDeadlocks(() => inTransaction(rc, async (tx): Promise<AutoPublishOutcome> => {
+    result = null;
     const lock = await lockConfiguration(tx.em, true);
     if (!lock) return 'busy';
     if (lock.revision === lock.compiled) return 'current';
@@ -282,7 +303,7 @@ export async function autoPublish(app: ConfigServices): Promise<AutoPublishOutco
     }
     result = await publishCompiled(app, tx, compiled, active, { description: AUTO_DESCRIPTION, publishedBy: null, replacedStatus: 'superseded' });
     return 'published';
-  });
+  }));
   if (result) await afterPublish(app, result);
   return outcome;
 }

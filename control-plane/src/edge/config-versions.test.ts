@@ -5,6 +5,7 @@
 // bodies, endpoint status back to deploying, rollback, list filters and
 // paging, propagation_status from the FleetView, and no secret in any reply.
 import t from 'tap';
+import pg from 'pg';
 import { assembleSnapshot } from '../../../shared/src/config/resources.ts';
 import { parseConfigSnapshot } from '../../../shared/src/config/snapshot.ts';
 import { query, RELAXED_LIMITS } from '../../../test/support/auth.ts';
@@ -280,6 +281,28 @@ t.test('rollback also restores policies, drains (with their credentials), signin
   const drainBody = (await cp.app.edgeConfig.bodies([active.manifest.get(`log_drain/${drain.id}`)!.sha256])).values().next().value!;
   t.equal(JSON.parse(Buffer.from(drainBody).toString()).destination_config.secret_access_key, DRAIN_SECRET);
   noSecrets(t, res.text, 'the rollback reply');
+});
+
+t.test('a publish caught in a deadlock with the channel\'s bookkeeping is run again and succeeds', async (t) => {
+  // The channel's pattern: mark the active version complete, then move endpoints to active, in one transaction.
+  const channel = new pg.Client({ connectionString: cp.database.url });
+  await channel.connect();
+  t.teardown(() => channel.end());
+  await channel.query('begin');
+  await channel.query(`update cdn_config_version set propagation_completed_at = now() where status = 'active'`);
+  const publishing = send(admin, 'POST', '/v1/cdn/config/publish', { description: 'through a deadlock' });
+  await eventually(async () => (await query<{ n: number }>(cp,
+    `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like 'update cdn_config_version set status%'`))[0]!.n > 0,
+  'the publisher waits for the version row');
+  const channelDone = channel.query(`update cdn_endpoint set status = 'active' where status = 'deploying'`).then(() => channel.query('commit'), async (error) => {
+    await channel.query('rollback');
+    return error;
+  });
+  const res = await publishing;
+  await channelDone;
+  t.equal(res.status, 201, res.text);
+  t.equal(res.body.status, 'active');
+  t.equal((await query<{ n: number }>(cp, `select count(*)::int as n from cdn_config_version where status = 'active'`))[0]!.n, 1);
 });
 
 t.test('GET /v1/cdn/config/versions: newest first, status filter, paging; no secret in any reply', async (t) => {
