@@ -17,7 +17,7 @@ export async function startConfig(services: Omit<ConfigServices, 'edgeConfig'> &
   const edgeConfig = new ConfigStore(services);
   const app = services as ConfigServices;
   const log = services.log.child({ component: 'config-publisher' });
-  if (services.config.CDN_PUBLISH_MODE !== 'auto') return { services: { edgeConfig } };
+  if (services.config.CDN_PUBLISH_MODE !== 'auto') return { services: { edgeConfig }, close: async () => {} };
 
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
