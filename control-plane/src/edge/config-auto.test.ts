@@ -8,6 +8,12 @@ import { caller, cdnCallers, makeEndpoint } from '../../../test/support/cdn.ts';
 import { startTestControlPlane, type TestControlPlane } from '../../../test/support/control-plane.ts';
 import { eventually } from '../../../test/support/eventually.ts';
 import { collectingLogger } from '../../../test/support/cdn-policies.ts';
+import { entities } from '../capabilities.ts';
+import { openDatabase } from '../db/orm.ts';
+import { startControlPlane } from '../server.ts';
+import { createStore } from '../store/index.ts';
+import { CONFIG_PUBLISHED_CHANNEL } from './contracts.ts';
+import { detectServices } from '../../../test/support/services.ts';
 
 const env = (pollMs: number) => ({ ...RELAXED_LIMITS, CDN_DOMAIN: 'edge.example.net', CDN_PUBLISH_MODE: 'auto', CDN_PUBLISH_POLL_MS: String(pollMs) });
 
@@ -104,4 +110,28 @@ t.test('a database error does not stop the publisher: it logs, retries, and publ
   await eventually(async () => (await cp.app.edgeConfig.active())?.manifest.has(`endpoint/${endpoint.id}`) ?? false, 'published after the database answers again');
   t.ok(lines.slice(failedAt).some((l) => l.includes('works again')), 'the recovery is logged');
   t.equal(lines.filter((l) => l.includes('the configuration publisher failed')).length, 1, 'one warning for the whole failed run, not one per turn');
+});
+
+const services = await detectServices();
+t.test('two replicas on one database publish each change once', { skip: !(services.postgresUrl && services.redisUrl) && 'needs PostgreSQL and Redis' }, async (t) => {
+  const a = await startTestControlPlane(t, { env: env(20) });
+  const dbB = await openDatabase({ databaseUrl: a.database.url, dataDir: a.config.dataDir, entities, poolMax: 2 });
+  const storeB = createStore(a.config.REDIS_URL, a.storeKeyPrefix);
+  const b = await startControlPlane(a.config, { db: dbB, store: storeB });
+  t.teardown(async () => { await b.close(); await storeB.close(); await dbB.close(); });
+  const announced: string[] = [];
+  t.teardown(await storeB.subscribe(CONFIG_PUBLISHED_CHANNEL, (m) => announced.push(m)));
+  const { admin } = await cdnCallers(a);
+  const send = caller(a);
+  const { endpoint } = await makeEndpoint(a, admin);
+  await settledPublisher(a);
+  for (let i = 1; i <= 3; i++) {
+    const before = await versionCount(a);
+    t.equal((await send(admin, 'PATCH', `/v1/cdn/endpoints/${endpoint.id}`, { name: `replicated ${i}` })).status, 200);
+    await settledPublisher(a);
+    t.equal(await versionCount(a), before + 1, `change ${i}: one version, whichever replica published it`);
+  }
+  const active = (await b.app.edgeConfig.active())!;
+  t.equal(active.version, (await a.app.edgeConfig.active())!.version, 'both replicas serve the same active version');
+  await eventually(() => announced.some((m) => JSON.parse(m).version === active.version), 'the announcement reaches the other replica\'s store');
 });
