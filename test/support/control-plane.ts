@@ -72,6 +72,9 @@ export async function startTestControlPlane(
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     // Tests drive jobs by hand (cp.app.jobs.runDue()); a file that wants the background loop sets JOBS_WORKER=true.
     JOBS_WORKER: 'false',
+    // Configuration versions are published by hand (POST /v1/cdn/config/publish) unless a file sets CDN_PUBLISH_MODE=auto:
+    // the auto publisher's background reads would otherwise land in tests that count a request's statements.
+    CDN_PUBLISH_MODE: 'manual',
     ...(services.redisUrl ? { REDIS_URL: services.redisUrl } : {}),
     ...options.env,
   });

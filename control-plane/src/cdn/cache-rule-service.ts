@@ -15,7 +15,7 @@ const EMPTY_KEY: CacheKey = { include_headers: [], include_query_params: [], exc
 const EMPTY_BYPASS: CacheBypass = { if_cookie_present: [], if_header_present: [], if_query_param_present: [] };
 const CACHEABLE = new Set(['GET', 'HEAD']);
 
-function ruleProblems(rule: CacheRule): FieldError[] {
+export function ruleProblems(rule: Pick<CacheRule, 'match' | 'cache_key' | 'bypass'>): FieldError[] {
   const { match, cache_key: key } = rule;
   const problems = patternProblems('match.paths', match.paths, pathGlobProblem);
   if (!match.paths.length && !match.methods.length && !match.content_types.length) {

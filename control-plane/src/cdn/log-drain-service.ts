@@ -35,12 +35,17 @@ export function drainSecrets(app: Pick<CdnServices, 'secretBox'>, drain: LogDrai
   return JSON.parse(app.secretBox.openString(drain.destination_secrets_sealed, aad(drain.id))) as Secrets;
 }
 
+/** The drain's credentials sealed for storage (bound to its id). */
+export function sealDrainSecrets(app: Pick<CdnServices, 'secretBox'>, drainId: string, secrets: Secrets): string {
+  return app.secretBox.seal(JSON.stringify(secrets), aad(drainId));
+}
+
 /**
  * Splits a checked destination_config into what is shown (credentials as
  * MASKED_VALUE, header values each) and the credentials. A credential sent as
  * MASKED_VALUE takes its value from `stored` (400 when there is none).
  */
-function splitConfig(type: DestinationType, config: DestinationConfig, stored: Secrets): { shown: DestinationConfig; secrets: Secrets } {
+export function splitConfig(type: DestinationType, config: DestinationConfig, stored: Secrets): { shown: DestinationConfig; secrets: Secrets } {
   const shown: DestinationConfig = {};
   const secrets: Secrets = {};
   const problems: FieldError[] = [];

@@ -16,7 +16,7 @@ import type { RouteInput } from './route-record.ts';
 
 const EMPTY_MATCH: RouteMatch = { hosts: [], paths: [], methods: [] };
 
-function matchProblems(match: RouteMatch): FieldError[] {
+export function matchProblems(match: RouteMatch): FieldError[] {
   const problems = [
     ...patternProblems('match.hosts', match.hosts, hostPatternProblem),
     ...patternProblems('match.paths', match.paths, pathGlobProblem),
@@ -25,7 +25,7 @@ function matchProblems(match: RouteMatch): FieldError[] {
   return problems;
 }
 
-function redirectProblems(rules: CdnRoute['redirect_rules']): FieldError[] {
+export function redirectProblems(rules: CdnRoute['redirect_rules']): FieldError[] {
   return rules.flatMap((rule, i) => {
     const problems = patternProblems(`redirect_rules[${i}].match_path`, [rule.match_path], pathGlobProblem).map((p) => ({ ...p, field: `redirect_rules[${i}].match_path` }));
     const wildcards = (rule.match_path.match(/\*+|\?/g) ?? []).length;

@@ -26,6 +26,9 @@ export const generateSecret = () => randomBytes((GENERATED_SECRET_LENGTH * 3) / 
 
 export const findSigningKey = (rc: RequestContext, endpointId: string, id: string) => findEndpointChild(rc, SigningKey, endpointId, id, 'Signing key');
 
+/** A signing secret sealed for storage (bound to its key's id). */
+export const sealSigningSecret = (app: Pick<CdnServices, 'secretBox'>, keyId: string, secret: string) => app.secretBox.seal(secret, aad(keyId));
+
 /** The key's current and still-accepted secrets (for the edge snapshot): the current one first. */
 export function signingSecrets(app: CdnServices, key: SigningKey): { secret: string; valid_until: string | null }[] {
   const now = app.clock.now();

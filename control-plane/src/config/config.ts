@@ -44,6 +44,8 @@ const schema = z.object({
   // Sender of platform e-mail.
   MAIL_FROM: z.string().min(3).default('Streaming Platform <no-reply@localhost>'),
   CDN_PUBLISH_MODE: z.enum(['auto', 'manual']).default('auto'),
+  // With CDN_PUBLISH_MODE=auto: how often each replica looks at the configuration revision for writes not yet published.
+  CDN_PUBLISH_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(200),
   // The DNS zone endpoint hostnames are assigned in (`<random label>.CDN_DOMAIN`); its records point at the edge nodes.
   CDN_DOMAIN: z.string().max(200).toLowerCase()
     .regex(/^(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))*$/, 'Must be a DNS name such as cdn.example.net').default('cdn.localhost'),

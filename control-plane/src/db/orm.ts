@@ -51,6 +51,8 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
       extensions: [Migrator],
       // Migrations are hand-written: no schema snapshot files next to them.
       migrations: { migrationsList, transactional: true, allOrNothing: true, snapshot: false, snapshotOnMigrate: false },
+      // Triggers are hand-written in migrations (e.g. 0021's configuration revision): the schema diff leaves them alone.
+      schemaGenerator: { ignoreTriggers: true },
       pool: embedded ? { min: 0, max: 1 } : { min: 0, max: options.poolMax ?? 10 },
       forceUtcTimezone: true,
       ...(options.onQuery ? { onQuery: (sql: string, params: readonly unknown[]) => (options.onQuery!(sql, params), sql) } : {}),

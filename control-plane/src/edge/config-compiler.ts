@@ -1,0 +1,268 @@
+// Compiles the working configuration (the CDN tables) into the resources of
+// a configuration version (shared/src/config/resources.ts): one per endpoint
+// (with its origins, routes, cache rules, signing keys, IP rules and custom
+// domains), one per response headers policy, one per log drain, each the JSON
+// of its snapshot entry (shared/src/config/snapshot.ts). Secrets are unsealed:
+// the edge needs them. Deterministic: rows sorted, members in a fixed order
+// (jsonb objects come back in jsonb's own canonical key order), nothing from
+// the clock except which retired signing secrets are still in their grace
+// period, so an unchanged resource keeps its sha256.
+//
+// Set-based: one query per table, whatever the number of endpoints. The
+// configuration is also validated as a whole: every problem is named by its
+// resource ({resource_type, resource_id, message}).
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { LRUCache } from 'lru-cache';
+import { z } from 'zod';
+import { endpointSnapshot, logDrainSnapshot, responseHeadersPolicySnapshot } from '../../../shared/src/config/snapshot.ts';
+import { encodeResource, type EncodedResource, type ResourceType } from '../../../shared/src/config/resources.ts';
+import { ruleProblems } from '../cdn/cache-rule-service.ts';
+import type { CacheRule, CdnRoute } from '../cdn/cdn.entities.ts';
+import { keyAad } from '../cdn/domain-service.ts';
+import { drainSecrets } from '../cdn/log-drain-service.ts';
+import type { LogDrain, SigningKey } from '../cdn/policies.entities.ts';
+import { matchProblems, redirectProblems } from '../cdn/route-service.ts';
+import type { CdnServices } from '../cdn/services.ts';
+import { signingSecrets } from '../cdn/signing-key-service.ts';
+import type { ValidationProblem } from './config-entities.ts';
+
+type Row = Record<string, any>;
+
+export interface CompiledConfiguration {
+  /** Every resource, sorted by key. */
+  resources: EncodedResource[];
+  /** What makes the configuration invalid (empty when valid). */
+  problems: ValidationProblem[];
+}
+
+/** The services a compile uses: unsealing secrets, the clock (grace periods), the CDN domain. */
+export type CompileServices = Pick<CdnServices, 'secretBox' | 'clock' | 'config'>;
+
+// One statement per table; children in the order the edge evaluates them (priority, then id).
+const QUERIES = {
+  endpoints: { sql: `select id, name, hostname, status, default_origin_id, http_version, ipv6_enabled, response_headers_policy_id, tls_config, compression,
+    geo_restriction, custom_error_pages, shield_region, token_auth_enabled from cdn_endpoint`, order: 'id' },
+  origins: { sql: `select id, distribution_id, name, scheme, host, port, path_prefix, enabled, health_check_url, health_check_interval_seconds, verify_tls,
+    allow_private_network, ssrf_protection, timeout_ms, connect_timeout_ms, max_retries, retry_on, forward_host_header, custom_headers from cdn_origin`, order: 'id' },
+  routes: { sql: `select id, distribution_id, origin_id, name, enabled, priority, match, strip_prefix, response_headers_policy_id, redirect_rules, compression_enabled
+    from cdn_route`, order: 'priority, id' },
+  cacheRules: { sql: `select id, distribution_id, name, enabled, priority, match, ttl_seconds, browser_ttl_seconds, cache_key, bypass, stale_while_revalidate_seconds,
+    stale_if_error_seconds, cache_status_header from cdn_cache_rule`, order: 'priority, id' },
+  signingKeys: { sql: `select id, endpoint_id, algorithm, status, secret_sealed, retired_secrets, token_param, expires_param, ip_binding_enabled from cdn_signing_key`, order: 'id' },
+  ipRules: { sql: `select id, endpoint_id, action, cidr, priority from cdn_ip_rule`, order: 'priority, id' },
+  domains: { sql: `select id, endpoint_id, hostname, certificate_pem, private_key_sealed from cdn_custom_domain`, order: 'hostname, id' },
+  policies: { sql: `select id, name, cors, security_headers, custom_response_headers, custom_request_headers, remove_response_headers, remove_request_headers
+    from cdn_response_headers_policy`, order: 'id' },
+  drains: { sql: `select id, name, destination_type, destination_config, destination_secrets_sealed, log_format, fields, endpoint_ids, status from cdn_log_drain`, order: 'id' },
+} as const;
+
+/** Rows grouped by a parent id, keeping the query's order. */
+function groupBy(rows: Row[], key: string): Map<string, Row[]> {
+  const groups = new Map<string, Row[]>();
+  for (const row of rows) {
+    const parent = row[key];
+    if (parent === null) continue;
+    let list = groups.get(parent);
+    if (!list) groups.set(parent, (list = []));
+    list.push(row);
+  }
+  return groups;
+}
+
+/** A JSON value with every object's keys sorted (free-form maps that did not come from jsonb). */
+export function sortedKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortedKeys);
+  if (value && typeof value === 'object') return Object.fromEntries(Object.keys(value).sort().map((k) => [k, sortedKeys((value as Row)[k])]));
+  return value;
+}
+
+/** JSON text independent of object key order. */
+export const canonicalJson = (value: unknown) => JSON.stringify(sortedKeys(value));
+
+const originEntry = (o: Row) => ({
+  id: o.id, name: o.name, scheme: o.scheme, host: o.host, port: o.port, path_prefix: o.path_prefix, enabled: o.enabled,
+  health_check_url: o.health_check_url, health_check_interval_seconds: o.health_check_interval_seconds, verify_tls: o.verify_tls,
+  allow_private_network: o.allow_private_network, ssrf_protection: o.ssrf_protection, timeout_ms: o.timeout_ms, connect_timeout_ms: o.connect_timeout_ms,
+  max_retries: o.max_retries, retry_on: o.retry_on, forward_host_header: o.forward_host_header, custom_headers: o.custom_headers,
+});
+
+const routeEntry = (r: Row) => ({
+  id: r.id, name: r.name, origin_id: r.origin_id, enabled: r.enabled, priority: r.priority,
+  match: { hosts: r.match.hosts ?? [], paths: r.match.paths ?? [], methods: r.match.methods ?? [] },
+  strip_prefix: r.strip_prefix, response_headers_policy_id: r.response_headers_policy_id,
+  redirect_rules: (r.redirect_rules as Row[]).map((x) => ({ type: x.type, status_code: x.status_code, match_path: x.match_path, redirect_to: x.redirect_to })),
+  compression_enabled: r.compression_enabled,
+});
+
+const cacheRuleEntry = (c: Row) => ({
+  id: c.id, name: c.name, enabled: c.enabled, priority: c.priority,
+  match: { paths: c.match.paths ?? [], methods: c.match.methods ?? [], content_types: c.match.content_types ?? [] },
+  ttl_seconds: c.ttl_seconds, browser_ttl_seconds: c.browser_ttl_seconds,
+  cache_key: {
+    include_headers: c.cache_key.include_headers ?? [], include_query_params: c.cache_key.include_query_params ?? [],
+    exclude_query_params: c.cache_key.exclude_query_params ?? [], include_cookies: c.cache_key.include_cookies ?? [],
+  },
+  bypass: { if_cookie_present: c.bypass.if_cookie_present ?? [], if_header_present: c.bypass.if_header_present ?? [], if_query_param_present: c.bypass.if_query_param_present ?? [] },
+  stale_while_revalidate_seconds: c.stale_while_revalidate_seconds, stale_if_error_seconds: c.stale_if_error_seconds, cache_status_header: c.cache_status_header,
+});
+
+const policyEntry = (p: Row) => ({
+  id: p.id, name: p.name, cors: p.cors, security_headers: p.security_headers, custom_response_headers: p.custom_response_headers,
+  custom_request_headers: p.custom_request_headers, remove_response_headers: p.remove_response_headers, remove_request_headers: p.remove_request_headers,
+});
+
+/**
+ * Bodies (by sha256) that passed their snapshot schema in this process: the
+ * same bytes pass again, so a compile parses only what changed since the last.
+ */
+const schemaChecked = new LRUCache<string, true>({ max: 200_000 });
+
+/** A zod failure as one line per issue: "routes.0.origin_id: Invalid input". */
+const zodMessages = (error: z.ZodError) => error.issues.map((i) => `${i.path.length ? `${i.path.join('.')}: ` : ''}${i.message}`);
+
+/**
+ * Reads and compiles the whole working configuration through `em` (call it
+ * inside the transaction that holds the configuration lock for a consistent
+ * read), and validates it.
+ */
+export async function compileConfiguration(app: CompileServices, em: EntityManager): Promise<CompiledConfiguration> {
+  const run = (query: { sql: string; order: string }) => em.execute<Row[]>(`${query.sql} order by ${query.order}`);
+  const [endpoints, origins, routes, cacheRules, signingKeys, ipRules, domains, policies, drains] = await Promise.all([
+    run(QUERIES.endpoints), run(QUERIES.origins), run(QUERIES.routes), run(QUERIES.cacheRules), run(QUERIES.signingKeys),
+    run(QUERIES.ipRules), run(QUERIES.domains), run(QUERIES.policies), run(QUERIES.drains),
+  ]);
+  const problems: ValidationProblem[] = [];
+  const problem = (resource_type: string, resource_id: string, message: string) => problems.push({ resource_type, resource_id, message });
+  const resources: EncodedResource[] = [];
+  const add = (type: ResourceType, entry: Row & { id: string }, schema: z.ZodType) => {
+    const resource = encodeResource(type, entry);
+    if (!schemaChecked.has(resource.sha256)) {
+      const parsed = schema.safeParse(entry);
+      if (parsed.success) schemaChecked.set(resource.sha256, true);
+      else for (const message of zodMessages(parsed.error)) problem(type, entry.id, `Not a valid ${type} for the edge: ${message}`);
+    }
+    resources.push(resource);
+  };
+  // The same patterns recur across thousands of routes: check each once.
+  const memo = <T>(fn: (x: T) => { field: string; message: string }[]) => {
+    const seen = new Map<string, { field: string; message: string }[]>();
+    return (x: T) => {
+      const key = JSON.stringify(x);
+      let found = seen.get(key);
+      if (!found) seen.set(key, (found = fn(x)));
+      return found;
+    };
+  };
+  const routeMatchProblems = memo((m: CdnRoute['match']) => matchProblems(m));
+  const routeRedirectProblems = memo((r: CdnRoute['redirect_rules']) => redirectProblems(r));
+  const cacheProblems = memo((c: Pick<CacheRule, 'match' | 'cache_key' | 'bypass'>) => ruleProblems(c));
+
+  const policyIds = new Set(policies.map((p) => p.id as string));
+  const originsByEndpoint = groupBy(origins, 'distribution_id');
+  const routesByEndpoint = groupBy(routes, 'distribution_id');
+  const cacheRulesByEndpoint = groupBy(cacheRules, 'distribution_id');
+  const keysByEndpoint = groupBy(signingKeys, 'endpoint_id');
+  const ipRulesByEndpoint = groupBy(ipRules, 'endpoint_id');
+  const domainsByEndpoint = groupBy(domains, 'endpoint_id');
+  const endpointHostnames = new Map(endpoints.map((e) => [String(e.hostname).toLowerCase(), e.id as string]));
+  const domainOwners = new Map<string, string>();
+  const zone = app.config.CDN_DOMAIN;
+
+  for (const e of endpoints) {
+    const own = originsByEndpoint.get(e.id) ?? [];
+    const ownOrigins = new Map(own.map((o) => [o.id as string, o]));
+    const defaultOrigin = ownOrigins.get(e.default_origin_id);
+    if (!defaultOrigin) problem('endpoint', e.id, `Its default origin ${e.default_origin_id} does not exist or belongs to another endpoint`);
+    else if (!defaultOrigin.enabled) problem('endpoint', e.id, `Its default origin ${e.default_origin_id} is disabled`);
+    if (e.response_headers_policy_id && !policyIds.has(e.response_headers_policy_id)) {
+      problem('endpoint', e.id, `Response headers policy ${e.response_headers_policy_id} does not exist`);
+    }
+    if (e.geo_restriction?.enabled && e.geo_restriction.policy === 'allowlist' && !e.geo_restriction.countries?.length) {
+      problem('endpoint', e.id, 'An enabled geo allowlist without countries would block every viewer');
+    }
+
+    const routeEntries = (routesByEndpoint.get(e.id) ?? []).map((r) => {
+      const origin = ownOrigins.get(r.origin_id);
+      if (!origin) problem('route', r.id, `Its origin ${r.origin_id} does not exist or belongs to another endpoint`);
+      else if (r.enabled && !origin.enabled) problem('route', r.id, `Its origin ${r.origin_id} is disabled`);
+      if (r.response_headers_policy_id && !policyIds.has(r.response_headers_policy_id)) {
+        problem('route', r.id, `Response headers policy ${r.response_headers_policy_id} does not exist`);
+      }
+      for (const p of [...routeMatchProblems(r.match), ...routeRedirectProblems(r.redirect_rules)]) problem('route', r.id, `${p.field}: ${p.message}`);
+      return routeEntry(r);
+    });
+    const cacheRuleEntries = (cacheRulesByEndpoint.get(e.id) ?? []).map((c) => {
+      for (const p of cacheProblems({ match: c.match, cache_key: c.cache_key, bypass: c.bypass })) problem('cache_rule', c.id, `${p.field}: ${p.message}`);
+      return cacheRuleEntry(c);
+    });
+
+    // Signed URLs are checked by the edge when an endpoint's entry has signing keys: only with token authentication on.
+    const keys = (keysByEndpoint.get(e.id) ?? []).filter((k) => k.status === 'active');
+    if (e.token_auth_enabled && !keys.length) problem('endpoint', e.id, 'Token authentication is enabled but the endpoint has no active signing key');
+    const signingKeyEntries = e.token_auth_enabled ? keys.flatMap((k) => {
+      try {
+        const secrets = signingSecrets(app as CdnServices, k as unknown as SigningKey);
+        return [{ id: k.id, algorithm: k.algorithm, secrets, token_param: k.token_param, expires_param: k.expires_param, ip_binding_enabled: k.ip_binding_enabled }];
+      } catch {
+        problem('signing_key', k.id, 'Its secret cannot be decrypted (was SECRETS_KEY changed?)');
+        return [];
+      }
+    }) : [];
+
+    const customDomains = (domainsByEndpoint.get(e.id) ?? []).map((d) => {
+      const hostname = String(d.hostname).toLowerCase();
+      const owner = endpointHostnames.get(hostname);
+      if (owner) problem('custom_domain', d.id, `${hostname} is also the hostname of endpoint ${owner}`);
+      if (hostname === zone || hostname.endsWith(`.${zone}`)) problem('custom_domain', d.id, `${hostname} lies inside the CDN's own domain ${zone}`);
+      const other = domainOwners.get(hostname);
+      if (other) problem('custom_domain', d.id, `${hostname} is also a custom domain of endpoint ${other}`);
+      domainOwners.set(hostname, e.id);
+      let privateKey: string | null = null;
+      if (d.certificate_pem && d.private_key_sealed) {
+        try {
+          privateKey = app.secretBox.openString(d.private_key_sealed, keyAad(d.id));
+        } catch {
+          problem('custom_domain', d.id, 'Its private key cannot be decrypted (was SECRETS_KEY changed?)');
+        }
+      } else if (d.certificate_pem) problem('custom_domain', d.id, 'It has a certificate without a private key');
+      return { hostname: d.hostname, certificate_pem: privateKey ? d.certificate_pem : null, private_key_pem: privateKey };
+    });
+
+    add('endpoint', {
+      id: e.id, name: e.name, hostname: e.hostname, enabled: e.status !== 'disabled', default_origin_id: e.default_origin_id,
+      http_version: e.http_version, ipv6_enabled: e.ipv6_enabled, response_headers_policy_id: e.response_headers_policy_id,
+      tls_config: { minimum_protocol_version: e.tls_config.minimum_protocol_version, cipher_policy: e.tls_config.cipher_policy, http_to_https_redirect: e.tls_config.http_to_https_redirect },
+      compression: { enabled: e.compression.enabled, algorithms: e.compression.algorithms, min_size_bytes: e.compression.min_size_bytes },
+      geo_restriction: { enabled: e.geo_restriction.enabled, policy: e.geo_restriction.policy, countries: e.geo_restriction.countries, action: e.geo_restriction.action },
+      custom_error_pages: (e.custom_error_pages as Row[]).map((p) => ({ error_code: p.error_code, response_page_path: p.response_page_path, response_code: p.response_code, ttl_seconds: p.ttl_seconds })),
+      shield_region: e.shield_region,
+      custom_domains: customDomains,
+      origins: own.map(originEntry),
+      routes: routeEntries,
+      cache_rules: cacheRuleEntries,
+      signing_keys: signingKeyEntries,
+      ip_rules: (ipRulesByEndpoint.get(e.id) ?? []).map((r) => ({ id: r.id, action: r.action, cidr: r.cidr, priority: r.priority })),
+      ip_default_action: 'allow',
+    }, endpointSnapshot);
+  }
+
+  for (const p of policies) add('response_headers_policy', policyEntry(p), responseHeadersPolicySnapshot);
+
+  const endpointIds = new Set(endpoints.map((e) => e.id as string));
+  for (const d of drains) {
+    for (const id of d.endpoint_ids as string[]) if (!endpointIds.has(id)) problem('log_drain', d.id, `Endpoint ${id} does not exist`);
+    let config: unknown = d.destination_config;
+    try {
+      config = sortedKeys({ ...d.destination_config, ...drainSecrets(app, d as unknown as LogDrain) });
+    } catch {
+      problem('log_drain', d.id, 'Its credentials cannot be decrypted (was SECRETS_KEY changed?)');
+    }
+    add('log_drain', {
+      id: d.id, name: d.name, destination_type: d.destination_type, destination_config: config, log_format: d.log_format,
+      fields: d.fields, endpoint_ids: d.endpoint_ids, status: d.status,
+    }, logDrainSnapshot);
+  }
+
+  resources.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  return { resources, problems };
+}

@@ -1,0 +1,297 @@
+// Rollback's restore (document 3 §3, §4.12; DESIGN.md §5): the working
+// configuration tables are made to hold what a published version's snapshot
+// holds. Every resource of the snapshot is upserted with its id, and the
+// configuration rows the snapshot lacks are deleted, in an order the foreign
+// keys accept (absent children first, then parents upserted, then children,
+// then absent origins and endpoints). What the edge never sees is kept from
+// the current rows, or defaulted for a re-created one (tags, descriptions, a
+// signing key's name, an origin's health). Secrets are sealed again; a secret
+// whose value did not change keeps its stored ciphertext, so the row does not
+// change. Rows whose content is already the snapshot's are not rewritten
+// (their ETags stay). Runs inside the rollback's transaction, which holds the
+// configuration lock.
+import { X509Certificate } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type {
+  ConfigSnapshot, EndpointSnapshot, LogDrainSnapshot, ResponseHeadersPolicySnapshot,
+} from '../../../shared/src/config/snapshot.ts';
+import { idList, ids, recordset, type Columns } from '../db/bulk.ts';
+import { statusByExpiry } from '../cdn/certificate-check.ts';
+import { keyAad } from '../cdn/domain-service.ts';
+import type { DestinationConfig } from '../cdn/log-drain-record.ts';
+import { drainSecrets, sealDrainSecrets, splitConfig } from '../cdn/log-drain-service.ts';
+import type { DestinationType, LogDrain, SigningKey } from '../cdn/policies.entities.ts';
+import type { CdnServices } from '../cdn/services.ts';
+import { sealSigningSecret, signingSecrets } from '../cdn/signing-key-service.ts';
+import { canonicalJson } from './config-compiler.ts';
+
+type Row = Record<string, any>;
+export type RestoreServices = Pick<CdnServices, 'secretBox' | 'clock'>;
+
+/** Rows restored and removed per table (for the audit entry). */
+export type RestoreCounts = Record<string, { upserted: number; deleted: number }>;
+
+const json = (value: unknown) => JSON.stringify(value);
+/** A compared column, or an expression naming its columns as `$column`, of `alias`. */
+const qualified = (item: string, alias: string) => (item.includes('$') ? item.replaceAll('$', `${alias}.`) : `${alias}.${item}`);
+
+/**
+ * `insert … on conflict (id) do update` of the rows: `kept` columns take the
+ * row's value on insert and are left alone on update; a row is rewritten only
+ * when one of `compared` (columns, or expressions naming them `$column`) differs.
+ */
+async function upsert(
+  em: EntityManager, table: string, columns: Columns, rows: Row[],
+  options: { kept?: Record<string, string>; updates?: Record<string, string>; compared?: string[] } = {},
+): Promise<number> {
+  if (!rows.length) return 0;
+  const names = Object.keys(columns);
+  const kept = options.kept ?? {};
+  const insertNames = [...names, ...Object.keys(kept), 'created_at', 'updated_at', 'version'];
+  const insertValues = [...names.map((n) => `x.${n}`), ...Object.values(kept), 'now()', 'now()', '1'];
+  const settable = names.filter((n) => n !== 'id');
+  const updates = { ...Object.fromEntries(settable.map((n) => [n, `excluded.${n}`])), ...options.updates };
+  const compared = options.compared ?? settable;
+  const result = await em.execute<{ n: number }[]>(
+    `with up as (
+       insert into ${table} (${insertNames.join(', ')})
+       select ${insertValues.join(', ')} from ${recordset(columns)}
+       on conflict (id) do update set ${Object.entries(updates).map(([n, v]) => `${n} = ${v}`).join(', ')}, updated_at = now(), version = ${table}.version + 1
+       where (${compared.map((n) => qualified(n, table)).join(', ')}) is distinct from (${compared.map((n) => qualified(n, 'excluded')).join(', ')})
+       returning 1)
+     select count(*)::int as n from up`,
+    [json(rows)],
+  );
+  return result[0]?.n ?? 0;
+}
+
+async function deleteWhere(em: EntityManager, sql: string, params: unknown[]): Promise<number> {
+  const rows = await em.execute<{ n: number }[]>(`with gone as (${sql} returning 1) select count(*)::int as n from gone`, params);
+  return rows[0]?.n ?? 0;
+}
+
+const defaultPort = (scheme: string) => (scheme === 'http' ? 80 : 443);
+
+/** Restores the working configuration to `snapshot` (validated by parseConfigSnapshot); counts per table. */
+export async function restoreConfiguration(app: RestoreServices, em: EntityManager, snapshot: ConfigSnapshot): Promise<RestoreCounts> {
+  const endpoints = snapshot.endpoints;
+  const all = <T>(pick: (e: EndpointSnapshot) => T[]) => endpoints.flatMap((e) => pick(e).map((item) => ({ endpoint: e, item })));
+  const origins = all((e) => e.origins);
+  const routes = all((e) => e.routes);
+  const cacheRules = all((e) => e.cache_rules);
+  const ipRules = all((e) => e.ip_rules);
+  const signingKeys = all((e) => e.signing_keys);
+  const domains = all((e) => e.custom_domains);
+  // Endpoints whose entry lists signing keys had token authentication on; the others' keys are not in the snapshot and are kept.
+  const tokenAuth = endpoints.filter((e) => e.signing_keys.length > 0).map((e) => e.id);
+  const counts: RestoreCounts = {};
+  const count = (table: string, upserted: number, deleted: number) => (counts[table] = { upserted, deleted });
+
+  // 1. Children absent from the snapshot go first (a route holds its origin; unique (endpoint, cidr) and hostnames must be free).
+  const deletedRoutes = await deleteWhere(em, `delete from cdn_route where not (id = any(${idList}))`, [ids(routes.map((r) => r.item.id))]);
+  const deletedRules = await deleteWhere(em, `delete from cdn_cache_rule where not (id = any(${idList}))`, [ids(cacheRules.map((r) => r.item.id))]);
+  const deletedIpRules = await deleteWhere(em, `delete from cdn_ip_rule where not (id = any(${idList}))`, [ids(ipRules.map((r) => r.item.id))]);
+  // A kept rule whose (endpoint, cidr) moved is re-inserted, so rules that swapped CIDRs cannot collide on the unique index.
+  await deleteWhere(em, `delete from cdn_ip_rule r using ${recordset({ id: 'uuid', endpoint_id: 'uuid', cidr: 'text' })} where r.id = x.id and (r.endpoint_id, r.cidr) is distinct from (x.endpoint_id, x.cidr)`,
+    [json(ipRules.map(({ endpoint, item }) => ({ id: item.id, endpoint_id: endpoint.id, cidr: item.cidr })))]);
+  const deletedKeys = await deleteWhere(
+    em, `delete from cdn_signing_key where endpoint_id = any(${idList}) and not (id = any(${idList}))`, [ids(tokenAuth), ids(signingKeys.map((k) => k.item.id))],
+  );
+  const hostnames = domains.map((d) => d.item.hostname.toLowerCase());
+  const deletedDomains = await deleteWhere(
+    em, `delete from cdn_custom_domain where not (lower(hostname) = any(array(select jsonb_array_elements_text(?::jsonb))))`, [json(hostnames)],
+  );
+
+  // 2. Endpoints, then what refers to them.
+  const endpointRows = endpoints.map((e) => ({
+    id: e.id, name: e.name, default_origin_id: e.default_origin_id, hostname: e.hostname, status: e.enabled ? 'deploying' : 'disabled',
+    http_version: e.http_version, ipv6_enabled: e.ipv6_enabled, response_headers_policy_id: e.response_headers_policy_id, tls_config: e.tls_config,
+    compression: e.compression, geo_restriction: e.geo_restriction, custom_error_pages: e.custom_error_pages, shield_region: e.shield_region,
+    token_auth_enabled: e.signing_keys.length > 0,
+  }));
+  const upsertedEndpoints = await upsert(em, 'cdn_endpoint', {
+    id: 'uuid', name: 'varchar', default_origin_id: 'uuid', hostname: 'varchar', status: 'text', http_version: 'text', ipv6_enabled: 'boolean',
+    response_headers_policy_id: 'uuid', tls_config: 'jsonb', compression: 'jsonb', geo_restriction: 'jsonb', custom_error_pages: 'jsonb',
+    shield_region: 'varchar', token_auth_enabled: 'boolean',
+  }, endpointRows, {
+    kept: { tags: `'[]'::jsonb` },
+    // Enabled stays as it is (deploying or active), disabled follows the snapshot.
+    updates: { status: `case when excluded.status = 'disabled' then 'disabled' when cdn_endpoint.status = 'disabled' then 'deploying' else cdn_endpoint.status end` },
+    compared: ['name', 'default_origin_id', 'hostname', `($status = 'disabled')`, 'http_version', 'ipv6_enabled', 'response_headers_policy_id', 'tls_config', 'compression',
+      'geo_restriction', 'custom_error_pages', 'shield_region', 'token_auth_enabled'],
+  });
+
+  const upsertedOrigins = await upsert(em, 'cdn_origin', {
+    id: 'uuid', distribution_id: 'uuid', name: 'varchar', scheme: 'text', host: 'varchar', port: 'int', path_prefix: 'varchar', enabled: 'boolean',
+    health_check_url: 'varchar', health_check_interval_seconds: 'int', verify_tls: 'boolean', allow_private_network: 'boolean', ssrf_protection: 'boolean',
+    timeout_ms: 'int', connect_timeout_ms: 'int', max_retries: 'smallint', retry_on: 'jsonb', forward_host_header: 'boolean', custom_headers: 'jsonb',
+  }, origins.map(({ endpoint, item: o }) => ({ ...o, port: o.port ?? defaultPort(o.scheme), distribution_id: endpoint.id })), {
+    kept: { health_status: `'unknown'`, tags: `'[]'::jsonb` },
+  });
+
+  const upsertedRoutes = await upsert(em, 'cdn_route', {
+    id: 'uuid', distribution_id: 'uuid', origin_id: 'uuid', name: 'varchar', enabled: 'boolean', priority: 'int', match: 'jsonb', strip_prefix: 'varchar',
+    response_headers_policy_id: 'uuid', redirect_rules: 'jsonb', compression_enabled: 'boolean',
+  }, routes.map(({ endpoint, item }) => ({ ...item, distribution_id: endpoint.id })));
+  count('cdn_route', upsertedRoutes, deletedRoutes);
+
+  const upsertedRules = await upsert(em, 'cdn_cache_rule', {
+    id: 'uuid', distribution_id: 'uuid', name: 'varchar', enabled: 'boolean', priority: 'int', match: 'jsonb', ttl_seconds: 'int', browser_ttl_seconds: 'int',
+    cache_key: 'jsonb', bypass: 'jsonb', stale_while_revalidate_seconds: 'int', stale_if_error_seconds: 'int', cache_status_header: 'boolean',
+  }, cacheRules.map(({ endpoint, item }) => ({ ...item, distribution_id: endpoint.id })));
+  count('cdn_cache_rule', upsertedRules, deletedRules);
+
+  const upsertedIpRules = await upsert(em, 'cdn_ip_rule', { id: 'uuid', endpoint_id: 'uuid', action: 'text', cidr: 'varchar', priority: 'int' },
+    ipRules.map(({ endpoint, item }) => ({ ...item, endpoint_id: endpoint.id })), { kept: { description: 'null' } });
+  count('cdn_ip_rule', upsertedIpRules, deletedIpRules);
+
+  count('cdn_signing_key', await restoreSigningKeys(app, em, signingKeys), deletedKeys);
+  count('cdn_custom_domain', await restoreDomains(app, em, domains), deletedDomains);
+
+  // 3. Origins and endpoints the snapshot lacks (their routes are gone; free origins, used by no endpoint, are not configuration and stay).
+  const deletedOrigins = await deleteWhere(
+    em, `delete from cdn_origin where distribution_id is not null and not (id = any(${idList}))`, [ids(origins.map((o) => o.item.id))],
+  );
+  count('cdn_origin', upsertedOrigins, deletedOrigins);
+  const deletedEndpoints = await deleteWhere(em, `delete from cdn_endpoint where not (id = any(${idList}))`, [ids(endpoints.map((e) => e.id))]);
+  count('cdn_endpoint', upsertedEndpoints, deletedEndpoints);
+
+  // 4. Policies and drains (endpoints and routes name policies without a foreign key).
+  count('cdn_response_headers_policy', await restorePolicies(em, snapshot.response_headers_policies),
+    await deleteWhere(em, `delete from cdn_response_headers_policy where not (id = any(${idList}))`, [ids(snapshot.response_headers_policies.map((p) => p.id))]));
+  count('cdn_log_drain', await restoreDrains(app, em, snapshot.log_drains),
+    await deleteWhere(em, `delete from cdn_log_drain where not (id = any(${idList}))`, [ids(snapshot.log_drains.map((d) => d.id))]));
+  return counts;
+}
+
+async function currentRows(em: EntityManager, table: string, columns: string, idsOf: string[]): Promise<Map<string, Row>> {
+  if (!idsOf.length) return new Map();
+  const rows = await em.execute<Row[]>(`select ${columns} from ${table} where id = any(${idList})`, [ids(idsOf)]);
+  return new Map(rows.map((r) => [r.id as string, r]));
+}
+
+const sameJson = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+
+async function restoreSigningKeys(app: RestoreServices, em: EntityManager, keys: { endpoint: EndpointSnapshot; item: EndpointSnapshot['signing_keys'][number] }[]): Promise<number> {
+  const current = await currentRows(em, 'cdn_signing_key', 'id, secret_sealed, retired_secrets', keys.map((k) => k.item.id));
+  const rows = keys.map(({ endpoint, item }) => {
+    const [first, ...older] = item.secrets;
+    const stored = current.get(item.id);
+    let secretSealed: string | undefined;
+    let retired: { secret_sealed: string; valid_until: string }[] | undefined;
+    if (stored) {
+      try {
+        // Unchanged secrets keep their ciphertext (a new seal would differ every time).
+        if (sameJson(signingSecrets(app as CdnServices, stored as SigningKey), item.secrets)) {
+          secretSealed = stored.secret_sealed;
+          retired = stored.retired_secrets;
+        }
+      } catch {
+        // unreadable: sealed again below
+      }
+    }
+    secretSealed ??= sealSigningSecret(app, item.id, first!.secret);
+    retired ??= older.filter((s) => s.valid_until !== null).map((s) => ({ secret_sealed: sealSigningSecret(app, item.id, s.secret), valid_until: s.valid_until! }));
+    return {
+      id: item.id, endpoint_id: endpoint.id, algorithm: item.algorithm, status: 'active', secret_sealed: secretSealed, retired_secrets: retired,
+      token_param: item.token_param, expires_param: item.expires_param, ip_binding_enabled: item.ip_binding_enabled,
+    };
+  });
+  return upsert(em, 'cdn_signing_key', {
+    id: 'uuid', endpoint_id: 'uuid', algorithm: 'text', status: 'text', secret_sealed: 'text', retired_secrets: 'jsonb', token_param: 'varchar',
+    expires_param: 'varchar', ip_binding_enabled: 'boolean',
+  }, rows, { kept: { name: `'Restored key'`, rotated_at: 'null' } });
+}
+
+/**
+ * Custom domains are matched by hostname (the snapshot names no id). A domain
+ * that still exists moves to the snapshot's endpoint and keeps its current
+ * certificate: certificates are issued and renewed, not configured, and a
+ * rollback must not bring back an older one or take a valid one away. A
+ * domain deleted since is re-created: with the snapshot's certificate as a
+ * custom one, or, without one, as a managed domain waiting for validation.
+ */
+async function restoreDomains(app: RestoreServices, em: EntityManager, domains: { endpoint: EndpointSnapshot; item: EndpointSnapshot['custom_domains'][number] }[]): Promise<number> {
+  if (!domains.length) return 0;
+  const current = await em.execute<{ id: string; hostname: string; endpoint_id: string }[]>(
+    `select id, lower(hostname) as hostname, endpoint_id from cdn_custom_domain where lower(hostname) = any(array(select jsonb_array_elements_text(?::jsonb)))`,
+    [json(domains.map((d) => d.item.hostname.toLowerCase()))],
+  );
+  const byHostname = new Map(current.map((d) => [d.hostname, d]));
+  const moves: { id: string; endpoint_id: string }[] = [];
+  const created: Row[] = [];
+  const now = app.clock.now();
+  for (const { endpoint, item } of domains) {
+    const existing = byHostname.get(item.hostname.toLowerCase());
+    if (existing) {
+      if (existing.endpoint_id !== endpoint.id) moves.push({ id: existing.id, endpoint_id: endpoint.id });
+      continue;
+    }
+    const id = crypto.randomUUID();
+    const base = {
+      id, endpoint_id: endpoint.id, hostname: item.hostname, certificate_expires_at: null, certificate_issuer: null, certificate_fingerprint: null,
+      certificate_pem: null, private_key_sealed: null, dns_validation: null, validation_error: null,
+    };
+    if (item.certificate_pem && item.private_key_pem) {
+      const cert = new X509Certificate(item.certificate_pem);
+      const expires = new Date(cert.validTo);
+      created.push({
+        ...base, certificate_source: 'custom', certificate_status: statusByExpiry(expires, now), certificate_expires_at: expires.toISOString(),
+        certificate_issuer: 'custom', certificate_fingerprint: cert.fingerprint256, certificate_pem: item.certificate_pem,
+        private_key_sealed: app.secretBox.seal(item.private_key_pem, keyAad(id)),
+      });
+    } else {
+      created.push({
+        ...base, certificate_source: 'managed', certificate_status: 'pending_validation',
+        dns_validation: { cname_name: item.hostname, cname_value: endpoint.hostname, acme_challenge_name: `_acme-challenge.${item.hostname}`, acme_challenge_value: '' },
+        validation_error: 'Re-created by a configuration rollback: retry validation to issue its certificate',
+      });
+    }
+  }
+  if (moves.length) {
+    await em.execute(`update cdn_custom_domain d set endpoint_id = x.endpoint_id, updated_at = now(), version = d.version + 1
+      from ${recordset({ id: 'uuid', endpoint_id: 'uuid' })} where d.id = x.id`, [json(moves)]);
+  }
+  if (created.length) {
+    await em.execute(`insert into cdn_custom_domain (id, endpoint_id, hostname, certificate_source, certificate_status, certificate_expires_at, certificate_issuer,
+        certificate_fingerprint, certificate_pem, private_key_sealed, dns_validation, validation_error, created_at, updated_at, version)
+      select x.*, now(), now(), 1 from ${recordset({
+        id: 'uuid', endpoint_id: 'uuid', hostname: 'varchar', certificate_source: 'text', certificate_status: 'text', certificate_expires_at: 'timestamptz',
+        certificate_issuer: 'text', certificate_fingerprint: 'varchar', certificate_pem: 'text', private_key_sealed: 'text', dns_validation: 'jsonb', validation_error: 'varchar',
+      })}`, [json(created)]);
+  }
+  return moves.length + created.length;
+}
+
+async function restorePolicies(em: EntityManager, policies: ResponseHeadersPolicySnapshot[]): Promise<number> {
+  return upsert(em, 'cdn_response_headers_policy', {
+    id: 'uuid', name: 'varchar', cors: 'jsonb', security_headers: 'jsonb', custom_response_headers: 'jsonb', custom_request_headers: 'jsonb',
+    remove_response_headers: 'jsonb', remove_request_headers: 'jsonb',
+  }, policies, { kept: { description: `''` } });
+}
+
+/** Drains: credentials split off the snapshot's destination_config and sealed again unless unchanged. */
+async function restoreDrains(app: RestoreServices, em: EntityManager, drains: LogDrainSnapshot[]): Promise<number> {
+  const current = await currentRows(em, 'cdn_log_drain', 'id, destination_type, destination_secrets_sealed', drains.map((d) => d.id));
+  const rows = drains.map((d) => {
+    const type = d.destination_type as DestinationType;
+    const { shown, secrets } = splitConfig(type, d.destination_config as DestinationConfig, {});
+    const stored = current.get(d.id);
+    let sealed: string | undefined;
+    if (stored && stored.destination_type === type) {
+      try {
+        if (canonicalJson(drainSecrets(app, stored as LogDrain)) === canonicalJson(secrets)) sealed = stored.destination_secrets_sealed;
+      } catch {
+        // unreadable: sealed again below
+      }
+    }
+    return {
+      id: d.id, name: d.name, destination_type: type, destination_config: shown, destination_secrets_sealed: sealed ?? sealDrainSecrets(app, d.id, secrets),
+      log_format: d.log_format, fields: d.fields, endpoint_ids: d.endpoint_ids, status: d.status,
+    };
+  });
+  return upsert(em, 'cdn_log_drain', {
+    id: 'uuid', name: 'varchar', destination_type: 'text', destination_config: 'jsonb', destination_secrets_sealed: 'text', log_format: 'text', fields: 'jsonb',
+    endpoint_ids: 'jsonb', status: 'text',
+  }, rows, { kept: { last_error: 'null' } });
+}
