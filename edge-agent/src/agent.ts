@@ -38,6 +38,8 @@ export interface EdgeAgentOptions {
   requestBodyIdleTimeoutMs?: number;
   /** Connections per origin for forwarding requests with a body (default 32); cache misses use their own 256. */
   uploadConnectionsPerOrigin?: number;
+  /** Most endpoints this node accepts (0: no limit): a larger configuration is refused whole and the previous one keeps serving. */
+  maxEndpoints?: number;
 }
 
 export const DEFAULT_REQUEST_HEADERS_TIMEOUT_MS = 20_000;
@@ -100,6 +102,7 @@ export class EdgeAgent {
   private readonly prober: HealthProber;
   private readonly configStore: ConfigStore | null;
   private readonly healthProbes: boolean;
+  private readonly maxEndpoints: number;
   private table: RoutingTable = EMPTY_TABLE;
   private snapshot: ConfigSnapshot | null = null;
   private readonly resources = new ResourceSet();
@@ -115,6 +118,7 @@ export class EdgeAgent {
     const persist = options.persist ?? true;
     this.configStore = persist ? new ConfigStore(options.dataDir, (err) => this.logger.error({ err: err.message }, 'persisting the configuration failed; the previous one stays on disk')) : null;
     this.healthProbes = options.healthProbes ?? true;
+    this.maxEndpoints = options.maxEndpoints ?? 0;
     this.requestHeadersTimeoutMs = options.requestHeadersTimeoutMs ?? DEFAULT_REQUEST_HEADERS_TIMEOUT_MS;
     this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     if (this.requestTimeoutMs > 0 && this.requestHeadersTimeoutMs > this.requestTimeoutMs) {
@@ -222,6 +226,7 @@ export class EdgeAgent {
     try {
       snapshot = parseConfigSnapshot(input);
       if (version !== undefined && version !== snapshot.version) snapshot = { ...snapshot, version };
+      this.checkCapacity(snapshot);
       table = compileRoutingTable(snapshot);
     } catch (err) {
       const detail = (err as { issues?: { path: PropertyKey[]; message: string }[] }).issues?.[0];
@@ -245,6 +250,7 @@ export class EdgeAgent {
     let table: RoutingTable;
     try {
       staged = this.resources.stage(push);
+      this.checkCapacity(staged.snapshot);
       table = compileRoutingTable(staged.snapshot, staged.nonEndpointChanged ? undefined : this.table);
     } catch (err) {
       const message = err instanceof ConfigPushError ? err.message : `configuration refused: ${(err as Error).message}`;
@@ -254,6 +260,13 @@ export class EdgeAgent {
     for (const e of table.byId.values()) if (this.table.byId.get(e.id) !== e) compiled++;
     this.install(staged, table, true);
     return { version: staged.version, changed: staged.changed, compiled };
+  }
+
+  /** A node sized for fewer endpoints than the configuration holds refuses it whole (and keeps serving the previous one). */
+  private checkCapacity(snapshot: ConfigSnapshot): void {
+    if (this.maxEndpoints > 0 && snapshot.endpoints.length > this.maxEndpoints) {
+      throw new Error(`${snapshot.endpoints.length} endpoints exceed this node's limit of ${this.maxEndpoints} (MAX_ENDPOINTS)`);
+    }
   }
 
   /** Resolves once the configuration in force is on disk (writes are asynchronous and coalesced). */

@@ -35,6 +35,8 @@ const schema = z.object({
   REQUEST_BODY_IDLE_TIMEOUT_MS: z.coerce.number().int().min(0).max(3_600_000).default(30_000),
   // Connections per origin for forwarding requests with a body; cache misses and other bodiless requests have their own.
   ORIGIN_UPLOAD_CONNECTIONS: z.coerce.number().int().min(1).max(1024).default(32),
+  // Capacity guard: the most endpoints this node accepts (0: no limit). A larger configuration is refused (nacked) whole.
+  MAX_ENDPOINTS: z.coerce.number().int().min(0).max(10_000_000).default(0),
 }).refine((c) => c.REQUEST_TIMEOUT_MS === 0 || c.REQUEST_HEADERS_TIMEOUT_MS <= c.REQUEST_TIMEOUT_MS, {
   path: ['REQUEST_HEADERS_TIMEOUT_MS'],
   message: 'must not exceed REQUEST_TIMEOUT_MS',

@@ -41,6 +41,7 @@ const agent = new EdgeAgent({
   requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
   requestBodyIdleTimeoutMs: config.REQUEST_BODY_IDLE_TIMEOUT_MS,
   uploadConnectionsPerOrigin: config.ORIGIN_UPLOAD_CONNECTIONS,
+  maxEndpoints: config.MAX_ENDPOINTS,
 });
 
 function loadConfigFile(path: string): void {

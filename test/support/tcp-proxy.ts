@@ -1,13 +1,16 @@
 // A TCP pass-through whose `cut()` drops every connection and refuses new
 // ones: how tests make a dependency unreachable mid-run. `refuseNew(true)`
 // drops only new connections while the established ones carry on: a client
-// that loses one connection cannot reconnect until `refuseNew(false)`.
+// that loses one connection cannot reconnect until `refuseNew(false)`;
+// `drop()` ends the established ones.
 import net from 'node:net';
 
 export interface TcpProxy {
   port: number;
   cut(): Promise<void>;
   refuseNew(refuse: boolean): void;
+  /** Drops every established connection; new ones are accepted unless refuseNew(true). */
+  drop(): void;
 }
 
 export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
@@ -30,6 +33,9 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     port: (server.address() as net.AddressInfo).port,
     refuseNew(refuse: boolean) {
       refusing = refuse;
+    },
+    drop() {
+      for (const socket of sockets) socket.destroy();
     },
     async cut() {
       for (const socket of sockets) socket.destroy();
