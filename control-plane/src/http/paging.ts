@@ -2,7 +2,7 @@
 // §4.0.3 describes. The cursor is base64url JSON carrying the sort it was made
 // for, so a cursor replayed with another sort is refused rather than misread.
 // `meta.total` is exact up to TOTAL_EXACT_UP_TO matching rows and PostgreSQL's
-// estimate beyond (docs/decisions.md, "Totals and search of the lists at size").
+// estimate beyond (docs/decisions.md, "Totals and search of the CDN lists at size").
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { raw, type EntityName, type EntityProperty, type FilterQuery } from '@mikro-orm/core';
 import { z } from 'zod';
@@ -180,7 +180,7 @@ export async function paginate<T extends object>(
   if (options.misestimated) {
     total = await countTotal(em, entity, options.where);
     rows = total <= TOTAL_EXACT_UP_TO
-      ? await pickAmongMatches(em, entity, where, { ...columns, idField, sortField: sort.field, order, take: limit + 1, populate: options.populate })
+      ? await pickAmongMatches(em, entity, where, { ...columns, idField, sortField: sort.field, order, orderBy, take: limit + 1, populate: options.populate })
       : await walk();
   } else {
     [rows, total] = await Promise.all([walk(), countTotal(em, entity, options.where)]);
@@ -231,7 +231,7 @@ async function pickAmongMatches<T extends object>(
   em: EntityManager,
   entity: EntityName<T>,
   where: FilterQuery<T>,
-  page: KeysetColumns & { idField: string; sortField: string; order: 'asc' | 'desc'; take: number; populate?: readonly string[] },
+  page: KeysetColumns & { idField: string; sortField: string; order: 'asc' | 'desc'; orderBy: never; take: number; populate?: readonly string[] },
 ): Promise<T[]> {
   const fields = page.sortField === page.idField ? [page.idField] : [page.sortField, page.idField];
   const { sql, params } = em.createQueryBuilder(entity).select(fields as never).where(where as never).toQuery();
@@ -239,8 +239,7 @@ async function pickAmongMatches<T extends object>(
   const ids = await em.execute<{ id: unknown }[]>(
     `select ${quote(em, page.idColumn)} as id from (${sql} offset 0) as matching order by ${order} limit ${page.take}`, [...params]);
   if (!ids.length) return [];
-  const orderBy = { [page.sortField]: page.order, ...(page.sortField === page.idField ? {} : { [page.idField]: page.order }) };
-  return em.find(entity, { [page.idField]: { $in: ids.map((row) => row.id) } } as never, { orderBy: orderBy as never, populate: page.populate as never });
+  return em.find(entity, { [page.idField]: { $in: ids.map((row) => row.id) } } as never, { orderBy: page.orderBy, populate: page.populate as never });
 }
 
 const quote = (em: EntityManager, identifier: string) => em.getPlatform().quoteIdentifier(identifier);
