@@ -350,7 +350,7 @@ async function main(): Promise<void> {
       for (let i = 0; i < N; i++) http.push(await timed(() => httpOnce(target)));
       // The list's statements as it sends them (http/paging.ts): data and count at once, on two
       // connections, the count followed by the planner's estimate when more than 1,000 rows match;
-      // with `q`, one after the other in the order recorded (the count decides how the page is read).
+      // with `q`, the count first (it decides how the page is read), then the page beside the estimate.
       const estimates = statements.filter((sql) => /^explain\b/i.test(sql));
       const counts = statements.filter((sql) => /^select count\(/i.test(sql));
       const pages = statements.filter((sql) => !estimates.includes(sql) && !counts.includes(sql));
@@ -358,7 +358,10 @@ async function main(): Promise<void> {
         for (const sql of list) await raw.query(sql);
       };
       const replay = statements.some((sql) => sql.includes('search_document @@'))
-        ? () => inOrder(statements)
+        ? async () => {
+          await inOrder(counts);
+          await Promise.all([inOrder(pages), inOrder(estimates)]);
+        }
         : () => Promise.all([...pages.map((sql) => raw.query(sql)), inOrder([...counts, ...estimates])]);
       for (let i = 0; i < Math.min(WARMUP, 5); i++) await replay();
       const sql: number[] = [];
@@ -390,7 +393,7 @@ async function main(): Promise<void> {
       '',
       `Rows: ${COUNTS.endpoints.toLocaleString('en')} endpoints, ${COUNTS.origins.toLocaleString('en')} origins, ${COUNTS.routes.toLocaleString('en')} routes, `
         + `${COUNTS.cacheRules.toLocaleString('en')} cache rules, ${COUNTS.audit.toLocaleString('en')} audit entries (fill ${fillSeconds.toFixed(0)} s). `
-        + `${N} sequential requests per line after ${WARMUP} warm-up; times in ms; SQL = the list's own statements through raw pg (data and count concurrently, the count followed by the planner's estimate when over 1,000; with q in sequence). `
+        + `${N} sequential requests per line after ${WARMUP} warm-up; times in ms; SQL = the list's own statements through raw pg (data and count concurrently, the count followed by the planner's estimate when over 1,000; with q the count first, then the page beside the estimate). `
         + `${os.cpus().length} cores, load average ${load} (at the end).`,
       '',
       table,

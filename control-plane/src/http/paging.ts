@@ -178,10 +178,13 @@ export async function paginate<T extends object>(
   let rows: T[];
   let total: number;
   if (options.misestimated) {
-    total = await countTotal(em, entity, options.where);
-    rows = total <= TOTAL_EXACT_UP_TO
-      ? await pickAmongMatches(em, entity, where, { ...columns, idField, sortField: sort.field, order, orderBy, take: limit + 1, populate: options.populate })
-      : await walk();
+    const counted = await countUpTo(em, entity, options.where);
+    if (counted <= TOTAL_EXACT_UP_TO) {
+      total = counted;
+      rows = await pickAmongMatches(em, entity, where, { ...columns, idField, sortField: sort.field, order, orderBy, take: limit + 1, populate: options.populate });
+    } else {
+      [rows, total] = await Promise.all([walk(), estimateTotal(em, entity, options.where)]);
+    }
   } else {
     [rows, total] = await Promise.all([walk(), countTotal(em, entity, options.where)]);
   }
@@ -214,12 +217,25 @@ export async function paginate<T extends object>(
  * planner's estimate for the same statement (no rows read), at least TOTAL_EXACT_UP_TO + 1.
  */
 export async function countTotal<T extends object>(em: EntityManager, entity: EntityName<T>, where: FilterQuery<T>): Promise<number> {
-  const { sql, params } = em.createQueryBuilder(entity).select(raw('1')).where(where as never).toQuery();
+  const counted = await countUpTo(em, entity, where);
+  return counted <= TOTAL_EXACT_UP_TO ? counted : estimateTotal(em, entity, where);
+}
+
+const matching = <T extends object>(em: EntityManager, entity: EntityName<T>, where: FilterQuery<T>) =>
+  em.createQueryBuilder(entity).select(raw('1')).where(where as never).toQuery();
+
+/** The matching rows, counted up to TOTAL_EXACT_UP_TO + 1. */
+async function countUpTo<T extends object>(em: EntityManager, entity: EntityName<T>, where: FilterQuery<T>): Promise<number> {
+  const { sql, params } = matching(em, entity, where);
   const [{ n }] = await em.execute<{ n: number }[]>(`select count(*)::int as n from (${sql} limit ${TOTAL_EXACT_UP_TO + 1}) as matching`, [...params]);
-  if (n <= TOTAL_EXACT_UP_TO) return n;
+  return n;
+}
+
+/** The planner's estimate of the matching rows, at least TOTAL_EXACT_UP_TO + 1 (for when that many were counted). */
+async function estimateTotal<T extends object>(em: EntityManager, entity: EntityName<T>, where: FilterQuery<T>): Promise<number> {
+  const { sql, params } = matching(em, entity, where);
   const [explained] = await em.execute<{ 'QUERY PLAN': [{ Plan: { 'Plan Rows': number } }] }[]>(`explain (format json) ${sql}`, [...params]);
-  const estimate = Math.round(explained!['QUERY PLAN'][0].Plan['Plan Rows']);
-  return Math.max(TOTAL_EXACT_UP_TO + 1, estimate);
+  return Math.max(TOTAL_EXACT_UP_TO + 1, Math.round(explained!['QUERY PLAN'][0].Plan['Plan Rows']));
 }
 
 /**
