@@ -1,5 +1,5 @@
 // Cache rules (document 3 §4.4), declared through the shared child-resource operations.
-import { CacheRule, cacheRuleSearch } from './cdn.entities.ts';
+import { CacheRule } from './cdn.entities.ts';
 import {
   cacheRuleFilters, cacheRuleRecord, cacheRuleResource, createCacheRuleBody, createTopLevelCacheRuleBody, presentCacheRule, updateCacheRuleBody,
 } from './cache-rule-record.ts';
@@ -8,7 +8,7 @@ import { childRoutes } from './child-routes.ts';
 
 export const cacheRuleRoutes = childRoutes({
   noun: 'cache rule', segment: 'cache-rules', tag: 'CDN: cache rules',
-  entity: CacheRule, search: cacheRuleSearch, record: cacheRuleRecord, resource: cacheRuleResource, present: presentCacheRule,
+  entity: CacheRule, record: cacheRuleRecord, resource: cacheRuleResource, present: presentCacheRule,
   sortFields: ['created_at', 'updated_at', 'name', 'priority'],
   filters: cacheRuleFilters,
   where: (q) => (q.enabled !== undefined ? { enabled: q.enabled } : {}),

@@ -25,7 +25,6 @@ export interface ChildResource<E extends { id: string }, C, U, F extends z.ZodRa
   segment: string;
   tag: string;
   entity: EntityName<E>;
-  search: (alias: string) => string;
   record: z.ZodType;
   resource: VersionedRecord<z.ZodType>;
   present: (e: E) => any;
@@ -55,7 +54,7 @@ export function childRoutes<E extends { id: string }, C, U, F extends z.ZodRawSh
     query: topLevelQuery(r.sortFields, r.filters),
     responses: { 200: page(r.record) },
     async handler({ query, rc }) {
-      return presentPage(await listResources(rc, r.entity, r.where(query as never), query as never, r.search));
+      return presentPage(await listResources(rc, r.entity, r.where(query as never), query as never));
     },
   });
   const create = defineRoute({
@@ -75,7 +74,7 @@ export function childRoutes<E extends { id: string }, C, U, F extends z.ZodRawSh
     responses: { 200: page(r.record) },
     async handler({ params, query, rc }) {
       await findEndpoint(rc, params.id);
-      return presentPage(await listResources(rc, r.entity, { distribution: params.id }, { ...query, sort: { field: 'priority', direction: 'asc' } }, r.search));
+      return presentPage(await listResources(rc, r.entity, { distribution: params.id }, { ...query, sort: { field: 'priority', direction: 'asc' } }));
     },
   });
   const createScoped = defineRoute({

@@ -42,7 +42,7 @@ export async function findDomain(rc: RequestContext, endpointId: string, domainI
 export async function listDomains(rc: RequestContext, endpointId: string, filters: { certificate_status?: string }, page: { cursor?: string; limit: number }) {
   await findEndpoint(rc, endpointId);
   const where = { endpoint: endpointId, ...(filters.certificate_status ? { certificate_status: filters.certificate_status } : {}) };
-  return listResources(rc, CustomDomain, where, { ...page, sort: { field: 'created_at', direction: 'asc' } }, () => '');
+  return listResources(rc, CustomDomain, where, { ...page, sort: { field: 'created_at', direction: 'asc' } });
 }
 
 async function hostnameProblems(rc: RequestContext, app: CdnServices, hostname: string, endpointId: string): Promise<FieldError[]> {

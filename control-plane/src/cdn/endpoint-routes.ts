@@ -3,7 +3,7 @@
 // are one implementation each, registered under both paths.
 import { z } from 'zod';
 import { bare, empty, page, reply, type RouteDefinition } from '../http/route.ts';
-import { ENDPOINT_STATUSES, Endpoint, endpointSearch } from './cdn.entities.ts';
+import { ENDPOINT_STATUSES, Endpoint } from './cdn.entities.ts';
 import { createEndpointBody, endpointRecord, endpointResource, updateEndpointBody } from './endpoint-record.ts';
 import { createEndpoint, deleteEndpoint, findEndpoint, setEndpointEnabled, updateEndpoint } from './endpoint-service.ts';
 import { idParams, listResources, topLevelQuery } from './fields.ts';
@@ -21,7 +21,7 @@ export const listEndpointsRoute = defineRoute({
   query: topLevelQuery(['created_at', 'updated_at', 'name'], { status: z.enum(ENDPOINT_STATUSES).optional() }),
   responses: { 200: page(endpointRecord) },
   async handler({ query, rc }) {
-    return listResources(rc, Endpoint, query.status ? { status: query.status } : {}, query, endpointSearch);
+    return listResources(rc, Endpoint, query.status ? { status: query.status } : {}, query);
   },
 });
 

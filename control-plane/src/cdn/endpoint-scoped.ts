@@ -25,5 +25,5 @@ export async function listEndpointChildren<T extends object>(
   options: { cursor?: string; limit: number }, sort: { field: string; direction: 'asc' | 'desc' },
 ): Promise<{ items: T[]; meta: PageMeta }> {
   await findEndpoint(rc, endpointId);
-  return listResources(rc, entity, { ...where, endpoint: endpointId }, { ...options, sort }, () => 'true');
+  return listResources(rc, entity, { ...where, endpoint: endpointId }, { ...options, sort });
 }

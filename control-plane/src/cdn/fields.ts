@@ -7,6 +7,7 @@ import type { RequestContext } from '../core/request-context.ts';
 import { ApiError, type FieldError } from '../http/errors.ts';
 import { paginate, type PageMeta } from '../http/paging.ts';
 import { freeTextQuery, lineText, pageQuery, sortParam, uuid } from '../http/schemas.ts';
+import { SEARCH_DOCUMENT } from './cdn.entities.ts';
 
 export const TAGS_MAX = 50;
 export const nameField = () => lineText(100);
@@ -47,17 +48,19 @@ export interface ListOptions {
   q?: string;
 }
 
-/** One page of a CDN resource: filters, the full-text `q` over its search document, keyset paging. */
+/**
+ * One page of a CDN resource: filters, the full-text `q` over its stored search document
+ * (cdn.entities.ts searchDocument; only lists of tables that have one take `q`), keyset paging.
+ */
 export async function listResources<T extends object>(
   rc: RequestContext,
   entity: EntityName<T>,
   where: Record<string, unknown>,
   options: ListOptions,
-  search: (alias: string) => string,
 ): Promise<{ items: T[]; meta: PageMeta }> {
   const filter: Record<string | symbol, unknown> = { ...where };
-  if (options.q) filter[raw<symbol>((alias) => `${search(alias)} @@ websearch_to_tsquery('simple', ?)`, [options.q])] = [];
-  return paginate(rc.em, entity, { where: filter as never, limit: options.limit, cursor: options.cursor, sort: options.sort });
+  if (options.q) filter[raw<symbol>((alias) => `${alias}.${SEARCH_DOCUMENT} @@ websearch_to_tsquery('simple', ?)`, [options.q])] = [];
+  return paginate(rc.em, entity, { where: filter as never, limit: options.limit, cursor: options.cursor, sort: options.sort, misestimated: Boolean(options.q) });
 }
 
 /** The id of a reference (or null), for records that show `distribution_id`, `origin_id`. */

@@ -8,7 +8,7 @@ import { createHeaderPolicyBody, headerPolicyRecord, headerPolicyResource, updat
 import {
   createDistributionHeaderPolicy, createHeaderPolicy, deleteHeaderPolicy, distributionPolicyIds, findHeaderPolicy, updateHeaderPolicy,
 } from './header-policy-service.ts';
-import { headerPolicySearch, ResponseHeadersPolicy } from './policies.entities.ts';
+import { ResponseHeadersPolicy } from './policies.entities.ts';
 import { defineCdnRoute as defineRoute } from './services.ts';
 
 const tags = ['CDN: response headers policies'];
@@ -27,7 +27,7 @@ export const listHeaderPoliciesRoute = defineRoute({
   query: topLevelQuery(['created_at', 'updated_at', 'name'], {}),
   responses: { 200: page(headerPolicyRecord) },
   async handler({ query, rc }) {
-    return listResources(rc, ResponseHeadersPolicy, {}, query, headerPolicySearch);
+    return listResources(rc, ResponseHeadersPolicy, {}, query);
   },
 });
 
@@ -52,7 +52,7 @@ export const listDistributionHeaderPoliciesRoute = defineRoute({
   async handler({ params, query, rc }) {
     await findEndpoint(rc, params.id);
     const ids = await distributionPolicyIds(rc, params.id);
-    return listResources(rc, ResponseHeadersPolicy, { id: { $in: ids } }, { ...query, sort: { field: 'created_at', direction: 'asc' } }, headerPolicySearch);
+    return listResources(rc, ResponseHeadersPolicy, { id: { $in: ids } }, { ...query, sort: { field: 'created_at', direction: 'asc' } });
   },
 });
 

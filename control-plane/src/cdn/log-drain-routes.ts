@@ -9,7 +9,7 @@ import { createLogDrainBody, logDrainRecord, logDrainResource, updateLogDrainBod
 import {
   createLogDrain, deleteLogDrain, findLogDrain, listDistributionLogDrains, setLogDrainPaused, updateLogDrain,
 } from './log-drain-service.ts';
-import { DRAIN_STATUSES, LogDrain, logDrainSearch } from './policies.entities.ts';
+import { DRAIN_STATUSES, LogDrain } from './policies.entities.ts';
 import { defineCdnRoute as defineRoute } from './services.ts';
 import { z } from 'zod';
 
@@ -30,7 +30,7 @@ export const listLogDrainsRoute = defineRoute({
   query: topLevelQuery(['created_at', 'updated_at', 'name'], { status: z.enum(DRAIN_STATUSES).optional() }),
   responses: { 200: page(logDrainRecord) },
   async handler({ query, rc }) {
-    return listResources(rc, LogDrain, query.status ? { status: query.status } : {}, query, logDrainSearch);
+    return listResources(rc, LogDrain, query.status ? { status: query.status } : {}, query);
   },
 });
 

@@ -17,7 +17,7 @@ import {
 } from './log-drain-record.ts';
 import { normaliseOriginHost, originHostRefusal } from './origin-host.ts';
 import { MASKED_VALUE } from './origin-record.ts';
-import { LogDrain, logDrainSearch, type DestinationType } from './policies.entities.ts';
+import { LogDrain, type DestinationType } from './policies.entities.ts';
 import type { CdnServices } from './services.ts';
 import { parseWith } from '../http/validation.ts';
 
@@ -188,7 +188,7 @@ const forEveryEndpoint = () => raw<symbol>((alias) => `${alias}.endpoint_ids = '
 /** Drains that receive a distribution's logs: those naming it and those for every endpoint (empty endpoint_ids); oldest first. */
 export async function listDistributionLogDrains(rc: RequestContext, endpointId: string, options: Omit<ListOptions, 'sort'>) {
   const where = { $or: [{ [naming(endpointId)]: [] }, { [forEveryEndpoint()]: [] }] };
-  return listResources(rc, LogDrain, where, { ...options, sort: { field: 'created_at', direction: 'asc' } }, logDrainSearch);
+  return listResources(rc, LogDrain, where, { ...options, sort: { field: 'created_at', direction: 'asc' } });
 }
 
 /**

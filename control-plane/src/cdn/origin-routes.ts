@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import { bare, empty, page, reply } from '../http/route.ts';
 import { queryBoolean } from '../http/schemas.ts';
-import { HEALTH_STATUSES, Origin, originSearch } from './cdn.entities.ts';
+import { HEALTH_STATUSES, Origin } from './cdn.entities.ts';
 import { findEndpoint } from './endpoint-service.ts';
 import { distributionParams, idParams, listResources, scopedQuery, topLevelQuery } from './fields.ts';
 import { createOriginBody, createTopLevelOriginBody, originHealthRecord, originRecord, originResource, presentOrigin, updateOriginBody } from './origin-record.ts';
@@ -29,7 +29,7 @@ export const listOriginsRoute = defineRoute({
     const where: Record<string, unknown> = {};
     if (query.enabled !== undefined) where.enabled = query.enabled;
     if (query.health_status) where.health_status = query.health_status;
-    return presentPage(await listResources(rc, Origin, where, query, originSearch));
+    return presentPage(await listResources(rc, Origin, where, query));
   },
 });
 
@@ -53,7 +53,7 @@ export const listDistributionOriginsRoute = defineRoute({
   responses: { 200: page(originRecord) },
   async handler({ params, query, rc }) {
     await findEndpoint(rc, params.id);
-    return presentPage(await listResources(rc, Origin, { distribution: params.id }, { ...query, sort: { field: 'created_at', direction: 'asc' } }, originSearch));
+    return presentPage(await listResources(rc, Origin, { distribution: params.id }, { ...query, sort: { field: 'created_at', direction: 'asc' } }));
   },
 });
 

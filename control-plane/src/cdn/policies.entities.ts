@@ -4,7 +4,7 @@
 // key secrets, log drain credentials) are stored only sealed by the secret box
 // (crypto/secret-box.ts), bound to their row by the AAD.
 import { defineEntity, p } from '@mikro-orm/core';
-import { Endpoint, searchDocument, timestamps } from './cdn.entities.ts';
+import { Endpoint, searchDocumentProperty, searchIndex, timestamps } from './cdn.entities.ts';
 
 export const SIGNING_ALGORITHMS = ['HMAC-SHA256', 'HMAC-SHA512'] as const;
 export const SIGNING_KEY_STATUSES = ['active'] as const;
@@ -32,9 +32,6 @@ export interface SecurityHeaders {
 /** A retired signing secret, accepted until valid_until (the end of its grace period). */
 export interface RetiredSecret { secret_sealed: string; valid_until: string }
 
-export const headerPolicySearch = (alias?: string) => searchDocument(['description'], false, alias);
-export const logDrainSearch = (alias?: string) => searchDocument([], false, alias);
-
 export const HeaderPolicySchema = defineEntity({
   name: 'ResponseHeadersPolicy',
   tableName: 'cdn_response_headers_policy',
@@ -48,14 +45,12 @@ export const HeaderPolicySchema = defineEntity({
     custom_request_headers: p.json<HeaderEntry[]>(),
     remove_response_headers: p.json<string[]>(),
     remove_request_headers: p.json<string[]>(),
+    search_document: searchDocumentProperty(['description'], false),
     ...timestamps,
   },
   indexes: [
     { name: 'cdn_response_headers_policy_created_at_idx', properties: ['created_at', 'id'] },
-    {
-      name: 'cdn_response_headers_policy_search_idx',
-      expression: `create index cdn_response_headers_policy_search_idx on cdn_response_headers_policy using gin (${headerPolicySearch()})`,
-    },
+    searchIndex('cdn_response_headers_policy'),
   ],
 });
 export class ResponseHeadersPolicy extends HeaderPolicySchema.class {}
@@ -117,13 +112,14 @@ export const LogDrainSchema = defineEntity({
     endpoint_ids: p.json<string[]>(),
     status: p.enum(DRAIN_STATUSES),
     last_error: p.string().length(1000).nullable(),
+    search_document: searchDocumentProperty([], false),
     ...timestamps,
   },
   indexes: [
     { name: 'cdn_log_drain_created_at_idx', properties: ['created_at', 'id'] },
     { name: 'cdn_log_drain_endpoint_ids_idx', expression: 'create index cdn_log_drain_endpoint_ids_idx on cdn_log_drain using gin (endpoint_ids jsonb_path_ops)' },
     { name: 'cdn_log_drain_status_idx', properties: ['status', 'created_at', 'id'] },
-    { name: 'cdn_log_drain_search_idx', expression: `create index cdn_log_drain_search_idx on cdn_log_drain using gin (${logDrainSearch()})` },
+    searchIndex('cdn_log_drain'),
   ],
 });
 export class LogDrain extends LogDrainSchema.class {}

@@ -49,5 +49,5 @@ export async function listPurges(rc: RequestContext, distributionId: string | nu
     ...(filters.status ? { status: filters.status } : {}),
     ...(filters.type ? { purge_type: filters.type } : {}),
   };
-  return listResources(rc, PurgeRequest, where, { ...page, sort: { field: 'sequence', direction: 'desc' } }, () => '');
+  return listResources(rc, PurgeRequest, where, { ...page, sort: { field: 'sequence', direction: 'desc' } });
 }

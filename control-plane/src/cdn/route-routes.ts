@@ -1,12 +1,12 @@
 // Routes (document 3 §4.3), declared through the shared child-resource operations.
-import { CdnRoute, routeSearch } from './cdn.entities.ts';
+import { CdnRoute } from './cdn.entities.ts';
 import { childRoutes } from './child-routes.ts';
 import { createRouteBody, createTopLevelRouteBody, presentRoute, routeFilters, routeRecord, routeResource, updateRouteBody } from './route-record.ts';
 import { routeService } from './route-service.ts';
 
 export const routeRoutes = childRoutes({
   noun: 'route', segment: 'routes', tag: 'CDN: routes',
-  entity: CdnRoute, search: routeSearch, record: routeRecord, resource: routeResource, present: presentRoute,
+  entity: CdnRoute, record: routeRecord, resource: routeResource, present: presentRoute,
   sortFields: ['created_at', 'updated_at', 'name', 'priority'],
   filters: routeFilters,
   where: (q) => ({ ...(q.origin_id ? { origin: q.origin_id } : {}), ...(q.enabled !== undefined ? { enabled: q.enabled } : {}) }),

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { createWidgetTable, Widget, widgetRoutes } from '../../../test/support/widgets-fixture.ts';
+import { paginate, TOTAL_EXACT_UP_TO, type Sort } from './paging.ts';
 
 const cp = await startTestControlPlane(t, { extraEntities: [Widget], extraRoutes: widgetRoutes, env: { RATE_LIMIT_PER_MINUTE: '0' } });
 await createWidgetTable(cp.database.db);
@@ -105,4 +106,56 @@ t.test('bad paging input is refused with 400 and a field error', async (t) => {
     t.ok(res.body.errors.some((e: any) => e.field === field), `${query} names ${field}`);
     t.equal(res.body.request_id, res.headers.get('x-request-id'));
   }
+});
+
+t.test('a misestimated filter picks its page among the matching rows: the same pages, both ways', async (t) => {
+  const pages = async (sort: Sort, where: object, misestimated: boolean, limit: number) => {
+    const seen: string[][] = [];
+    let cursor: string | undefined;
+    for (;;) {
+      const page = await paginate(cp.database.db.orm.em.fork(), Widget, { where, sort, limit, cursor, misestimated });
+      seen.push(page.items.map((w) => w.id));
+      if (!page.meta.next_cursor) break;
+      cursor = page.meta.next_cursor;
+    }
+    // and back from the last page
+    const back: string[][] = [];
+    for (let prev = (await paginate(cp.database.db.orm.em.fork(), Widget, { where, sort, limit, cursor, misestimated })).meta.prev_cursor; prev;) {
+      const page = await paginate(cp.database.db.orm.em.fork(), Widget, { where, sort, limit, cursor: prev, misestimated });
+      back.unshift(page.items.map((w) => w.id));
+      prev = page.meta.prev_cursor;
+    }
+    return { seen, back };
+  };
+  for (const [sort, where] of [[{ field: 'name', direction: 'asc' }, {}], [{ field: 'size', direction: 'desc' }, { name: { $in: ['w-1', 'w-2'] } }], [{ field: 'created_at', direction: 'desc' }, { size: 2 }]] as [Sort, object][]) {
+    const plain = await pages(sort, where, false, 7);
+    const picked = await pages(sort, where, true, 7);
+    t.same(picked, plain, `${sort.direction} ${sort.field} ${JSON.stringify(where)}`);
+    t.same(picked.back, picked.seen.slice(0, -1), 'walking back gives the pages before the last');
+  }
+});
+
+// Last: it adds rows the tests above do not expect.
+t.test('meta.total is exact up to 1,000 matching rows, beyond that an estimate above 1,000; paging stays exact', async (t) => {
+  t.equal(TOTAL_EXACT_UP_TO, 1000);
+  const fork = cp.database.db.orm.em.fork();
+  for (let i = 0; i < TOTAL_EXACT_UP_TO; i++) fork.create(Widget, { name: 'bulk', size: (i % 10) + 1 } as never);
+  await fork.flush();
+  const exact = await cp.request('GET', '/v1/test/widgets?name=bulk&limit=100');
+  t.equal(exact.body.meta.total, 1000, '1,000 matching rows are counted');
+
+  fork.create(Widget, { name: 'bulk', size: 1 } as never);
+  await fork.flush();
+  const over = await cp.request('GET', '/v1/test/widgets?name=bulk&limit=100');
+  t.ok(over.body.meta.total > 1000, `1,001 matching rows: more than 1,000 (${over.body.meta.total})`);
+  t.same([over.body.meta.count, over.body.meta.has_more], [100, true]);
+  await fork.execute('analyze test_widget');
+  const estimated = (await cp.request('GET', '/v1/test/widgets?name=bulk&limit=100')).body.meta.total;
+  t.ok(estimated > 1000 && estimated <= 1251, `with statistics, the estimate is near the truth (${estimated})`);
+  t.equal((await cp.request('GET', '/v1/test/widgets?name=w-0')).body.meta.total, all.filter((w) => w.name === 'w-0').length, 'small filters stay exact');
+
+  const { seen, pages } = await walk('name=bulk&limit=100&sort=-size', 'next');
+  t.equal(seen.length, 1001, 'every matching row is reached by paging');
+  t.equal(new Set(seen.map((w) => w.id)).size, 1001, 'once each');
+  t.equal(pages, 11);
 });

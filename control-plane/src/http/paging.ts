@@ -1,8 +1,10 @@
 // Opaque cursor paging (keyset: sort value + id), `meta` exactly as document 1
 // §4.0.3 describes. The cursor is base64url JSON carrying the sort it was made
 // for, so a cursor replayed with another sort is refused rather than misread.
+// `meta.total` is exact up to TOTAL_EXACT_UP_TO matching rows and PostgreSQL's
+// estimate beyond (docs/decisions.md, "Totals and search of the CDN lists at size").
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { EntityName, EntityProperty, FilterQuery } from '@mikro-orm/core';
+import { raw, type EntityName, type EntityProperty, type FilterQuery } from '@mikro-orm/core';
 import { z } from 'zod';
 import { ApiError } from './errors.ts';
 import { isStorableDate } from './schemas.ts';
@@ -53,6 +55,12 @@ const badCursor = () => new ApiError('VALIDATION_ERROR', undefined, { errors: [{
 export interface CursorColumns {
   sort: ColumnKind;
   id: ColumnKind;
+}
+
+/** The column names of a sort field and of the id (for the keyset's row comparison). */
+interface KeysetColumns extends CursorColumns {
+  sortColumn: string;
+  idColumn: string;
 }
 
 /** A column as far as a cursor value is concerned. */
@@ -123,7 +131,24 @@ export interface PaginateOptions<T> {
   sort: Sort;
   idField?: string;
   populate?: readonly string[];
+  /**
+   * The filter is one PostgreSQL may overestimate badly — full-text `q`: a word outside the column's
+   * statistics is taken to match 0.5% of the rows — and then walk the whole sort index looking for a
+   * page of rows that are not there. With this set, the exact count comes first, and when at most
+   * TOTAL_EXACT_UP_TO rows match, the page is picked among them (read through the filter's own
+   * index, then sorted) instead; over that, rows are common enough for the walk to find a page soon.
+   */
+  misestimated?: boolean;
 }
+
+/**
+ * `meta.total` is an exact count while at most this many rows match. Beyond
+ * it, counting every row would cost time in proportion to the table (a
+ * million-entry audit log: hundreds of milliseconds a page), so total is then
+ * PostgreSQL's estimate of the matching rows, never below this + 1: a total
+ * above 1,000 reads "more than 1,000, about this many".
+ */
+export const TOTAL_EXACT_UP_TO = 1000;
 
 /** Reads one page of `entity`. Sort fields must be non-null columns. */
 export async function paginate<T extends object>(
@@ -133,31 +158,36 @@ export async function paginate<T extends object>(
 ): Promise<{ items: T[]; meta: PageMeta }> {
   const { sort, limit } = options;
   const idField = options.idField ?? 'id';
-  const position = options.cursor ? decodeCursor(options.cursor, sort, cursorColumns(em, entity as EntityName<object>, sort.field, idField)) : undefined;
+  const columns = keysetColumns(em, entity as EntityName<object>, sort.field, idField);
+  const position = options.cursor ? decodeCursor(options.cursor, sort, columns) : undefined;
   const backwards = position?.direction === 'p';
   // Walking backwards flips both the comparison and the order; the page is reversed afterwards.
   const ascending = (sort.direction === 'asc') !== backwards;
-  const op = ascending ? '$gt' : '$lt';
   const order = ascending ? 'asc' : 'desc';
 
-  // The leading bound (sort field >= / <= the cursor's value) is implied by the $or; stated, it lets
-  // PostgreSQL start an index range at the cursor instead of filtering every row before it.
+  // The keyset as one row comparison, (sort field, id) > (value, id) — the same rows as
+  // `field > value or (field = value and id > cursor id)`, but an index on (field, id) starts
+  // its range exactly at the cursor, even inside a long run of equal sort values.
   const keyset = position
-    ? {
-      [sort.field]: { [`${op}e`]: position.value },
-      $or: [{ [sort.field]: { [op]: position.value } }, { [sort.field]: position.value, [idField]: { [op]: position.id } }],
-    }
+    ? { [raw<symbol>((alias) => `(${quote(em, `${alias}.${columns.sortColumn}`)}, ${quote(em, `${alias}.${columns.idColumn}`)}) ${ascending ? '>' : '<'} (?, ?)`, [position.value, position.id])]: [] }
     : undefined;
   const where = (keyset ? { $and: [options.where, keyset] } : options.where) as never;
 
-  const [rows, total] = await Promise.all([
-    em.find(entity, where, {
-      orderBy: { [sort.field]: order, ...(sort.field === idField ? {} : { [idField]: order }) } as never,
-      limit: limit + 1,
-      populate: options.populate as never,
-    }),
-    em.count(entity, options.where as never),
-  ]);
+  const orderBy = { [sort.field]: order, ...(sort.field === idField ? {} : { [idField]: order }) } as never;
+  const walk = () => em.find(entity, where, { orderBy, limit: limit + 1, populate: options.populate as never });
+  let rows: T[];
+  let total: number;
+  if (options.misestimated) {
+    const counted = await countUpTo(em, entity, options.where);
+    if (counted <= TOTAL_EXACT_UP_TO) {
+      total = counted;
+      rows = await pickAmongMatches(em, entity, where, { ...columns, idField, sortField: sort.field, order, orderBy, take: limit + 1, populate: options.populate });
+    } else {
+      [rows, total] = await Promise.all([walk(), estimateTotal(em, entity, options.where)]);
+    }
+  } else {
+    [rows, total] = await Promise.all([walk(), countTotal(em, entity, options.where)]);
+  }
 
   const overflow = rows.length > limit;
   const items = rows.slice(0, limit);
@@ -181,10 +211,59 @@ export async function paginate<T extends object>(
   };
 }
 
-const columnsCache = new WeakMap<object, Map<string, CursorColumns>>();
+/**
+ * The rows matching `where`: counted exactly up to TOTAL_EXACT_UP_TO (a count over a
+ * `limit TOTAL_EXACT_UP_TO + 1` subquery reads at most that many rows), else the
+ * planner's estimate for the same statement (no rows read), at least TOTAL_EXACT_UP_TO + 1.
+ */
+export async function countTotal<T extends object>(em: EntityManager, entity: EntityName<T>, where: FilterQuery<T>): Promise<number> {
+  const counted = await countUpTo(em, entity, where);
+  return counted <= TOTAL_EXACT_UP_TO ? counted : estimateTotal(em, entity, where);
+}
 
-/** Column kinds of a sort field and id of an entity (from ORM metadata, cached). */
-function cursorColumns(em: EntityManager, entity: EntityName<object>, sortField: string, idField: string): CursorColumns {
+const matching = <T extends object>(em: EntityManager, entity: EntityName<T>, where: FilterQuery<T>) =>
+  em.createQueryBuilder(entity).select(raw('1')).where(where as never).toQuery();
+
+/** The matching rows, counted up to TOTAL_EXACT_UP_TO + 1. */
+async function countUpTo<T extends object>(em: EntityManager, entity: EntityName<T>, where: FilterQuery<T>): Promise<number> {
+  const { sql, params } = matching(em, entity, where);
+  const [{ n }] = await em.execute<{ n: number }[]>(`select count(*)::int as n from (${sql} limit ${TOTAL_EXACT_UP_TO + 1}) as matching`, [...params]);
+  return n;
+}
+
+/** The planner's estimate of the matching rows, at least TOTAL_EXACT_UP_TO + 1 (for when that many were counted). */
+async function estimateTotal<T extends object>(em: EntityManager, entity: EntityName<T>, where: FilterQuery<T>): Promise<number> {
+  const { sql, params } = matching(em, entity, where);
+  const [explained] = await em.execute<{ 'QUERY PLAN': [{ Plan: { 'Plan Rows': number } }] }[]>(`explain (format json) ${sql}`, [...params]);
+  return Math.max(TOTAL_EXACT_UP_TO + 1, Math.round(explained!['QUERY PLAN'][0].Plan['Plan Rows']));
+}
+
+/**
+ * The first `take` rows matching `where` in the page's order, found among the matching rows:
+ * their ids and sort keys come from a subquery fenced with `offset 0` (planned on its own, so
+ * through the filter's index, never by walking the sort order), then the entities by id.
+ */
+async function pickAmongMatches<T extends object>(
+  em: EntityManager,
+  entity: EntityName<T>,
+  where: FilterQuery<T>,
+  page: KeysetColumns & { idField: string; sortField: string; order: 'asc' | 'desc'; orderBy: never; take: number; populate?: readonly string[] },
+): Promise<T[]> {
+  const fields = page.sortField === page.idField ? [page.idField] : [page.sortField, page.idField];
+  const { sql, params } = em.createQueryBuilder(entity).select(fields as never).where(where as never).toQuery();
+  const order = [page.sortColumn, page.idColumn].filter((c, i, all) => all.indexOf(c) === i).map((c) => `${quote(em, c)} ${page.order}`).join(', ');
+  const ids = await em.execute<{ id: unknown }[]>(
+    `select ${quote(em, page.idColumn)} as id from (${sql} offset 0) as matching order by ${order} limit ${page.take}`, [...params]);
+  if (!ids.length) return [];
+  return em.find(entity, { [page.idField]: { $in: ids.map((row) => row.id) } } as never, { orderBy: page.orderBy, populate: page.populate as never });
+}
+
+const quote = (em: EntityManager, identifier: string) => em.getPlatform().quoteIdentifier(identifier);
+
+const columnsCache = new WeakMap<object, Map<string, KeysetColumns>>();
+
+/** Column kinds and names of a sort field and id of an entity (from ORM metadata, cached). */
+function keysetColumns(em: EntityManager, entity: EntityName<object>, sortField: string, idField: string): KeysetColumns {
   const meta = em.getMetadata().get(entity as never);
   let byField = columnsCache.get(meta);
   if (!byField) columnsCache.set(meta, (byField = new Map()));
@@ -195,7 +274,9 @@ function cursorColumns(em: EntityManager, entity: EntityName<object>, sortField:
       if (!found) throw new Error(`paginate: ${meta.className} has no property ${name}`);
       return found;
     };
-    columns = { sort: columnKind(property(sortField)), id: columnKind(property(idField)) };
+    const sort = property(sortField);
+    const id = property(idField);
+    columns = { sort: columnKind(sort), id: columnKind(id), sortColumn: sort.fieldNames[0]!, idColumn: id.fieldNames[0]! };
     byField.set(sortField, columns);
   }
   return columns;

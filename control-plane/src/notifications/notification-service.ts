@@ -4,7 +4,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import type { RequestContext } from '../core/request-context.ts';
 import { ApiError, notFound } from '../http/errors.ts';
-import { paginate, type PageMeta } from '../http/paging.ts';
+import { paginate, TOTAL_EXACT_UP_TO, type PageMeta } from '../http/paging.ts';
 import { Notification } from './notification.entity.ts';
 
 function callerId(rc: RequestContext): string {
@@ -33,8 +33,10 @@ export async function listNotifications(rc: RequestContext, query: NotificationL
     cursor: query.cursor,
     sort: { field: 'created_at', direction: 'desc' },
   });
-  // With unread_only the page's total is already the unread count.
-  const unread_count = query.unread_only ? page.meta.total : await rc.em.count(Notification, unread as FilterQuery<Notification>);
+  // With unread_only the page's total is the unread count while it is exact (http/paging.ts TOTAL_EXACT_UP_TO).
+  const unread_count = query.unread_only && page.meta.total <= TOTAL_EXACT_UP_TO
+    ? page.meta.total
+    : await rc.em.count(Notification, unread as FilterQuery<Notification>);
   return { ...page, unread_count };
 }
 

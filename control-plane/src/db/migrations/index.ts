@@ -19,6 +19,7 @@ import { Migration0015CdnDomains } from './0015-cdn-domains.ts';
 import { Migration0016CdnLogDrains } from './0016-cdn-log-drains.ts';
 import { Migration0018CdnListIndexes } from './0018-cdn-list-indexes.ts';
 import { Migration0019CdnAcme } from './0019-cdn-acme.ts';
+import { Migration0020CdnListSearch } from './0020-cdn-list-search.ts';
 import { Migration0021ConfigVersions } from './0021-config-versions.ts';
 import { Migration0023EdgeAgentTokens } from './0023-edge-agent-tokens.ts';
 
@@ -41,6 +42,7 @@ export const migrationsList: MigrationObject[] = [
   { name: '0016-cdn-log-drains', class: Migration0016CdnLogDrains },
   { name: '0018-cdn-list-indexes', class: Migration0018CdnListIndexes },
   { name: '0019-cdn-acme', class: Migration0019CdnAcme },
+  { name: '0020-cdn-list-search', class: Migration0020CdnListSearch },
   { name: '0021-config-versions', class: Migration0021ConfigVersions },
   { name: '0023-edge-agent-tokens', class: Migration0023EdgeAgentTokens },
 ];
