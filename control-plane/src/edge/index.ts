@@ -3,16 +3,20 @@
 // agents authenticate with, the edge nodes, and the gRPC control channel that
 // pushes configuration, purges and prefetch jobs to the agents and records
 // their acknowledgements (DESIGN.md §7). It builds on the CDN capability.
-import type { CoreServices } from '../core/services.ts';
+import { startChannel } from './channel-server.ts';
+import { edgeChannelEntities } from './nodes-entity.ts';
+import { edgeNodeRoutes } from './nodes-routes.ts';
+import type { EdgeServices } from './services.ts';
 
 export type { EdgeServices } from './services.ts';
 
 export const edge = {
   name: 'edge',
-  entities: [],
-  routes: [],
+  entities: [...edgeChannelEntities],
+  routes: [...edgeNodeRoutes],
   jobs: [],
-  async start(_services: CoreServices) {
-    return {};
+  async start(services: EdgeServices) {
+    const channel = await startChannel(services);
+    return { services: { ...channel.services }, close: channel.close };
   },
 };

@@ -19,6 +19,7 @@ import { Migration0015CdnDomains } from './0015-cdn-domains.ts';
 import { Migration0016CdnLogDrains } from './0016-cdn-log-drains.ts';
 import { Migration0018CdnListIndexes } from './0018-cdn-list-indexes.ts';
 import { Migration0019CdnAcme } from './0019-cdn-acme.ts';
+import { Migration0022EdgeChannel } from './0022-edge-channel.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -39,4 +40,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0016-cdn-log-drains', class: Migration0016CdnLogDrains },
   { name: '0018-cdn-list-indexes', class: Migration0018CdnListIndexes },
   { name: '0019-cdn-acme', class: Migration0019CdnAcme },
+  { name: '0022-edge-channel', class: Migration0022EdgeChannel },
 ];
