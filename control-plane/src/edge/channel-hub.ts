@@ -487,14 +487,11 @@ export class ChannelHub {
     const draining = heartbeat.status === 'draining';
     const changed = draining !== stream.draining;
     stream.draining = draining;
-    const config = safeNumber(heartbeat.configVersion);
     const purges = safeNumber(heartbeat.purgeSequence);
-    const highestSent = Math.max(stream.config.applied, stream.config.inflight?.version ?? 0);
+    // The applied configuration version comes from acks alone (as in xDS); the heartbeat's copy is informational.
     this.#writer.node(stream, {
       last_seen_at: now,
       status: draining ? 'draining' : 'online',
-      // What the agent reports it serves, as far as it is something it was sent.
-      config_version: config !== null && config > 0 && config <= highestSent ? config : null,
       purge_sequence: purges !== null && purges <= stream.purge.pushed ? purges : null,
       cache_objects: safeNumber(heartbeat.cacheObjects) ?? Number.MAX_SAFE_INTEGER,
       cache_bytes: safeNumber(heartbeat.cacheBytes) ?? Number.MAX_SAFE_INTEGER,

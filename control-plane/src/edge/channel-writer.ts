@@ -82,13 +82,12 @@ export class ChannelWriter {
     this.#hooks = options.hooks;
   }
 
-  /** Merges a change of the node behind `stream` into the next flush (later values win; sequences and versions only grow). */
+  /** Merges a change of the node behind `stream` into the next flush (later values win; purge sequences and refused versions only grow). */
   node(stream: AgentStream, change: Omit<NodeChange, 'id' | 'connected_at'>, urgent: boolean): void {
     const key = `${stream.nodeId}@${stream.connectedAt.getTime()}`;
     const current = this.#nodes.get(key) ?? { id: stream.nodeId, connected_at: stream.connectedAt };
     const grow = (a: number | null | undefined, b: number | null | undefined) => (b == null ? a : a == null ? b : Math.max(a, b));
     const next: NodeChange = { ...current, ...withoutUndefined(change) };
-    next.config_version = grow(current.config_version, change.config_version);
     next.failed_config_version = grow(current.failed_config_version, change.failed_config_version);
     next.purge_sequence = grow(current.purge_sequence, change.purge_sequence);
     if (change.clear_error) next.config_error = null;
@@ -211,7 +210,7 @@ export class ChannelWriter {
       `update cdn_edge_node n set
          last_seen_at = coalesce(x.last_seen_at, n.last_seen_at),
          status = coalesce(x.status, n.status),
-         config_version = greatest(n.config_version, x.config_version),
+         config_version = coalesce(x.config_version, n.config_version),
          failed_config_version = greatest(n.failed_config_version, x.failed_config_version),
          config_error = case when x.clear_error then null when x.config_error is not null then x.config_error else n.config_error end,
          purge_sequence = greatest(n.purge_sequence, x.purge_sequence),
