@@ -174,6 +174,17 @@ export class TestAgent {
     this.send({ case: 'ack', value: { kind: AckKind.PURGE, id: purge.purgeId, version: purge.sequence, nonce: purge.nonce, ok, error } });
   }
 
+  ackPrefetch(job: PrefetchJob, result: { ok?: boolean; error?: string; fetched?: number; failed?: number; failedUrls?: { url: string; reason: string }[] } = {}): void {
+    this.send({
+      case: 'ack',
+      value: {
+        kind: AckKind.PREFETCH, id: job.jobId, nonce: job.nonce, ok: result.ok ?? true, error: result.error ?? '',
+        fetched: result.fetched ?? job.urls.length - (result.failedUrls?.length ?? 0), failed: result.failed ?? result.failedUrls?.length ?? 0,
+        failedUrls: result.failedUrls ?? [],
+      },
+    });
+  }
+
   heartbeat(value: MessageInitShape<typeof HeartbeatSchema>): void {
     this.send({ case: 'heartbeat', value });
   }
