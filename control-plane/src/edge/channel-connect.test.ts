@@ -5,12 +5,19 @@
 // its heartbeats stop, draining, token revocation, grpc.health.v1 and
 // readiness.
 import { randomUUID } from 'node:crypto';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { create } from '@bufbuild/protobuf';
 import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { RELAXED_LIMITS, query } from '../../../test/support/auth.ts';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { eventually } from '../../../test/support/eventually.ts';
 import { TestAgent, TestConfigSource, announceConfig, connectAgent, endpointResource, testTokens } from '../../../test/support/edge-channel.ts';
+import { makeCa, makeLeaf } from '../../../test/support/certificates.ts';
+import { ConnectRequestSchema, type ConnectResponse } from '../../../shared/gen/edge/v1/control_pb.ts';
+import { edgeControlService } from '../../../shared/src/proto/edge-control.ts';
 import { AGENT_TOKEN_REVOKED_CHANNEL } from './contracts.ts';
 
 const TOKEN_ID = randomUUID();
@@ -151,4 +158,39 @@ t.test('grpc.health.v1 answers SERVING; readiness reports edge_config ok', async
   const ready = await cp.request('GET', '/v1/cdn/health/ready');
   t.equal(ready.status, 200);
   t.same(ready.body.components.edge_config, { status: 'ok', latency_ms: null });
+});
+
+t.test('TLS: with GRPC_TLS_CERT_FILE and GRPC_TLS_KEY_FILE the channel speaks TLS only', async (t) => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'grpc-tls-'));
+  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  const ca = await makeCa('Channel test CA');
+  const leaf = await makeLeaf(ca, ['localhost']);
+  await fs.writeFile(path.join(dir, 'cert.pem'), leaf.certPem);
+  await fs.writeFile(path.join(dir, 'key.pem'), leaf.keyPem);
+  const secure = await startTestControlPlane(t, {
+    env: { GRPC_TLS_CERT_FILE: path.join(dir, 'cert.pem'), GRPC_TLS_KEY_FILE: path.join(dir, 'key.pem') },
+    services: { edgeConfig: new TestConfigSource(), edgeAgentTokens: testTokens({ agt_good: TOKEN_ID }) },
+  });
+  t.equal(secure.app.edgeChannel!.tls, true);
+  const address = `127.0.0.1:${secure.app.edgeChannel!.port}`;
+  const client = new grpc.Client(address, grpc.credentials.createSsl(Buffer.from(ca.pem)), { 'grpc.ssl_target_name_override': 'localhost', 'grpc.use_local_subchannel_pool': 1 });
+  t.teardown(() => client.close());
+  const metadata = new grpc.Metadata();
+  metadata.set('authorization', 'Bearer agt_good');
+  const { path: method, requestSerialize, responseDeserialize } = edgeControlService.connect;
+  const call = client.makeBidiStreamRequest(method, requestSerialize as (v: unknown) => Buffer, responseDeserialize, metadata);
+  const welcome = new Promise<string | undefined>((resolve, reject) => {
+    call.on('data', (m: ConnectResponse) => resolve(m.message.case));
+    call.on('error', reject);
+  });
+  const nodeId = randomUUID();
+  call.write(create(ConnectRequestSchema, { message: { case: 'hello', value: { nodeId, hostname: 'edge-tls', region: 'eu-west' } } }));
+  t.equal(await welcome, 'welcome', 'Welcome over TLS');
+  call.cancel();
+
+  const plain = new TestAgent(secure.app.edgeChannel!.port, 'agt_good');
+  agents.push(plain);
+  plain.hello();
+  const status = await plain.status;
+  t.equal(status.code, grpc.status.UNAVAILABLE, 'a plaintext client gets nowhere');
 });
