@@ -203,3 +203,26 @@ export async function connectAgent(port: number, token: string, hello: HelloInit
   const welcome = await agent.next('welcome');
   return { agent, welcome };
 }
+
+interface Teardown { teardown(fn: () => unknown): void }
+
+/** Connects agents to one channel with one token; every agent is closed at the end of the test. */
+export function agentConnector(t: Teardown, port: number, token: string) {
+  const agents: TestAgent[] = [];
+  t.teardown(() => agents.forEach((agent) => agent.close()));
+  return {
+    agents,
+    /** Connects, says Hello, waits for Welcome. */
+    async connect(hello: HelloInit = {}) {
+      const connected = await connectAgent(port, token, hello);
+      agents.push(connected.agent);
+      return connected;
+    },
+    /** An agent that has not said anything yet (another token, or none). */
+    raw(otherToken: string | null = token) {
+      const agent = new TestAgent(port, otherToken);
+      agents.push(agent);
+      return agent;
+    },
+  };
+}

@@ -11,7 +11,7 @@ import { cdnCallers, makeEndpoint } from '../../../test/support/cdn.ts';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { eventually } from '../../../test/support/eventually.ts';
 import {
-  TestConfigSource, announceConfig, connectAgent, endpointResource, policyResource, testTokens, type TestAgent,
+  TestConfigSource, agentConnector, announceConfig, endpointResource, policyResource, testTokens, type TestAgent,
 } from '../../../test/support/edge-channel.ts';
 import type { ConfigUpdate } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { BASE_MISMATCH_PREFIX } from './channel-config.ts';
@@ -23,13 +23,7 @@ const cp = await startTestControlPlane(t, {
 });
 const port = cp.app.edgeChannel!.port;
 await cp.app.edgeChannel!.hub.subscribed;
-const agents: TestAgent[] = [];
-t.teardown(() => agents.forEach((a) => a.close()));
-const connect = async (hello: Parameters<typeof connectAgent>[2]) => {
-  const connected = await connectAgent(port, 'agt_good', hello);
-  agents.push(connected.agent);
-  return connected;
-};
+const { connect } = agentConnector(t, port, 'agt_good');
 const node = async (id: string) => (await query<Record<string, any>>(cp, `select * from cdn_edge_node where id = ?`, [id]))[0]!;
 const endpointStatus = async (id: string) => (await query<{ status: string }>(cp, `select status from cdn_endpoint where id = ?`, [id]))[0]!.status;
 const keys = (update: ConfigUpdate) => update.resources.map((r) => r.key).sort();
@@ -85,9 +79,10 @@ t.test('a node with nothing gets the whole configuration; its ack records the ap
 t.test('a publish sends only what changed since the acknowledged version; agents on one base share one encoding; endpoints wait for every node', async (t) => {
   ({ agent: b } = await connect({ hostname: 'edge-b', configVersion: 1 }));
   t.same(b.kinds(), ['welcome'], 'a node on the active version gets nothing');
-  await query(cp, `update cdn_endpoint set status = 'deploying' where id = ?`, [e1]);
   const callsBefore = source.bodyCalls;
   const v2 = await publish([endpointResource(e1, 2), endpointResource(e2), policyResource(p2)]);
+  // As the configuration side does when a publish changes an endpoint (after it: before, v1 would already cover it).
+  await query(cp, `update cdn_endpoint set status = 'deploying' where id = ?`, [e1]);
   const [toA, toB] = await Promise.all([a.next('configUpdate'), b.next('configUpdate')]);
   for (const delta of [toA, toB]) {
     t.match(delta, { version: 2n, full: false, baseVersion: 1n, removed: [`response_headers_policy/${p1}`], digest: v2.digest, resourceCount: 3 });
@@ -141,7 +136,6 @@ t.test('a nack is recorded, counted as failed, and that version is never sent to
 
 t.test('base_mismatch: answered once with a full push of the version; a full push refused again is recorded', async (t) => {
   const { agent: c } = await connect({ hostname: 'edge-c', configVersion: 2 });
-  agents.push(c);
   const delta = await c.next('configUpdate');
   t.match(delta, { version: 4n, full: false, baseVersion: 2n });
   c.ackConfig(delta, false, `${BASE_MISMATCH_PREFIX} digest differs after applying`);

@@ -14,7 +14,7 @@ import t from 'tap';
 import { RELAXED_LIMITS, query } from '../../../test/support/auth.ts';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { eventually } from '../../../test/support/eventually.ts';
-import { TestAgent, TestConfigSource, announceConfig, connectAgent, endpointResource, testTokens } from '../../../test/support/edge-channel.ts';
+import { TestConfigSource, agentConnector, announceConfig, endpointResource, testTokens, type TestAgent } from '../../../test/support/edge-channel.ts';
 import { makeCa, makeLeaf } from '../../../test/support/certificates.ts';
 import { ConnectRequestSchema, type ConnectResponse } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { edgeControlService } from '../../../shared/src/proto/edge-control.ts';
@@ -29,20 +29,15 @@ const cp = await startTestControlPlane(t, {
 });
 const port = cp.app.edgeChannel!.port;
 await cp.app.edgeChannel!.hub.subscribed;
-const agents: TestAgent[] = [];
-t.teardown(() => agents.forEach((a) => a.close()));
-const connect = async (...args: Parameters<typeof connectAgent> extends [number, ...infer R] ? R : never) => {
-  const connected = await connectAgent(port, ...args);
-  agents.push(connected.agent);
-  return connected;
-};
+const good = agentConnector(t, port, 'agt_good');
+const other = agentConnector(t, port, 'agt_other');
+const connect = good.connect;
 const node = async (id: string) => (await query<Record<string, any>>(cp, `select * from cdn_edge_node where id = ?`, [id]))[0];
 const nodeCount = async () => (await query<{ n: number }>(cp, `select count(*)::int as n from cdn_edge_node`))[0]!.n;
 
 t.test('a stream without a valid agent token is refused with UNAUTHENTICATED and registers nothing', async (t) => {
   for (const token of [null, 'agt_wrong', '']) {
-    const agent = new TestAgent(port, token);
-    agents.push(agent);
+    const agent = good.raw(token);
     agent.hello();
     const status = await agent.status;
     t.equal(status.code, grpc.status.UNAUTHENTICATED, `token ${JSON.stringify(token)}`);
@@ -61,8 +56,7 @@ t.test('the first message must be a valid Hello: INVALID_ARGUMENT otherwise, not
     ['region too long', (a) => a.hello({ region: 'r'.repeat(65) }), /region/],
   ];
   for (const [what, send, details] of cases) {
-    const agent = new TestAgent(port, 'agt_good');
-    agents.push(agent);
+    const agent = good.raw();
     send(agent);
     const status = await agent.status;
     t.equal(status.code, grpc.status.INVALID_ARGUMENT, what);
@@ -74,7 +68,7 @@ t.test('the first message must be a valid Hello: INVALID_ARGUMENT otherwise, not
 t.test('Hello registers the node online and Welcome carries the intervals, the latest purge sequence and the active version', async (t) => {
   const published = source.publish([endpointResource(randomUUID())]);
   await announceConfig(cp.app.store, published);
-  const { agent, welcome } = await connect('agt_good', { hostname: 'edge-a.example.net', region: 'eu-west', agentVersion: '2.3.4', configVersion: published.version });
+  const { agent, welcome } = await connect({ hostname: 'edge-a.example.net', region: 'eu-west', agentVersion: '2.3.4', configVersion: published.version });
   t.equal(welcome.nodeId, agent.nodeId);
   t.equal(welcome.heartbeatIntervalMs, 1000);
   t.equal(welcome.trafficReportIntervalMs, 60000);
@@ -90,9 +84,9 @@ t.test('Hello registers the node online and Welcome carries the intervals, the l
 });
 
 t.test('a second stream of the same node replaces the first (ABORTED); the node stays online', async (t) => {
-  const { agent: first } = await connect('agt_good');
+  const { agent: first } = await connect();
   const before = await node(first.nodeId);
-  const { agent: second } = await connect('agt_good', { nodeId: first.nodeId });
+  const { agent: second } = await connect({ nodeId: first.nodeId });
   const status = await first.status;
   t.equal(status.code, grpc.status.ABORTED);
   t.match(status.details, /replaced by a newer stream/);
@@ -104,14 +98,14 @@ t.test('a second stream of the same node replaces the first (ABORTED); the node 
 });
 
 t.test('the node goes offline as soon as its stream ends', async (t) => {
-  const { agent } = await connect('agt_good');
+  const { agent } = await connect();
   t.equal((await node(agent.nodeId))!.status, 'online');
   agent.close();
   await eventually(async () => (await node(agent.nodeId))!.status === 'offline', 'node offline after the stream ended');
 });
 
 t.test('heartbeats: last_seen_at, draining, cache size; a draining node that comes back is online', async (t) => {
-  const { agent } = await connect('agt_good');
+  const { agent } = await connect();
   const registered = await node(agent.nodeId);
   agent.heartbeat({ status: 'draining', cacheObjects: 12n, cacheBytes: 3456n });
   await eventually(async () => (await node(agent.nodeId))!.status === 'draining', 'draining');
@@ -124,7 +118,7 @@ t.test('heartbeats: last_seen_at, draining, cache size; a draining node that com
 });
 
 t.test('a node whose heartbeats stop is marked offline by the sweep (any replica), and online again at its next heartbeat', async (t) => {
-  const { agent } = await connect('agt_good');
+  const { agent } = await connect();
   await query(cp, `update cdn_edge_node set last_seen_at = now() - interval '1 hour' where id = ?`, [agent.nodeId]);
   const swept = await cp.app.edgeChannel!.hub.sweep();
   t.ok(swept.includes(agent.nodeId));
@@ -134,8 +128,8 @@ t.test('a node whose heartbeats stop is marked offline by the sweep (any replica
 });
 
 t.test('revoking an agent token closes that token\'s streams at once (UNAUTHENTICATED), not the others', async (t) => {
-  const { agent: revoked } = await connect('agt_other');
-  const { agent: kept } = await connect('agt_good');
+  const { agent: revoked } = await other.connect();
+  const { agent: kept } = await connect();
   await cp.app.store.publish(AGENT_TOKEN_REVOKED_CHANNEL, JSON.stringify({ id: OTHER_TOKEN_ID }));
   const status = await revoked.status;
   t.equal(status.code, grpc.status.UNAUTHENTICATED);
@@ -188,8 +182,7 @@ t.test('TLS: with GRPC_TLS_CERT_FILE and GRPC_TLS_KEY_FILE the channel speaks TL
   t.equal(await welcome, 'welcome', 'Welcome over TLS');
   call.cancel();
 
-  const plain = new TestAgent(secure.app.edgeChannel!.port, 'agt_good');
-  agents.push(plain);
+  const plain = agentConnector(t, secure.app.edgeChannel!.port, 'agt_good').raw();
   plain.hello();
   const status = await plain.status;
   t.equal(status.code, grpc.status.UNAVAILABLE, 'a plaintext client gets nowhere');

@@ -19,7 +19,7 @@ import {
 } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { encodeResponse } from '../../../shared/src/proto/edge-control.ts';
 import { PREFETCH_SUBMITTED_CHANNEL, PURGE_SUBMITTED_CHANNEL } from '../cdn/announcements.ts';
-import { HEALTH_STATUSES } from '../cdn/cdn.entities.ts';
+import { HEALTH_STATUSES, type HealthStatus } from '../cdn/cdn.entities.ts';
 import { HOUR, SECOND } from '../core/clock.ts';
 import { withTimeout } from '../core/timeout.ts';
 import { isStorableDate } from '../http/schemas.ts';
@@ -459,8 +459,8 @@ export class ChannelHub {
       case AckKind.PURGE: {
         // Only for a purge this stream was sent (its sequence); the purge id is checked against it when stored.
         if (!UUID.test(ack.id) || version <= 0 || version > stream.purge.pushed) return;
-        this.#writer.purgeAck({ purge_id: ack.id.toLowerCase(), sequence: version, node_id: stream.nodeId, ok: ack.ok, error: ack.ok ? null : agentText(ack.error) || 'failed', acked_at: this.#now });
-        if (ack.ok) this.#writer.node(stream, { purge_sequence: version }, true);
+        // Stored with the node's purge_sequence in one statement per flush.
+        this.#writer.purgeAck({ purge_id: ack.id.toLowerCase(), sequence: version, node_id: stream.nodeId, ok: ack.ok, error: ack.ok ? null : agentText(ack.error) || 'failed' });
         return;
       }
       case AckKind.PREFETCH: {
@@ -501,7 +501,7 @@ export class ChannelHub {
       this.#writer.originProbe({
         origin_id: probe.originId.toLowerCase(),
         node_id: stream.nodeId,
-        status: (HEALTH_STATUSES as readonly string[]).includes(probe.status) ? probe.status : 'unknown',
+        status: (HEALTH_STATUSES as readonly string[]).includes(probe.status) ? probe.status as HealthStatus : 'unknown',
         latency_ms: Math.min(probe.latencyMs, 2_147_483_647),
         last_success_at: msDate(probe.lastSuccessAtMs),
         last_failure_at: msDate(probe.lastFailureAtMs),

@@ -9,7 +9,7 @@ import { RELAXED_LIMITS, query } from '../../../test/support/auth.ts';
 import { caller, cdnCallers, makeOrigin } from '../../../test/support/cdn.ts';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { eventually } from '../../../test/support/eventually.ts';
-import { TestConfigSource, announceConfig, connectAgent, endpointResource, testTokens, type TestAgent } from '../../../test/support/edge-channel.ts';
+import { TestConfigSource, agentConnector, announceConfig, endpointResource, testTokens, type TestAgent } from '../../../test/support/edge-channel.ts';
 
 const source = new TestConfigSource();
 const cp = await startTestControlPlane(t, {
@@ -20,13 +20,7 @@ const port = cp.app.edgeChannel!.port;
 await cp.app.edgeChannel!.hub.subscribed;
 const send = caller(cp);
 const { admin, viewer, subscriber } = await cdnCallers(cp);
-const agents: TestAgent[] = [];
-t.teardown(() => agents.forEach((a) => a.close()));
-const connect = async (hello: Parameters<typeof connectAgent>[2] = {}) => {
-  const connected = await connectAgent(port, 'agt_good', hello);
-  agents.push(connected.agent);
-  return connected;
-};
+const { connect } = agentConnector(t, port, 'agt_good');
 const nodeStatus = async (id: string) => (await query<{ status: string }>(cp, `select status from cdn_edge_node where id = ?`, [id]))[0]!.status;
 
 t.test('origin health: the worst case over the nodes online now, on the health route and the origin record', async (t) => {

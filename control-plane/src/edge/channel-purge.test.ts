@@ -12,7 +12,7 @@ import { RELAXED_LIMITS, query } from '../../../test/support/auth.ts';
 import { caller, cdnCallers, makeEndpoint } from '../../../test/support/cdn.ts';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { eventually } from '../../../test/support/eventually.ts';
-import { TestConfigSource, announceConfig, connectAgent, endpointResource, testTokens, type TestAgent } from '../../../test/support/edge-channel.ts';
+import { TestConfigSource, agentConnector, announceConfig, endpointResource, testTokens, type TestAgent } from '../../../test/support/edge-channel.ts';
 import { PurgeType, type Purge } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { PURGE_SUBMITTED_CHANNEL } from '../cdn/announcements.ts';
 import { PURGE_PAGE } from './channel-purges.ts';
@@ -29,13 +29,7 @@ await hub.subscribed;
 const send = caller(cp);
 const { admin, operator } = await cdnCallers(cp);
 const { endpoint } = await makeEndpoint(cp, admin);
-const agents: TestAgent[] = [];
-t.teardown(() => agents.forEach((a) => a.close()));
-const connect = async (hello: Parameters<typeof connectAgent>[2] = {}) => {
-  const connected = await connectAgent(port, 'agt_good', hello);
-  agents.push(connected.agent);
-  return connected;
-};
+const { connect } = agentConnector(t, port, 'agt_good');
 const purgeRow = async (id: string) => (await query<Record<string, any>>(cp, `select * from cdn_purge_request where id = ?`, [id]))[0]!;
 const submit = async (body: Record<string, unknown> = { purge_type: 'path', paths: ['/videos/a.mp4'] }) => {
   const res = await send(operator, 'POST', `/v1/cdn/endpoints/${endpoint.id}/purge`, body);

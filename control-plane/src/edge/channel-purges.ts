@@ -14,7 +14,7 @@ import { create } from '@bufbuild/protobuf';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ConnectResponseSchema, PurgeType } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { encodeResponse } from '../../../shared/src/proto/edge-control.ts';
-import { idList, ids, recordset } from '../db/bulk.ts';
+import { idList, ids } from '../db/bulk.ts';
 import { ONLINE } from './nodes-service.ts';
 
 export interface PurgeRow {
@@ -182,23 +182,49 @@ export interface PurgeAckRow {
   node_id: string;
   ok: boolean;
   error: string | null;
-  acked_at: Date;
 }
 
-/** Stores acknowledgements (one statement; a purge that no longer exists, or a wrong sequence, is skipped); returns the purges they touched. */
-export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAckRow[]): Promise<string[]> {
+/**
+ * Stores acknowledgements and moves the nodes' purge_sequence to the highest purge they applied, in one
+ * statement; a purge that no longer exists (or a sequence that is not its own) is skipped. The rows travel
+ * grouped by purge ({p, s, ok: [node ids], failed: [{n, e}]}): a thousand acks of one purge are about
+ * 40 KB of parameter instead of 150. Returns the purges touched.
+ */
+export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAckRow[], now: Date): Promise<string[]> {
   if (!acks.length) return [];
+  const byPurge = new Map<string, { p: string; s: number; ok: string[]; failed: { n: string; e: string | null }[] }>();
+  for (const ack of acks) {
+    let group = byPurge.get(ack.purge_id);
+    if (!group) byPurge.set(ack.purge_id, (group = { p: ack.purge_id, s: ack.sequence, ok: [], failed: [] }));
+    if (ack.ok) group.ok.push(ack.node_id);
+    else group.failed.push({ n: ack.node_id, e: ack.error });
+  }
   const rows = await em.execute<{ purge_id: string }[]>(
-    `insert into cdn_purge_ack (purge_id, node_id, ok, error, acked_at)
-     select x.purge_id, x.node_id, x.ok, x.error, x.acked_at
-     from ${recordset({ purge_id: 'uuid', sequence: 'bigint', node_id: 'uuid', ok: 'boolean', error: 'text', acked_at: 'timestamptz' })}
-     join cdn_purge_request p on p.id = x.purge_id and p.sequence = x.sequence
-     join cdn_edge_node n on n.id = x.node_id
-     on conflict (purge_id, node_id) do update set ok = excluded.ok, error = excluded.error, acked_at = excluded.acked_at
-     returning purge_id`,
-    [JSON.stringify(acks)],
+    `with g as (select jsonb_array_elements(?::jsonb) as j),
+     x as (
+       select (g.j->>'p')::uuid as purge_id, (g.j->>'s')::bigint as sequence, n.id::uuid as node_id, true as ok, null::text as error
+       from g cross join lateral jsonb_array_elements_text(g.j->'ok') as n(id)
+       union all
+       select (g.j->>'p')::uuid, (g.j->>'s')::bigint, (f->>'n')::uuid, false, f->>'e'
+       from g cross join lateral jsonb_array_elements(g.j->'failed') as f
+     ),
+     stored as (
+       insert into cdn_purge_ack (purge_id, node_id, ok, error, acked_at)
+       select x.purge_id, x.node_id, x.ok, x.error, ? from x
+       join cdn_purge_request p on p.id = x.purge_id and p.sequence = x.sequence
+       join cdn_edge_node n on n.id = x.node_id
+       on conflict (purge_id, node_id) do update set ok = excluded.ok, error = excluded.error, acked_at = excluded.acked_at
+       returning purge_id
+     ),
+     applied as (
+       update cdn_edge_node n set purge_sequence = m.s, updated_at = ?
+       from (select node_id, max(sequence) as s from x where ok group by node_id) m
+       where n.id = m.node_id and n.purge_sequence < m.s
+     )
+     select distinct purge_id from stored`,
+    [JSON.stringify([...byPurge.values()]), now, now],
   );
-  return [...new Set(rows.map((r) => r.purge_id))];
+  return rows.map((r) => r.purge_id);
 }
 
 /**

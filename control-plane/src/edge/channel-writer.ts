@@ -1,7 +1,7 @@
 // The control channel's writes to PostgreSQL, coalesced: acknowledgements,
 // heartbeats and origin probes are buffered in memory and written in a few
 // set-based statements per flush, whatever the number of agents (issue 12:
-// purge to 1,000 agents all acked under 150 ms). Acks are flushed a few
+// purge to 1,000 agents all acked under 150 ms). Acks are flushed 5
 // milliseconds after the first one arrives (a flush in progress collects the
 // next batch meanwhile); heartbeats and origin probes wait up to a second
 // (each node's latest overwrites its earlier ones, so a node costs at most one
@@ -10,6 +10,7 @@
 // connected_at and replica): a node that reconnected meanwhile is left alone.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
+import type { OriginHealthReading } from '../cdn/services.ts';
 import type { Clock } from '../core/clock.ts';
 import { recordset } from '../db/bulk.ts';
 import { evaluatePrefetchJobs, openJobsOf, recordPrefetchAnswers, type PrefetchAnswer } from './channel-prefetch.ts';
@@ -19,7 +20,7 @@ import type { EdgeNodeStatus } from './nodes-entity.ts';
 import { originsReportedBy, refreshOriginStatus } from './nodes-service.ts';
 
 /** Delay between the first buffered acknowledgement and the flush that writes it. */
-export const ACK_FLUSH_DELAY_MS = 3;
+export const ACK_FLUSH_DELAY_MS = 5;
 /** Delay before heartbeats and origin probes are written. */
 export const HEARTBEAT_FLUSH_DELAY_MS = 1_000;
 
@@ -37,16 +38,10 @@ export interface NodeChange {
   cache_bytes?: number | null;
 }
 
-export interface OriginProbe {
+/** One node's latest probe of one origin. */
+export interface OriginProbe extends OriginHealthReading {
   origin_id: string;
   node_id: string;
-  status: string;
-  latency_ms: number | null;
-  last_success_at: Date | null;
-  last_failure_at: Date | null;
-  failure_reason: string | null;
-  consecutive_failures: number;
-  checked_at: Date | null;
 }
 
 export interface FlushHooks {
@@ -178,7 +173,7 @@ export class ChannelWriter {
     const now = this.#clock.now();
     try {
       if (nodes.length) await this.#writeNodes(em, nodes, now);
-      if (purgeAcks.length) await evaluatePurges(em, await recordPurgeAcks(em, purgeAcks), now);
+      if (purgeAcks.length) await evaluatePurges(em, await recordPurgeAcks(em, purgeAcks, now), now);
       if (prefetch.length) await evaluatePrefetchJobs(em, await recordPrefetchAnswers(em, prefetch), now);
       if (probes.length) await this.#writeProbes(em, probes);
       if (fleetChanged) {

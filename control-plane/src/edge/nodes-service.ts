@@ -56,13 +56,15 @@ export async function propagation(em: EntityManager, versionNumber: number): Pro
  * propagation_completed_at is set (once). Returns the number of endpoints moved.
  */
 export async function reconcileDeployments(em: EntityManager, source: ConfigSource, now: Date): Promise<{ activated: number; completedVersion: number | null }> {
+  const [fleet] = await em.execute<{ n: number; min_applied: string | null }[]>(`select count(*)::int as n, min(config_version)::text as min_applied from cdn_edge_node where ${ONLINE}`);
+  // The deploying endpoints are read before the active version: an endpoint marked deploying by a publish
+  // is then judged against that publish's version (or a later one), never against the one before it.
+  const deploying = fleet && fleet.n > 0 ? await em.execute<{ id: string }[]>(`select id from cdn_endpoint where status = 'deploying'`) : [];
   const active = await source.active();
   if (!active) return { activated: 0, completedVersion: null };
-  const [fleet] = await em.execute<{ n: number; min_applied: string | null }[]>(`select count(*)::int as n, min(config_version)::text as min_applied from cdn_edge_node where ${ONLINE}`);
   let activated = 0;
   if (fleet && fleet.n > 0) {
     const lowest = Number(fleet.min_applied);
-    const deploying = await em.execute<{ id: string }[]>(`select id from cdn_endpoint where status = 'deploying'`);
     const ready = deploying.filter(({ id }) => {
       const entry = active.manifest.get(`endpoint/${id}`);
       return entry !== undefined && entry.version <= lowest;
