@@ -24,7 +24,7 @@ import { HOUR, SECOND } from '../core/clock.ts';
 import { withTimeout } from '../core/timeout.ts';
 import { isStorableDate } from '../http/schemas.ts';
 import { ConfigPusher } from './channel-config.ts';
-import { evaluatePrefetchJobs, prepareDispatch } from './channel-prefetch.ts';
+import { evaluatePrefetchJobs, openJobsFor, prepareDispatch } from './channel-prefetch.ts';
 import { PurgeFeed, setPurgeTargets } from './channel-purges.ts';
 import { AgentStream, endCall, type AgentCall } from './channel-stream.ts';
 import { ChannelWriter } from './channel-writer.ts';
@@ -370,6 +370,21 @@ export class ChannelHub {
     }
     stream.live = true;
     await this.#syncPurges(stream);
+    await this.#resendPrefetch(stream);
+  }
+
+  /**
+   * The prefetch jobs still awaiting this node's answer (sent on an earlier stream, or handed out while
+   * this one was opening): sent again, so a reconnect does not leave a job waiting for an answer that
+   * no stream would accept. Fetching a URL twice is harmless.
+   */
+  async #resendPrefetch(stream: AgentStream): Promise<void> {
+    for (const job of await openJobsFor(this.#em, stream.nodeId)) {
+      if (stream.closed) return;
+      if (stream.prefetch.has(job.jobId)) continue;
+      stream.prefetch.set(job.jobId, new Set(job.urls));
+      stream.write(job.bytes);
+    }
   }
 
   /** Writes to the stream every purge after the last one it got, in order: from memory when the feed reaches back, else from the database. */

@@ -50,10 +50,23 @@ export async function prepareDispatch(em: EntityManager, source: ConfigSource | 
     );
   }
   const targets = await em.execute<{ node_id: string }[]>(`select node_id from cdn_prefetch_result where job_id = ? and state = 'sent'`, [job.id]);
-  const bytes = encodeResponse(create(ConnectResponseSchema, {
+  return { jobId: job.id, urls: job.urls, bytes: encodeJob(job), targets: new Set(targets.map((t) => t.node_id)) };
+}
+
+function encodeJob(job: { id: string; endpoint_id: string; urls: string[]; priority: string }): Uint8Array {
+  return encodeResponse(create(ConnectResponseSchema, {
     message: { case: 'prefetchJob', value: { jobId: job.id, endpointId: job.endpoint_id, urls: job.urls, priority: job.priority, nonce: randomUUID() } },
   }));
-  return { jobId: job.id, urls: job.urls, bytes, targets: new Set(targets.map((t) => t.node_id)) };
+}
+
+/** The open jobs that still await this node's answer, encoded. */
+export async function openJobsFor(em: EntityManager, nodeId: string): Promise<{ jobId: string; urls: string[]; bytes: Uint8Array }[]> {
+  const jobs = await em.execute<{ id: string; endpoint_id: string; urls: string[]; priority: string }[]>(
+    `select j.id, j.endpoint_id, j.urls, j.priority from cdn_prefetch_result r join cdn_prefetch_job j on j.id = r.job_id
+     where r.node_id = ? and r.state = 'sent' and j.status in ('pending', 'in_progress') order by j.created_at`,
+    [nodeId],
+  );
+  return jobs.map((job) => ({ jobId: job.id, urls: job.urls, bytes: encodeJob(job) }));
 }
 
 export interface PrefetchAnswer {

@@ -29,7 +29,7 @@ await hub.subscribed;
 const send = caller(cp);
 const { admin, operator } = await cdnCallers(cp);
 const { endpoint } = await makeEndpoint(cp, admin);
-const { connect } = agentConnector(t, port, 'agt_good');
+const { connect, agents } = agentConnector(t, port, 'agt_good');
 const purgeRow = async (id: string) => (await query<Record<string, any>>(cp, `select * from cdn_purge_request where id = ?`, [id]))[0]!;
 const submit = async (body: Record<string, unknown> = { purge_type: 'path', paths: ['/videos/a.mp4'] }) => {
   const res = await send(operator, 'POST', `/v1/cdn/endpoints/${endpoint.id}/purge`, body);
@@ -192,6 +192,26 @@ t.test('prefetch: sent to the online nodes holding the endpoint; counts and fail
   q.close();
   await eventually(async () => (await read(third.id)).status === 'completed', 'a node going offline no longer holds the job back');
   t.match(await read(third.id), { fetched: 1, failed: 0 });
+});
+
+t.test('prefetch: a node that reconnects before answering gets the job again, and its answer on the new stream counts', async (t) => {
+  const version = source.activeVersion;
+  const { agent: s } = await connect({ hostname: 'edge-s', configVersion: version });
+  const host = endpoint.hostname as string;
+  const job = (await send(operator, 'POST', `/v1/cdn/endpoints/${endpoint.id}/prefetch`, { urls: [`https://${host}/again.mp4`] })).body;
+  const first = await s.next('prefetchJob');
+  t.equal(first.jobId, job.id);
+  const { agent: again } = await connect({ nodeId: s.nodeId, hostname: 'edge-s', configVersion: version });
+  const resent = await again.next('prefetchJob');
+  t.equal(resent.jobId, job.id, 'the job comes again on the new stream');
+  again.ackPrefetch(resent);
+  const read = async () => (await send(operator, 'GET', `/v1/cdn/endpoints/${endpoint.id}/prefetch/${job.id}`)).body;
+  // Other nodes still online from earlier tests (edge-p) answer too.
+  for (const other of agents.filter((x) => !x.ended && x !== s && x !== again && x.received.some((m) => m.message.case === 'prefetchJob' && m.message.value.jobId === job.id))) {
+    other.ackPrefetch((await other.next('prefetchJob')));
+  }
+  await eventually(async () => (await read()).status === 'completed', 'completed');
+  t.match(await read(), { fetched: 1, failed: 0 });
 });
 
 t.test('prefetch with no node holding the endpoint waits, then fails naming why', async (t) => {
