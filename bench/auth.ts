@@ -413,7 +413,7 @@ if (args[0] === '--serve-bare') {
       return { id: caller.id, roles: caller.roles };
     },
   });
-  const config = loadConfig({ ...process.env, PORT: String(CP_PORT), HOST: '127.0.0.1', LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '0', RATE_LIMIT_IP_MULTIPLIER: '10000', NODE_ENV: 'development' });
+  const config = loadConfig({ ...process.env, PORT: String(CP_PORT), GRPC_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '0', RATE_LIMIT_IP_MULTIPLIER: '10000', NODE_ENV: 'development' });
   // The same route without authentication: the baseline that isolates what authentication costs.
   const benchPublic = defineRoute({
     method: 'get', path: '/v1/bench/public', tags: ['Bench'], access: 'public',

@@ -425,7 +425,7 @@ async function serveControlPlane(): Promise<void> {
   const { openDatabase } = await import('../control-plane/src/db/orm.ts');
   const { entities } = await import('../control-plane/src/capabilities.ts');
   const config = loadConfig({
-    ...process.env, PORT: String(CP_PORT), HOST: '127.0.0.1', LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '0', NODE_ENV: 'development', JOBS_WORKER: 'false',
+    ...process.env, PORT: String(CP_PORT), GRPC_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '0', NODE_ENV: 'development', JOBS_WORKER: 'false',
   });
   let recording: string[] | undefined;
   const db = await openDatabase({

@@ -29,7 +29,7 @@ t.test('close() lets an in-flight request finish, then refuses new connections',
 
 function run(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['control-plane/src/main.ts', ...args], { env: { ...process.env, ...env } });
+    const child = spawn(process.execPath, ['control-plane/src/main.ts', ...args], { env: { ...process.env, GRPC_PORT: '0', ...env } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c) => (stdout += c));

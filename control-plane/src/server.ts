@@ -42,6 +42,8 @@ export interface ControlPlaneOptions {
   extraJobs?: JobDefinition<any, AppServices>[];
   /** The clock (default: the system's; tests pass a ManualClock to reach expiries and due work). */
   clock?: Clock;
+  /** Services that replace the capabilities' own once they have started (tests give the edge channel an in-test ConfigSource). */
+  services?: Partial<AppServices>;
 }
 
 export interface ControlPlane {
@@ -88,6 +90,7 @@ export async function startControlPlane(config: Config, options: ControlPlaneOpt
     if (started?.close) closers.unshift(started.close);
   }
   if (!access) throw new Error('No capability provides access control');
+  if (options.services) Object.assign(app, options.services);
 
   const metrics = createHttpMetrics();
   const routes = [...capabilityRoutes, ...(options.extraRoutes ?? [])];

@@ -55,6 +55,8 @@ export async function startTestControlPlane(
     /** Embedded PGlite even when a PostgreSQL server is reachable. */
     embedded?: boolean;
     throughProxy?: boolean;
+    /** Services that replace the capabilities' own once started (e.g. an in-test ConfigSource for the edge channel). */
+    services?: Partial<AppServices>;
   } = {},
 ): Promise<TestControlPlane> {
   const services = await detectServices();
@@ -67,6 +69,7 @@ export async function startTestControlPlane(
   const config = loadConfig({
     NODE_ENV: 'test',
     PORT: '0',
+    GRPC_PORT: '0',
     HOST: '127.0.0.1',
     DATA_DIR: dataDir,
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
@@ -80,7 +83,7 @@ export async function startTestControlPlane(
   });
   const keyPrefix = `t:${randomBytes(6).toString('hex')}:`;
   const store = createStore(config.REDIS_URL, keyPrefix);
-  const cp = await startControlPlane(config, { db: database.db, store, extraRoutes: options.extraRoutes, extraJobs: options.extraJobs, clock: options.clock, log: options.log });
+  const cp = await startControlPlane(config, { db: database.db, store, extraRoutes: options.extraRoutes, extraJobs: options.extraJobs, clock: options.clock, log: options.log, services: options.services });
 
   t.teardown(async () => {
     await cp.close();

@@ -92,6 +92,8 @@ export async function runToEnd(command: string, args: string[], env: Record<stri
 export function embeddedEnv(dataDir: string, extra: Record<string, string> = {}): Record<string, string | undefined> {
   return {
     DATA_DIR: dataDir,
+    // The control channel on a free port: processes of parallel test files would collide on 8081.
+    GRPC_PORT: '0',
     DATABASE_URL: '',
     REDIS_URL: '',
     PUBLIC_URL: '',
@@ -103,7 +105,7 @@ export function embeddedEnv(dataDir: string, extra: Record<string, string> = {})
 
 /** Starts `node control-plane/src/main.ts` and waits until it listens; returns its URL. */
 export async function startControlPlaneProcess(t: Teardown, env: Record<string, string | undefined>): Promise<RunningProcess & { url: string }> {
-  const proc = startProcess(t, process.execPath, ['control-plane/src/main.ts'], { PORT: '0', HOST: '127.0.0.1', ...env });
+  const proc = startProcess(t, process.execPath, ['control-plane/src/main.ts'], { PORT: '0', GRPC_PORT: '0', HOST: '127.0.0.1', ...env });
   const listening = await proc.waitForLine(/"url":"(http:\/\/[^"]+)".*"msg":"control plane listening"/);
   return Object.assign(proc, { url: listening[1]!.replace('localhost', '127.0.0.1') });
 }

@@ -15,6 +15,7 @@ import { X509Certificate } from 'node:crypto';
 import type { SecretBox } from '../crypto/secret-box.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import { SECOND } from '../core/clock.ts';
+import { withTimeout } from '../core/timeout.ts';
 import { AcmeAccount, type AcmeOrderRef } from './domain-entity.ts';
 import { IssuanceError, type CertificateIssuer, type IssuedCertificate } from './certificate-issuer.ts';
 
@@ -29,11 +30,8 @@ const PEM_BLOCK = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/
 export interface AcmeSettings { directoryUrl: string; email?: string; caBundle?: string }
 
 /** Bounds a wait that has no cancellation of its own. */
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new IssuanceError(`${what} timed out after ${ms / SECOND} s`)), ms); });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
+const bounded = <T>(promise: Promise<T>, ms: number, what: string): Promise<T> =>
+  withTimeout(promise, ms, () => new IssuanceError(`${what} timed out after ${ms / SECOND} s`));
 
 /** The reason shown on the domain for an ACME failure (never a key; at most 300 characters). */
 export function describeAcmeError(error: unknown, directoryUrl: string): string {
@@ -157,7 +155,7 @@ export function acmeIssuer(box: SecretBox, settings: AcmeSettings): CertificateI
     async revoke(rc, chainPem) {
       const leaf = chainPem.match(PEM_BLOCK)?.[0];
       if (!leaf) return;
-      await withTimeout((async () => (await account(rc)).revokeCertificate(leaf))(), ACME_REVOKE_TIMEOUT_MS, 'Revocation');
+      await bounded((async () => (await account(rc)).revokeCertificate(leaf))(), ACME_REVOKE_TIMEOUT_MS, 'Revocation');
     },
   };
 }

@@ -10,6 +10,7 @@ export type EndpointStatus = (typeof ENDPOINT_STATUSES)[number];
 export const HTTP_VERSIONS = ['http1.1', 'http2', 'http2and3'] as const;
 export const ORIGIN_SCHEMES = ['http', 'https'] as const;
 export const HEALTH_STATUSES = ['healthy', 'degraded', 'unhealthy', 'unknown'] as const;
+export type HealthStatus = (typeof HEALTH_STATUSES)[number];
 export const RETRY_ON = ['connect_failure', '5xx', '429', '408'] as const;
 
 export interface TlsConfig { minimum_protocol_version: string; cipher_policy: string; http_to_https_redirect: boolean }

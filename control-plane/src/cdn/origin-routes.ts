@@ -122,11 +122,13 @@ const toggle = (enabled: boolean) => defineRoute({
 export const originHealthRoute = defineRoute({
   method: 'get', path: '/v1/cdn/origins/:id/health', tags, access: read,
   summary: 'Read an origin\'s health',
-  description: 'The worst case over all edge nodes\' probes. Until edge nodes report (control channel), status is `unknown` and the measurements are null.',
+  description: 'The worst case over the probes of the edge nodes online now: status unhealthy > degraded > healthy > unknown, the highest latency_ms '
+    + 'and consecutive_failures, the latest last_success_at, last_failure_at and checked_at, and the failure_reason of a worst node. '
+    + 'While no online node reports the origin, status is `unknown` and the measurements are null. The origin\'s health_status is the same status.',
   params: idParams,
   responses: { 200: bare(originHealthRecord) },
-  async handler({ params, rc }) {
-    return originHealth(rc, params.id);
+  async handler({ params, rc, app }) {
+    return originHealth(app, rc, params.id);
   },
 });
 

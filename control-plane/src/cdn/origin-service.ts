@@ -179,11 +179,15 @@ export async function deleteOrigin(rc: RequestContext, id: string): Promise<void
   await rc.em.flush();
 }
 
-/** Origin health (document 3 §2): the edge's worst-case aggregate; `unknown` with nothing measured until the control channel reports. */
-export async function originHealth(rc: RequestContext, id: string) {
+/**
+ * Origin health (document 3 §2): the worst case over the edge nodes online now, as the control channel
+ * aggregates their probes (services.cdnOriginHealth); `unknown` with nothing measured while no node reports it.
+ */
+export async function originHealth(services: Pick<CdnServices, 'cdnOriginHealth'>, rc: RequestContext, id: string) {
   const origin = await findOrigin(rc, id);
-  return {
-    origin_id: origin.id, status: origin.health_status, latency_ms: null, last_success_at: null, last_failure_at: null,
+  const measured = await services.cdnOriginHealth?.(origin.id);
+  return measured ? { origin_id: origin.id, ...measured } : {
+    origin_id: origin.id, status: 'unknown' as const, latency_ms: null, last_success_at: null, last_failure_at: null,
     failure_reason: null, consecutive_failures: 0, checked_at: null,
   };
 }

@@ -20,8 +20,8 @@ const submit = defineRoute({
     + `from the origin. At most ${PREFETCHES_PER_MINUTE} submissions per caller and minute. Audit-logged.`,
   params: idParams, body: prefetchBody,
   responses: { 202: bare(prefetchRecord) },
-  async handler({ params, body, rc }) {
-    const job = await submitPrefetch(rc, params.id, body);
+  async handler({ params, body, rc, app }) {
+    const job = await submitPrefetch(app, rc, params.id, body);
     return reply.accepted(presentPrefetch(job), { location: `/v1/cdn/endpoints/${params.id}/prefetch/${job.id}` });
   },
 });

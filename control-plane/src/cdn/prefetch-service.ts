@@ -3,11 +3,14 @@
 // fetch each URL through their own listener (edge-agent prefetch). Every URL's
 // host must be the endpoint's CDN hostname or one of its custom domains (a
 // wildcard domain covers one more label); others are refused with 400 naming
-// `urls[i]`, nothing stored.
+// `urls[i]`, nothing stored. A stored job is announced
+// (PREFETCH_SUBMITTED_CHANNEL) for the control channel to hand out.
 import { compileHostPatterns } from '../../../shared/src/match/host.ts';
 import { recordAudit } from '../audit/audit.ts';
 import type { RequestContext } from '../core/request-context.ts';
+import type { CoreServices } from '../core/services.ts';
 import { found, validationError } from '../http/errors.ts';
+import { announce, PREFETCH_SUBMITTED_CHANNEL } from './announcements.ts';
 import { Endpoint } from './cdn.entities.ts';
 import { CustomDomain } from './domain-entity.ts';
 import { findEndpoint } from './endpoint-service.ts';
@@ -20,7 +23,7 @@ export async function endpointHostnames(rc: RequestContext, endpoint: Endpoint):
   return [endpoint.hostname, ...domains.map((d) => d.hostname)];
 }
 
-export async function submitPrefetch(rc: RequestContext, endpointId: string, input: PrefetchInput): Promise<PrefetchJob> {
+export async function submitPrefetch(services: Pick<CoreServices, 'store'>, rc: RequestContext, endpointId: string, input: PrefetchInput): Promise<PrefetchJob> {
   const endpoint = await findEndpoint(rc, endpointId);
   const hostnames = await endpointHostnames(rc, endpoint);
   const served = compileHostPatterns(hostnames);
@@ -35,6 +38,7 @@ export async function submitPrefetch(rc: RequestContext, endpointId: string, inp
   } as never);
   recordAudit(rc, { action: 'prefetch.submitted', resource_type: 'prefetch_job', resource_id: job.id, metadata: { endpoint_id: endpoint.id, urls: job.total, priority: job.priority } });
   await rc.em.flush();
+  announce(services, rc, PREFETCH_SUBMITTED_CHANNEL, { job_id: job.id });
   return job;
 }
 

@@ -30,9 +30,9 @@ const submitTopLevel = defineRoute({
   summary: 'Submit a purge', description: `distribution_id names the distribution (endpoint) to purge. ${rules}`,
   body: topLevelPurgeBody,
   responses: { 202: bare(purgeRecord) },
-  async handler({ body, rc }) {
+  async handler({ body, rc, app }) {
     const { distribution_id, ...input } = body;
-    return accepted(await submitPurge(rc, distribution_id!, input as PurgeInput));
+    return accepted(await submitPurge(app, rc, distribution_id!, input as PurgeInput));
   },
 });
 
@@ -41,8 +41,8 @@ const submitForEndpoint = defineRoute({
   summary: 'Submit a purge for an endpoint', description: `${rules} \`/v1/cdn/distributions/{id}/purge\` answers alike.`,
   params: idParams, body: purgeBody,
   responses: { 202: bare(purgeRecord) },
-  async handler({ params, body, rc }) {
-    return accepted(await submitPurge(rc, params.id, body));
+  async handler({ params, body, rc, app }) {
+    return accepted(await submitPurge(app, rc, params.id, body));
   },
 });
 

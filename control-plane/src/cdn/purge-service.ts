@@ -4,9 +4,13 @@
 // failed). The sequence is taken under a transaction-level advisory lock, so
 // sequence order is commit order: a catching-up agent asking for "everything
 // after n" can never miss a purge that committed late with a smaller number.
+// After the commit the purge is announced (PURGE_SUBMITTED_CHANNEL) for the
+// control channel of every replica to push.
 import { recordAudit } from '../audit/audit.ts';
 import type { RequestContext } from '../core/request-context.ts';
+import type { CoreServices } from '../core/services.ts';
 import { found } from '../http/errors.ts';
+import { announce, PURGE_SUBMITTED_CHANNEL } from './announcements.ts';
 import { Endpoint } from './cdn.entities.ts';
 import { findEndpoint } from './endpoint-service.ts';
 import { listResources, type ListOptions } from './fields.ts';
@@ -16,10 +20,10 @@ import type { PurgeInput } from './purge-record.ts';
 /** pg_advisory_xact_lock key of the purge sequence ("cdnpurge" as a 64-bit number). */
 const PURGE_SEQUENCE_LOCK = '7161694089093178725';
 
-export async function submitPurge(rc: RequestContext, endpointId: string, input: PurgeInput): Promise<PurgeRequest> {
+export async function submitPurge(services: Pick<CoreServices, 'store'>, rc: RequestContext, endpointId: string, input: PurgeInput): Promise<PurgeRequest> {
   const endpoint = await findEndpoint(rc, endpointId);
   const purgeType = (input.purge_type ?? input.type) as PurgeType;
-  return rc.em.transactional(async (em) => {
+  const stored = await rc.em.transactional(async (em) => {
     await em.execute(`select pg_advisory_xact_lock(${PURGE_SEQUENCE_LOCK})`);
     const [row] = await em.execute<{ n: string }[]>(`select nextval('cdn_purge_sequence')::text as n`);
     const purge = em.create(PurgeRequest, {
@@ -33,6 +37,8 @@ export async function submitPurge(rc: RequestContext, endpointId: string, input:
     }, em);
     return purge;
   });
+  announce(services, rc, PURGE_SUBMITTED_CHANNEL, { sequence: stored.sequence });
+  return stored;
 }
 
 export async function findPurge(rc: RequestContext, id: string): Promise<PurgeRequest> {

@@ -5,6 +5,18 @@ import { routesFor } from '../http/route.ts';
 import type { HostLookup } from './origin-host.ts';
 import type { CertificateIssuer } from './certificate-issuer.ts';
 import type { DomainResolver } from './domain-dns.ts';
+import type { HealthStatus } from './cdn.entities.ts';
+
+/** An origin's health as the edge nodes measured it (document 3 §2 "Origin health", without origin_id). */
+export interface OriginHealthReading {
+  status: HealthStatus;
+  latency_ms: number | null;
+  last_success_at: Date | null;
+  last_failure_at: Date | null;
+  failure_reason: string | null;
+  consecutive_failures: number;
+  checked_at: Date | null;
+}
 
 export interface CdnServices extends CoreServices {
   /** Resolves an origin's host name at write time (the SSRF check); replaceable in tests. */
@@ -13,6 +25,11 @@ export interface CdnServices extends CoreServices {
   cdnDomainResolver: DomainResolver;
   /** Issues managed certificates (the internal CA without ACME_DIRECTORY_URL). */
   cdnCertificateIssuer: CertificateIssuer;
+  /**
+   * The worst case of an origin's health over the edge nodes online now, null when none reported it
+   * (the edge capability's control channel provides it; without it every origin reads `unknown`).
+   */
+  cdnOriginHealth?: (originId: string) => Promise<OriginHealthReading | null>;
 }
 
 export const defineCdnRoute = routesFor<CdnServices>();

@@ -75,3 +75,20 @@ t.test('ACME: the directory URL, then the contact and CA bundle only beside it; 
   t.throws(() => loadConfig({ ACME_EMAIL: 'certs@example.com' }), /^ACME_EMAIL: only with ACME_DIRECTORY_URL/);
   t.throws(() => loadConfig({ ACME_CA_BUNDLE: bundle }), /^ACME_CA_BUNDLE: only with ACME_DIRECTORY_URL/);
 });
+
+t.test('control channel: TLS needs a readable certificate chain and key together; heartbeat interval bounds', async (t) => {
+  const dir = mkdtempSync(`${tmpdir()}/grpc-config-`);
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const cert = `${dir}/cert.pem`;
+  const key = `${dir}/key.pem`;
+  writeFileSync(cert, '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
+  writeFileSync(key, '-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n');
+  t.equal(loadConfig({}).GRPC_TLS_CERT_FILE, undefined, 'unset: h2c');
+  t.match(loadConfig({ GRPC_TLS_CERT_FILE: cert, GRPC_TLS_KEY_FILE: key }), { GRPC_TLS_CERT_FILE: cert, GRPC_TLS_KEY_FILE: key });
+  t.throws(() => loadConfig({ GRPC_TLS_CERT_FILE: cert }), /^GRPC_TLS_KEY_FILE: required with GRPC_TLS_CERT_FILE/);
+  t.throws(() => loadConfig({ GRPC_TLS_KEY_FILE: key }), /^GRPC_TLS_CERT_FILE: required with GRPC_TLS_KEY_FILE/);
+  t.throws(() => loadConfig({ GRPC_TLS_CERT_FILE: key, GRPC_TLS_KEY_FILE: key }), /^GRPC_TLS_CERT_FILE: Must be a readable file/);
+  t.throws(() => loadConfig({ GRPC_TLS_CERT_FILE: cert, GRPC_TLS_KEY_FILE: `${dir}/missing.pem` }), /^GRPC_TLS_KEY_FILE: Must be a readable file/);
+  t.equal(loadConfig({}).EDGE_HEARTBEAT_INTERVAL_MS, 5000);
+  t.throws(() => loadConfig({ EDGE_HEARTBEAT_INTERVAL_MS: '10' }), /^EDGE_HEARTBEAT_INTERVAL_MS: /);
+});

@@ -8,19 +8,27 @@ import { z } from 'zod';
 const port = z.coerce.number().int().min(0).max(65535);
 const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 
-function readablePem(file: string): boolean {
+function fileIncludes(file: string, marker: string): boolean {
   try {
-    return readFileSync(file, 'utf8').includes('-----BEGIN CERTIFICATE-----');
+    return readFileSync(file, 'utf8').includes(marker);
   } catch {
     return false;
   }
 }
+const readablePem = (file: string) => fileIncludes(file, '-----BEGIN CERTIFICATE-----');
+const readableKey = (file: string) => fileIncludes(file, 'PRIVATE KEY-----');
 
 const schema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   PORT: port.default(8080),
   HOST: z.string().min(1).default('0.0.0.0'),
   GRPC_PORT: port.default(8081),
+  // TLS of the edge agents' control channel (gRPC on GRPC_PORT): both set → TLS with this certificate chain and
+  // key (PEM files); neither → plaintext HTTP/2 (h2c), for loopback or a private network.
+  GRPC_TLS_CERT_FILE: z.string().max(4096).refine(readablePem, 'Must be a readable file holding a PEM certificate chain (-----BEGIN CERTIFICATE-----)').optional(),
+  GRPC_TLS_KEY_FILE: z.string().max(4096).refine(readableKey, 'Must be a readable file holding a PEM private key (-----BEGIN ... PRIVATE KEY-----)').optional(),
+  // How often edge agents send a heartbeat (told in Welcome); a node silent for 3 intervals is marked offline.
+  EDGE_HEARTBEAT_INTERVAL_MS: z.coerce.number().int().min(100).max(300_000).default(5_000),
   DATA_DIR: z.string().min(1).default('./.data'),
   DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/ }).optional(),
   REDIS_URL: z.url({ protocol: /^rediss?$/ }).optional(),
@@ -126,6 +134,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   if (!c.ACME_DIRECTORY_URL && (c.ACME_EMAIL || c.ACME_CA_BUNDLE)) {
     throw new ConfigError(`${c.ACME_EMAIL ? 'ACME_EMAIL' : 'ACME_CA_BUNDLE'}: only with ACME_DIRECTORY_URL (without it the internal CA issues managed certificates)`);
+  }
+  if (Boolean(c.GRPC_TLS_CERT_FILE) !== Boolean(c.GRPC_TLS_KEY_FILE)) {
+    throw new ConfigError(`${c.GRPC_TLS_CERT_FILE ? 'GRPC_TLS_KEY_FILE' : 'GRPC_TLS_CERT_FILE'}: required with ${c.GRPC_TLS_CERT_FILE ? 'GRPC_TLS_CERT_FILE' : 'GRPC_TLS_KEY_FILE'} (the control channel's TLS needs both the certificate and its key)`);
   }
   const publicUrl = (c.PUBLIC_URL ?? `http://localhost:${c.PORT}`).replace(/\/$/, '');
   return {

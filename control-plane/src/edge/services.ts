@@ -2,7 +2,18 @@
 // declaration of its routes.
 import type { CdnServices } from '../cdn/services.ts';
 import { routesFor } from '../http/route.ts';
+import type { ChannelHub } from './channel-hub.ts';
 import type { AgentTokenVerifier, ConfigSource, FleetView } from './contracts.ts';
+
+/** The control channel of this replica (channel-server.ts). */
+export interface EdgeChannel {
+  /** The port the gRPC server listens on (GRPC_PORT, or the one picked for GRPC_PORT=0). */
+  port: number;
+  tls: boolean;
+  /** This process's replica id (cdn_edge_node.replica_id of the nodes it holds). */
+  replicaId: string;
+  hub: ChannelHub;
+}
 
 export interface EdgeServices extends CdnServices {
   /** Published configuration versions, for the channel to diff and push (configuration side). */
@@ -11,6 +22,8 @@ export interface EdgeServices extends CdnServices {
   edgeFleet: FleetView;
   /** Checks the agent tokens agents present on their streams. */
   edgeAgentTokens: AgentTokenVerifier;
+  /** The control channel's server, once started. */
+  edgeChannel?: EdgeChannel;
 }
 
 export const defineEdgeRoute = routesFor<EdgeServices>();

@@ -8,13 +8,16 @@ import { timestamp } from '../http/schemas.ts';
 import type { CoreServices } from '../core/services.ts';
 import { bare, reply, routesFor } from '../http/route.ts';
 
-/** Readiness learns the edge configuration's health from the edge channel, when one runs. */
+/**
+ * Readiness learns the edge configuration's health from the edge channel, when one runs: `degraded`
+ * (agents cannot connect to this replica) is reported but does not make the control plane unready.
+ */
 export interface HealthServices extends CoreServices {
-  edgeConfigHealth?: () => Promise<{ status: 'ok' | 'error' | 'not_configured'; latency_ms: number | null }>;
+  edgeConfigHealth?: () => Promise<{ status: 'ok' | 'degraded' | 'error' | 'not_configured'; latency_ms: number | null }>;
 }
 const defineRoute = routesFor<HealthServices>();
 
-const component = z.object({ status: z.enum(['ok', 'error', 'not_configured']), latency_ms: z.number().int().nullable() });
+const component = z.object({ status: z.enum(['ok', 'degraded', 'error', 'not_configured']), latency_ms: z.number().int().nullable() });
 const readinessReport = z.object({
   status: z.enum(['ok', 'unavailable']),
   version: z.string(),

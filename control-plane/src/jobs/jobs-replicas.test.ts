@@ -28,7 +28,7 @@ if (!postgresUrl) {
     const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), `sp-replica-${name}-`));
     t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
     const proc = startProcess(t, process.execPath, ['test/support/jobs-replica.ts'], {
-      DATABASE_URL: cp.database.url, SECRETS_KEY, REDIS_URL: '', DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1',
+      DATABASE_URL: cp.database.url, SECRETS_KEY, REDIS_URL: '', DATA_DIR: dataDir, PORT: '0', GRPC_PORT: '0', HOST: '127.0.0.1',
       NODE_ENV: 'test', LOG_LEVEL: 'error', PUBLIC_URL: '', JOBS_WORKER: 'true', JOBS_POLL_MS: '20', JOBS_CONCURRENCY: '2',
     });
     await proc.waitForLine(/^replica ready /);

@@ -21,6 +21,7 @@ import { Migration0018CdnListIndexes } from './0018-cdn-list-indexes.ts';
 import { Migration0019CdnAcme } from './0019-cdn-acme.ts';
 import { Migration0020CdnListSearch } from './0020-cdn-list-search.ts';
 import { Migration0021ConfigVersions } from './0021-config-versions.ts';
+import { Migration0022EdgeChannel } from './0022-edge-channel.ts';
 import { Migration0023EdgeAgentTokens } from './0023-edge-agent-tokens.ts';
 
 export const migrationsList: MigrationObject[] = [
@@ -44,5 +45,6 @@ export const migrationsList: MigrationObject[] = [
   { name: '0019-cdn-acme', class: Migration0019CdnAcme },
   { name: '0020-cdn-list-search', class: Migration0020CdnListSearch },
   { name: '0021-config-versions', class: Migration0021ConfigVersions },
+  { name: '0022-edge-channel', class: Migration0022EdgeChannel },
   { name: '0023-edge-agent-tokens', class: Migration0023EdgeAgentTokens },
 ];

@@ -1,0 +1,23 @@
+// What the CDN capability announces once it is stored, for whoever delivers it
+// to the edge (the control channel, in the edge capability, subscribes on
+// every replica). Messages go through the platform's store pub/sub (Redis
+// across replicas, in-process when embedded) after the commit. A lost message
+// delays delivery but loses nothing: the channel also polls for what it has
+// not seen (purges by sequence, prefetch jobs still pending).
+import type { CoreServices } from '../core/services.ts';
+import type { RequestContext } from '../core/request-context.ts';
+import { afterCommit } from '../core/request-context.ts';
+
+/** A purge request was stored: {"sequence": <its platform-wide sequence>}. */
+export const PURGE_SUBMITTED_CHANNEL = 'cdn:purge-submitted';
+/** A prefetch job was stored: {"job_id": <uuid>}. */
+export const PREFETCH_SUBMITTED_CHANNEL = 'cdn:prefetch-submitted';
+
+/** Publishes `message` on `channel` once rc's transaction has committed; a store error is logged, never thrown (the work is stored). */
+export function announce(services: Pick<CoreServices, 'store'>, rc: RequestContext, channel: string, message: Record<string, unknown>): void {
+  afterCommit(rc, () => {
+    services.store.publish(channel, JSON.stringify(message)).catch((error: unknown) => {
+      rc.log.warn({ err: error, channel }, 'announcement not published; the edge channel picks the work up on its next poll');
+    });
+  });
+}

@@ -1,0 +1,226 @@
+// Purge and prefetch fan-out through the real channel (DESIGN.md §5, §7;
+// issue 12 item 5): purges submitted through the API reach every online agent
+// (one encoding for all), in sequence order; status pending → in_progress →
+// completed or failed from the agents' acks, a node going offline no longer
+// holds a purge back; an agent that reconnects gets every purge it missed, in
+// order, before live ones (pages beyond one database read included); prefetch
+// jobs go to the nodes that hold the endpoint and their counts come from the
+// agents' answers.
+import { randomUUID } from 'node:crypto';
+import t from 'tap';
+import { RELAXED_LIMITS, query } from '../../../test/support/auth.ts';
+import { caller, cdnCallers, makeEndpoint } from '../../../test/support/cdn.ts';
+import { startTestControlPlane } from '../../../test/support/control-plane.ts';
+import { eventually } from '../../../test/support/eventually.ts';
+import { TestConfigSource, agentConnector, announceConfig, endpointResource, testTokens, type TestAgent } from '../../../test/support/edge-channel.ts';
+import { PurgeType, type Purge } from '../../../shared/gen/edge/v1/control_pb.ts';
+import { PURGE_SUBMITTED_CHANNEL } from '../cdn/announcements.ts';
+import { PURGE_PAGE } from './channel-purges.ts';
+import { NO_TARGET_REASON } from './channel-prefetch.ts';
+
+const source = new TestConfigSource();
+const cp = await startTestControlPlane(t, {
+  env: { ...RELAXED_LIMITS, CDN_PUBLISH_MODE: 'manual', CDN_DOMAIN: 'edge.example.net' },
+  services: { edgeConfig: source, edgeAgentTokens: testTokens({ agt_good: randomUUID() }) },
+});
+const port = cp.app.edgeChannel!.port;
+const hub = cp.app.edgeChannel!.hub;
+await hub.subscribed;
+const send = caller(cp);
+const { admin, operator } = await cdnCallers(cp);
+const { endpoint } = await makeEndpoint(cp, admin);
+const { connect, agents } = agentConnector(t, port, 'agt_good');
+const purgeRow = async (id: string) => (await query<Record<string, any>>(cp, `select * from cdn_purge_request where id = ?`, [id]))[0]!;
+const submit = async (body: Record<string, unknown> = { purge_type: 'path', paths: ['/videos/a.mp4'] }) => {
+  const res = await send(operator, 'POST', `/v1/cdn/endpoints/${endpoint.id}/purge`, body);
+  if (res.status !== 202) throw new Error(`purge: ${res.status} ${res.text}`);
+  return res.body as { id: string; sequence: number };
+};
+const apiPurge = async (id: string) => (await send(operator, 'GET', `/v1/cdn/purge/${id}`)).body;
+const nodeSequence = async (id: string) => Number((await query<{ s: string }>(cp, `select purge_sequence as s from cdn_edge_node where id = ?`, [id]))[0]!.s);
+
+let a: TestAgent;
+let b: TestAgent;
+
+t.test('a purge reaches every online agent, encoded once; pending → in_progress at the first ack → completed when every online node acked', async (t) => {
+  ({ agent: a } = await connect({ hostname: 'edge-a' }));
+  ({ agent: b } = await connect({ hostname: 'edge-b' }));
+  const submitted = await submit({ purge_type: 'wildcard', paths: ['/videos/*'] });
+  const [toA, toB] = await Promise.all([a.next('purge'), b.next('purge')]);
+  for (const purge of [toA, toB]) {
+    t.match(purge, { sequence: BigInt(submitted.sequence), purgeId: submitted.id, endpointId: endpoint.id, type: PurgeType.WILDCARD, paths: ['/videos/*'], tags: [] });
+  }
+  t.equal(toA.nonce, toB.nonce, 'the same encoded message for both');
+  await eventually(async () => (await purgeRow(submitted.id)).edge_nodes_total === 2, 'edge_nodes_total = the online nodes at fan-out');
+  t.equal((await apiPurge(submitted.id)).status, 'pending', 'pending until the first ack');
+
+  a.ackPurge(toA);
+  await eventually(async () => (await apiPurge(submitted.id)).status === 'in_progress', 'in_progress');
+  t.match(await apiPurge(submitted.id), { edge_nodes_total: 2, edge_nodes_completed: 1, completed_at: null });
+  b.ackPurge(toB);
+  await eventually(async () => (await apiPurge(submitted.id)).status === 'completed', 'completed');
+  const done = await apiPurge(submitted.id);
+  t.match(done, { edge_nodes_total: 2, edge_nodes_completed: 2 });
+  t.ok(done.completed_at);
+  const acks = await query<{ node_id: string; ok: boolean }>(cp, `select node_id, ok from cdn_purge_ack where purge_id = ? order by node_id`, [submitted.id]);
+  t.same(acks.map((r) => r.node_id).sort(), [a.nodeId, b.nodeId].sort());
+  await eventually(async () => (await nodeSequence(a.nodeId)) === submitted.sequence, 'the node\'s purge_sequence follows its acks');
+});
+
+t.test('a node reporting a failure fails the purge (with completed_at); its error is kept per node', async (t) => {
+  const submitted = await submit();
+  const [toA, toB] = await Promise.all([a.next('purge'), b.next('purge')]);
+  a.ackPurge(toA);
+  b.ackPurge(toB, false, 'cache index\u0007 unavailable');
+  await eventually(async () => (await apiPurge(submitted.id)).status === 'failed', 'failed');
+  const failed = await apiPurge(submitted.id);
+  t.match(failed, { edge_nodes_total: 2, edge_nodes_completed: 1 });
+  t.ok(failed.completed_at);
+  const [ack] = await query<{ ok: boolean; error: string }>(cp, `select ok, error from cdn_purge_ack where purge_id = ? and node_id = ?`, [submitted.id, b.nodeId]);
+  t.same(ack, { ok: false, error: 'cache index  unavailable' });
+});
+
+let missedFrom = 0;
+
+t.test('a node that goes offline before acknowledging no longer holds the purge back', async (t) => {
+  const submitted = await submit();
+  const [toA] = await Promise.all([a.next('purge'), b.next('purge')]);
+  missedFrom = await nodeSequence(b.nodeId);
+  a.ackPurge(toA);
+  await eventually(async () => (await apiPurge(submitted.id)).status === 'in_progress', 'in progress, waiting on B');
+  b.close();
+  await eventually(async () => (await apiPurge(submitted.id)).status === 'completed', 'completed once B is offline');
+  t.match(await apiPurge(submitted.id), { edge_nodes_total: 2, edge_nodes_completed: 1 });
+});
+
+t.test('purges reach agents in sequence order; a reconnecting agent gets every purge it missed, in order, before live ones', async (t) => {
+  const missed = [];
+  for (let i = 0; i < 3; i++) missed.push(await submit({ purge_type: 'tag', tags: [`tag-${i}`] }));
+  const toA = [await a.next('purge'), await a.next('purge'), await a.next('purge')];
+  t.same(toA.map((p) => p.purgeId), missed.map((p) => p.id), 'the live agent got them in order');
+  for (const p of toA) a.ackPurge(p);
+
+  const latest = missed[missed.length - 1]!.sequence;
+  const { agent: back, welcome } = await connect({ nodeId: b.nodeId, hostname: 'edge-b', purgeSequence: missedFrom });
+  b = back;
+  t.equal(welcome.purgeSequence, BigInt(latest), 'Welcome names the latest purge: the agent serves no cached object until it has applied it');
+  const expected = (await query<{ id: string; sequence: string }>(cp, `select id, sequence from cdn_purge_request where sequence > ? order by sequence`, [missedFrom]));
+  const caughtUp: Purge[] = [];
+  for (let i = 0; i < expected.length; i++) caughtUp.push(await b.next('purge'));
+  t.same(caughtUp.map((p) => p.purgeId), expected.map((r) => r.id), 'every missed purge, in sequence order');
+  t.same(b.kinds().slice(0, 1), ['welcome'], 'Welcome first');
+  const live = await submit();
+  const next = await b.next('purge');
+  t.equal(next.purgeId, live.id, 'then live purges');
+  for (const p of [...caughtUp, next]) b.ackPurge(p);
+  a.ackPurge(await a.next('purge'));
+  await eventually(async () => (await apiPurge(live.id)).status === 'completed', 'the live purge completes');
+});
+
+t.test('more purges than one database read: live agents and a fresh agent get them all, in order', async (t) => {
+  const before = Number((await query<{ s: string }>(cp, `select coalesce(max(sequence), 0) as s from cdn_purge_request`))[0]!.s);
+  const count = PURGE_PAGE * 2 + 37;
+  await query(cp, `
+    insert into cdn_purge_request (id, distribution_id, sequence, purge_type, paths, tags, status, edge_nodes_total, edge_nodes_completed, submitted_by, completed_at, created_at, updated_at)
+    select gen_random_uuid(), ?, nextval('cdn_purge_sequence'), 'path', jsonb_build_array('/bulk/' || i), '[]'::jsonb, 'pending', 0, 0, null, null, now(), now()
+    from generate_series(1, ?) i`, [endpoint.id, count]);
+  await cp.app.store.publish(PURGE_SUBMITTED_CHANNEL, JSON.stringify({ sequence: before + count }));
+  const sequences: number[] = [];
+  for (let i = 0; i < count; i++) sequences.push(Number((await a.next('purge')).sequence));
+  t.equal(sequences.length, count);
+  t.ok(sequences.every((s, i) => s > before && (i === 0 || s > sequences[i - 1]!)), 'the live agent: all of them, increasing');
+  const { agent: fresh } = await connect({ hostname: 'edge-fresh', purgeSequence: 0 });
+  const all = (await query<{ n: number }>(cp, `select count(*)::int as n from cdn_purge_request`))[0]!.n;
+  const got: number[] = [];
+  for (let i = 0; i < all; i++) got.push(Number((await fresh.next('purge')).sequence));
+  t.ok(got.every((s, i) => i === 0 || s > got[i - 1]!), 'the fresh agent: every purge since the first, increasing');
+  t.equal(got.length, all);
+  fresh.close();
+  await eventually(async () => (await query<{ s: string }>(cp, `select status as s from cdn_edge_node where id = ?`, [fresh.nodeId]))[0]!.s === 'offline', 'fresh offline');
+});
+
+t.test('with no node online a purge stays pending; the first node to connect catches up, acks, and completes it', async (t) => {
+  a.close();
+  b.close();
+  await eventually(async () => (await query<{ n: number }>(cp, `select count(*)::int as n from cdn_edge_node where status <> 'offline'`))[0]!.n === 0, 'no node online');
+  const submitted = await submit();
+  await hub.poll();
+  t.match(await apiPurge(submitted.id), { status: 'pending', edge_nodes_total: 0, edge_nodes_completed: 0 });
+  const { agent: c } = await connect({ hostname: 'edge-c', purgeSequence: submitted.sequence - 1 });
+  const purge = await c.next('purge');
+  t.equal(purge.purgeId, submitted.id);
+  c.ackPurge(purge);
+  await eventually(async () => (await apiPurge(submitted.id)).status === 'completed', 'completed');
+  t.match(await apiPurge(submitted.id), { edge_nodes_total: 1, edge_nodes_completed: 1 });
+  // The old purges that were still open complete as well once this node has acknowledged them all.
+});
+
+t.test('prefetch: sent to the online nodes holding the endpoint; counts and failed_urls from their answers', async (t) => {
+  const v1 = source.publish([endpointResource(endpoint.id)]);
+  await announceConfig(cp.app.store, v1);
+  const { agent: p } = await connect({ hostname: 'edge-p', configVersion: v1.version });
+  const { agent: q } = await connect({ hostname: 'edge-q', configVersion: v1.version });
+  const { agent: r } = await connect({ hostname: 'edge-r', configVersion: 0 });
+  await r.next('configUpdate'); // not acknowledged: r does not hold the endpoint yet
+  const host = endpoint.hostname as string;
+  const urls = [`https://${host}/a.mp4`, `https://${host}/b.mp4`, `https://${host}/c.mp4`];
+  const job = (await send(operator, 'POST', `/v1/cdn/endpoints/${endpoint.id}/prefetch`, { urls, priority: 'high' })).body;
+  const read = async (id = job.id) => (await send(operator, 'GET', `/v1/cdn/endpoints/${endpoint.id}/prefetch/${id}`)).body;
+  const [toP, toQ] = await Promise.all([p.next('prefetchJob'), q.next('prefetchJob')]);
+  t.match(toP, { jobId: job.id, endpointId: endpoint.id, urls, priority: 'high' });
+  t.equal(toP.nonce, toQ.nonce, 'one encoding');
+  p.ackPrefetch(toP);
+  await eventually(async () => (await read()).status === 'in_progress', 'in progress after the first answer');
+  q.ackPrefetch(toQ, { failedUrls: [{ url: urls[1]!, reason: 'origin answered 503' }, { url: 'https://elsewhere.example/x', reason: 'not in the job' }] });
+  await eventually(async () => (await read()).status === 'completed', 'completed');
+  const done = await read();
+  t.match(done, { total: 3, fetched: 2, failed: 1, failed_urls: [{ url: urls[1], reason: 'origin answered 503 (node edge-q)' }] });
+  t.ok(done.completed_at);
+  t.notOk(r.kinds().includes('prefetchJob'), 'a node without the endpoint gets no job');
+
+  const all = (await send(operator, 'POST', `/v1/cdn/endpoints/${endpoint.id}/prefetch`, { urls: urls.slice(0, 2) })).body;
+  const [allP, allQ] = await Promise.all([p.next('prefetchJob'), q.next('prefetchJob')]);
+  p.ackPrefetch(allP, { ok: false, error: 'origin unreachable' });
+  q.ackPrefetch(allQ, { ok: false, error: 'origin unreachable' });
+  await eventually(async () => (await read(all.id)).status === 'failed', 'failed when every URL failed');
+  t.match(await read(all.id), { fetched: 0, failed: 2 });
+  t.match((await read(all.id)).failed_urls[0].reason, /origin unreachable \(node edge-p\); origin unreachable \(node edge-q\)/);
+
+  const third = (await send(operator, 'POST', `/v1/cdn/endpoints/${endpoint.id}/prefetch`, { urls: urls.slice(0, 1) })).body;
+  const [thirdP] = await Promise.all([p.next('prefetchJob'), q.next('prefetchJob')]);
+  p.ackPrefetch(thirdP);
+  q.close();
+  await eventually(async () => (await read(third.id)).status === 'completed', 'a node going offline no longer holds the job back');
+  t.match(await read(third.id), { fetched: 1, failed: 0 });
+});
+
+t.test('prefetch: a node that reconnects before answering gets the job again, and its answer on the new stream counts', async (t) => {
+  const version = source.activeVersion;
+  const { agent: s } = await connect({ hostname: 'edge-s', configVersion: version });
+  const host = endpoint.hostname as string;
+  const job = (await send(operator, 'POST', `/v1/cdn/endpoints/${endpoint.id}/prefetch`, { urls: [`https://${host}/again.mp4`] })).body;
+  const first = await s.next('prefetchJob');
+  t.equal(first.jobId, job.id);
+  const { agent: again } = await connect({ nodeId: s.nodeId, hostname: 'edge-s', configVersion: version });
+  const resent = await again.next('prefetchJob');
+  t.equal(resent.jobId, job.id, 'the job comes again on the new stream');
+  again.ackPrefetch(resent);
+  const read = async () => (await send(operator, 'GET', `/v1/cdn/endpoints/${endpoint.id}/prefetch/${job.id}`)).body;
+  // Other nodes still online from earlier tests (edge-p) answer too.
+  for (const other of agents.filter((x) => !x.ended && x !== s && x !== again && x.received.some((m) => m.message.case === 'prefetchJob' && m.message.value.jobId === job.id))) {
+    other.ackPrefetch((await other.next('prefetchJob')));
+  }
+  await eventually(async () => (await read()).status === 'completed', 'completed');
+  t.match(await read(), { fetched: 1, failed: 0 });
+});
+
+t.test('prefetch with no node holding the endpoint waits, then fails naming why', async (t) => {
+  const { endpoint: unpublished } = await makeEndpoint(cp, admin);
+  const job = (await send(operator, 'POST', `/v1/cdn/endpoints/${unpublished.id}/prefetch`, { urls: [`https://${unpublished.hostname}/x`] })).body;
+  await hub.poll();
+  const read = async () => (await send(operator, 'GET', `/v1/cdn/endpoints/${unpublished.id}/prefetch/${job.id}`)).body;
+  t.equal((await read()).status, 'pending', 'it waits for a node that holds the endpoint');
+  await query(cp, `update cdn_prefetch_job set created_at = created_at - interval '2 hours' where id = ?`, [job.id]);
+  await hub.poll();
+  t.match(await read(), { status: 'failed', fetched: 0, failed: 1, failed_urls: [{ reason: NO_TARGET_REASON }] });
+});

@@ -1,0 +1,268 @@
+// Purge fan-out (DESIGN.md §5 purge bullet, §7): purges reach every stream in
+// sequence order, each encoded once and the same bytes written to every
+// stream; an agent that reconnects gets every purge after the last one it
+// applied, from the database. The purge sequence is commit order
+// (cdn/purge-service.ts), so "everything after n" read from the database can
+// never miss one that commits later with a smaller number.
+//
+// The feed keeps the purges this replica has seen recently (a ring covering
+// the sequences (floor, cursor]): a live stream whose last pushed sequence is
+// inside it is served from memory; a stream further behind reads pages from
+// the database until it reaches the ring.
+import { randomUUID } from 'node:crypto';
+import { create } from '@bufbuild/protobuf';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { ConnectResponseSchema, PurgeType } from '../../../shared/gen/edge/v1/control_pb.ts';
+import { encodeResponse } from '../../../shared/src/proto/edge-control.ts';
+import { idList, ids } from '../db/bulk.ts';
+import { ONLINE } from './nodes-service.ts';
+
+export interface PurgeRow {
+  id: string;
+  sequence: string | number;
+  distribution_id: string;
+  purge_type: 'path' | 'wildcard' | 'tag' | 'all';
+  paths: string[];
+  tags: string[];
+}
+
+export interface EncodedPurge {
+  id: string;
+  sequence: number;
+  bytes: Uint8Array;
+}
+
+const PURGE_TYPE = { path: PurgeType.PATH, wildcard: PurgeType.WILDCARD, tag: PurgeType.TAG, all: PurgeType.ALL } as const;
+const PURGE_COLUMNS = 'id, sequence, distribution_id, purge_type, paths, tags';
+
+/** How many purges one database read brings (catch-up pages, and loads of new purges). */
+export const PURGE_PAGE = 500;
+/** How many recent purges the feed keeps encoded in memory. */
+const RING_SIZE = 4_096;
+
+export function encodePurge(row: PurgeRow): EncodedPurge {
+  const sequence = Number(row.sequence);
+  const bytes = encodeResponse(create(ConnectResponseSchema, {
+    message: {
+      case: 'purge',
+      value: {
+        sequence: BigInt(sequence), purgeId: row.id, endpointId: row.distribution_id, type: PURGE_TYPE[row.purge_type],
+        paths: row.paths, tags: row.tags, nonce: randomUUID(),
+      },
+    },
+  }));
+  return { id: row.id, sequence, bytes };
+}
+
+export class PurgeFeed {
+  readonly #em: () => EntityManager;
+  #ring: EncodedPurge[] = [];
+  readonly #bySequence = new Map<number, EncodedPurge>();
+  /** The ring holds every committed purge with floor < sequence <= cursor. */
+  #floor = 0;
+  #cursor = 0;
+  #loading: Promise<EncodedPurge[]> | null = null;
+  #loadAgain = false;
+
+  constructor(em: () => EntityManager) {
+    this.#em = em;
+  }
+
+  get cursor(): number {
+    return this.#cursor;
+  }
+
+  #started = false;
+
+  /**
+   * Reads the purges committed since the last read (one statement per page; concurrent calls share
+   * one read, and a call during a read triggers one more); returns the new ones. The first read only
+   * starts the ring at the platform's latest purge (streams behind it catch up from the database).
+   */
+  load(): Promise<EncodedPurge[]> {
+    if (this.#loading) {
+      this.#loadAgain = true;
+      return this.#loading;
+    }
+    this.#loading = (async () => {
+      const added: EncodedPurge[] = [];
+      try {
+        if (!this.#started) {
+          const [row] = await this.#em().execute<{ latest: string }[]>(`select coalesce(max(sequence), 0)::text as latest from cdn_purge_request`);
+          this.#floor = this.#cursor = Number(row?.latest ?? 0);
+          this.#started = true;
+          return added;
+        }
+        do {
+          this.#loadAgain = false;
+          for (;;) {
+            const rows = await this.#em().execute<PurgeRow[]>(
+              `select ${PURGE_COLUMNS} from cdn_purge_request where sequence > ? order by sequence limit ${PURGE_PAGE}`, [this.#cursor],
+            );
+            for (const row of rows) added.push(this.#remember(encodePurge(row)));
+            if (rows.length) this.#cursor = Number(rows[rows.length - 1]!.sequence);
+            if (rows.length < PURGE_PAGE) break;
+          }
+        } while (this.#loadAgain);
+      } finally {
+        this.#loading = null;
+      }
+      return added;
+    })();
+    return this.#loading;
+  }
+
+  #remember(purge: EncodedPurge): EncodedPurge {
+    this.#ring.push(purge);
+    this.#bySequence.set(purge.sequence, purge);
+    if (this.#ring.length > RING_SIZE) {
+      const dropped = this.#ring.splice(0, this.#ring.length - RING_SIZE);
+      for (const old of dropped) this.#bySequence.delete(old.sequence);
+      this.#floor = dropped[dropped.length - 1]!.sequence;
+    }
+    return purge;
+  }
+
+  /** The purges after `sequence` in order, from memory; null when the ring does not reach back that far. */
+  after(sequence: number): EncodedPurge[] | null {
+    if (!this.#started || sequence < this.#floor) return null;
+    if (sequence >= this.#cursor) return [];
+    // The ring is sorted by sequence: find the first entry after `sequence`.
+    let lo = 0;
+    let hi = this.#ring.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.#ring[mid]!.sequence <= sequence) lo = mid + 1;
+      else hi = mid;
+    }
+    return this.#ring.slice(lo);
+  }
+
+  /** A page of purges after `sequence` from the database (catch-up), reusing the ring's encodings. */
+  async page(sequence: number): Promise<EncodedPurge[]> {
+    const rows = await this.#em().execute<PurgeRow[]>(
+      `select ${PURGE_COLUMNS} from cdn_purge_request where sequence > ? order by sequence limit ${PURGE_PAGE}`, [sequence],
+    );
+    return rows.map((row) => this.#bySequence.get(Number(row.sequence)) ?? encodePurge(row));
+  }
+
+  /**
+   * What a stream opening now needs, read in one statement (one snapshot): the platform's latest purge
+   * sequence (Welcome.purge_sequence) and the first page of purges after the agent's own.
+   */
+  async opening(agentSequence: number): Promise<{ latest: number; purges: EncodedPurge[] }> {
+    const rows = await this.#em().execute<(Partial<PurgeRow> & { latest: string })[]>(
+      `select l.latest::text as latest, p.* from (select coalesce(max(sequence), 0) as latest from cdn_purge_request) l
+       left join lateral (select ${PURGE_COLUMNS} from cdn_purge_request where sequence > ? order by sequence limit ${PURGE_PAGE}) p on true`,
+      [agentSequence],
+    );
+    const purges = rows.filter((r) => r.id).map((row) => this.#bySequence.get(Number(row.sequence)) ?? encodePurge(row as PurgeRow));
+    return { latest: Number(rows[0]?.latest ?? 0), purges };
+  }
+}
+
+/**
+ * At fan-out: edge_nodes_total = the nodes online now. With none online the purge is left as it is
+ * (pending, total 0): nothing has applied it, and the first nodes to connect catch up by sequence and
+ * acknowledge it, which moves it on.
+ */
+export async function setPurgeTargets(em: EntityManager, purgeIds: readonly string[], now: Date): Promise<void> {
+  if (!purgeIds.length) return;
+  await em.execute(
+    `update cdn_purge_request p set edge_nodes_total = greatest(c.n, p.edge_nodes_completed), updated_at = ?
+     from (select count(*)::int as n from cdn_edge_node where ${ONLINE}) c
+     where p.id = any(${idList}) and p.edge_nodes_total = 0 and c.n > 0`,
+    [now, ids(purgeIds)],
+  );
+}
+
+export interface PurgeAckRow {
+  purge_id: string;
+  sequence: number;
+  node_id: string;
+  ok: boolean;
+  error: string | null;
+}
+
+/**
+ * Stores acknowledgements and moves the nodes' purge_sequence to the highest purge they applied, in one
+ * statement; a purge that no longer exists (or a sequence that is not its own) is skipped. The rows travel
+ * grouped by purge ({p, s, ok: [node ids], failed: [{n, e}]}): a thousand acks of one purge are about
+ * 40 KB of parameter instead of 150. Returns the purges touched.
+ */
+export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAckRow[], now: Date): Promise<string[]> {
+  if (!acks.length) return [];
+  const byPurge = new Map<string, { p: string; s: number; ok: string[]; failed: { n: string; e: string | null }[] }>();
+  for (const ack of acks) {
+    let group = byPurge.get(ack.purge_id);
+    if (!group) byPurge.set(ack.purge_id, (group = { p: ack.purge_id, s: ack.sequence, ok: [], failed: [] }));
+    if (ack.ok) group.ok.push(ack.node_id);
+    else group.failed.push({ n: ack.node_id, e: ack.error });
+  }
+  const rows = await em.execute<{ purge_id: string }[]>(
+    `with g as (select jsonb_array_elements(?::jsonb) as j),
+     x as (
+       select (g.j->>'p')::uuid as purge_id, (g.j->>'s')::bigint as sequence, n.id::uuid as node_id, true as ok, null::text as error
+       from g cross join lateral jsonb_array_elements_text(g.j->'ok') as n(id)
+       union all
+       select (g.j->>'p')::uuid, (g.j->>'s')::bigint, (f->>'n')::uuid, false, f->>'e'
+       from g cross join lateral jsonb_array_elements(g.j->'failed') as f
+     ),
+     stored as (
+       insert into cdn_purge_ack (purge_id, node_id, ok, error, acked_at)
+       select x.purge_id, x.node_id, x.ok, x.error, ? from x
+       join cdn_purge_request p on p.id = x.purge_id and p.sequence = x.sequence
+       join cdn_edge_node n on n.id = x.node_id
+       on conflict (purge_id, node_id) do update set ok = excluded.ok, error = excluded.error, acked_at = excluded.acked_at
+       returning purge_id
+     ),
+     applied as (
+       update cdn_edge_node n set purge_sequence = m.s, updated_at = ?
+       from (select node_id, max(sequence) as s from x where ok group by node_id) m
+       where n.id = m.node_id and n.purge_sequence < m.s
+     )
+     select distinct purge_id from stored`,
+    [JSON.stringify([...byPurge.values()]), now, now],
+  );
+  return rows.map((r) => r.purge_id);
+}
+
+/**
+ * Moves purges on from their acknowledgements: in_progress from the first ack, failed as soon as a node
+ * reported a failure, completed once every node online now has acknowledged it; edge_nodes_completed
+ * counts the successful acks (edge_nodes_total grows if more nodes answered than were online at fan-out).
+ * `which` is a list of purge ids, or 'open' for every pending or in-progress purge already fanned out
+ * (after nodes went offline).
+ */
+export async function evaluatePurges(em: EntityManager, which: readonly string[] | 'open', now: Date): Promise<void> {
+  if (which !== 'open' && !which.length) return;
+  const selected = which === 'open'
+    ? `select id from cdn_purge_request where status in ('pending', 'in_progress') and edge_nodes_total > 0`
+    : `select id from cdn_purge_request where id = any(${idList})`;
+  await em.execute(
+    `with selected as (${selected}),
+     counts as (
+       select s.id,
+         count(a.node_id) filter (where a.ok)::int as ok_n,
+         count(a.node_id) filter (where not a.ok)::int as failed_n,
+         (select count(*) from cdn_edge_node n where n.${ONLINE}
+            and not exists (select 1 from cdn_purge_ack a2 where a2.purge_id = s.id and a2.node_id = n.id and a2.ok))::int as missing_n
+       from selected s left join cdn_purge_ack a on a.purge_id = s.id
+       group by s.id
+     )
+     update cdn_purge_request p set
+       edge_nodes_completed = c.ok_n,
+       edge_nodes_total = greatest(p.edge_nodes_total, c.ok_n + c.failed_n),
+       status = case
+         when c.failed_n > 0 then 'failed'
+         when c.missing_n = 0 then 'completed'
+         when p.status = 'completed' then 'completed'
+         when c.ok_n > 0 then 'in_progress'
+         else p.status end,
+       completed_at = case when p.completed_at is null and (c.failed_n > 0 or c.missing_n = 0) then ? else p.completed_at end,
+       updated_at = ?
+     from counts c
+     where p.id = c.id`,
+    which === 'open' ? [now, now] : [ids(which), now, now],
+  );
+}

@@ -1,0 +1,254 @@
+// The control channel's writes to PostgreSQL, coalesced: acknowledgements,
+// heartbeats and origin probes are buffered in memory and written in a few
+// set-based statements per flush, whatever the number of agents (issue 12:
+// purge to 1,000 agents all acked under 150 ms). Acks are flushed 5
+// milliseconds after the first one arrives (a flush in progress collects the
+// next batch meanwhile); heartbeats and origin probes wait up to a second
+// (each node's latest overwrites its earlier ones, so a node costs at most one
+// row per flush). Every node change is keyed by the stream it came from and
+// applies only while the node's row still belongs to that stream (same
+// connected_at and replica): a node that reconnected meanwhile is left alone.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Logger } from 'pino';
+import type { OriginHealthReading } from '../cdn/services.ts';
+import type { Clock } from '../core/clock.ts';
+import { recordset } from '../db/bulk.ts';
+import { evaluatePrefetchJobs, openJobsOf, recordPrefetchAnswers, type PrefetchAnswer } from './channel-prefetch.ts';
+import { evaluatePurges, recordPurgeAcks, type PurgeAckRow } from './channel-purges.ts';
+import type { AgentStream } from './channel-stream.ts';
+import type { EdgeNodeStatus } from './nodes-entity.ts';
+import { originsReportedBy, refreshOriginStatus } from './nodes-service.ts';
+
+/** Delay between the first buffered acknowledgement and the flush that writes it. */
+export const ACK_FLUSH_DELAY_MS = 5;
+/** Delay before heartbeats and origin probes are written. */
+export const HEARTBEAT_FLUSH_DELAY_MS = 1_000;
+
+export interface NodeChange {
+  id: string;
+  connected_at: Date;
+  last_seen_at?: Date | null;
+  status?: EdgeNodeStatus | null;
+  config_version?: number | null;
+  failed_config_version?: number | null;
+  config_error?: string | null;
+  clear_error?: boolean;
+  purge_sequence?: number | null;
+  cache_objects?: number | null;
+  cache_bytes?: number | null;
+}
+
+/** One node's latest probe of one origin. */
+export interface OriginProbe extends OriginHealthReading {
+  origin_id: string;
+  node_id: string;
+}
+
+export interface FlushHooks {
+  /** After a flush that recorded configuration acks or changed which nodes are online. */
+  configOrFleetChanged(em: EntityManager): Promise<void>;
+}
+
+export class ChannelWriter {
+  readonly #em: () => EntityManager;
+  readonly #clock: Clock;
+  readonly #log: Logger;
+  readonly #replicaId: string;
+  readonly #hooks: FlushHooks;
+
+  #nodes = new Map<string, NodeChange>();
+  #purgeAcks = new Map<string, PurgeAckRow>();
+  #prefetch = new Map<string, PrefetchAnswer>();
+  #probes = new Map<string, OriginProbe>();
+  #offlineNodes = new Set<string>();
+  #configChanged = false;
+  #fleetChanged = false;
+
+  #timer: NodeJS.Timeout | null = null;
+  #timerDue = Infinity;
+  #flushing: Promise<void> | null = null;
+  #closed = false;
+
+  constructor(options: { em: () => EntityManager; clock: Clock; log: Logger; replicaId: string; hooks: FlushHooks }) {
+    this.#em = options.em;
+    this.#clock = options.clock;
+    this.#log = options.log;
+    this.#replicaId = options.replicaId;
+    this.#hooks = options.hooks;
+  }
+
+  /** Merges a change of the node behind `stream` into the next flush (later values win; purge sequences and refused versions only grow). */
+  node(stream: AgentStream, change: Omit<NodeChange, 'id' | 'connected_at'>, urgent: boolean): void {
+    const key = `${stream.nodeId}@${stream.connectedAt.getTime()}`;
+    const current = this.#nodes.get(key) ?? { id: stream.nodeId, connected_at: stream.connectedAt };
+    const grow = (a: number | null | undefined, b: number | null | undefined) => (b == null ? a : a == null ? b : Math.max(a, b));
+    const next: NodeChange = { ...current, ...withoutUndefined(change) };
+    next.failed_config_version = grow(current.failed_config_version, change.failed_config_version);
+    next.purge_sequence = grow(current.purge_sequence, change.purge_sequence);
+    if (change.clear_error) next.config_error = null;
+    if (change.config_error) next.clear_error = false;
+    if (change.config_version != null || change.failed_config_version != null) this.#configChanged = true;
+    if (change.status === 'offline') {
+      this.#offlineNodes.add(stream.nodeId);
+      this.#fleetChanged = true;
+    }
+    this.#nodes.set(key, next);
+    this.#schedule(urgent ? ACK_FLUSH_DELAY_MS : HEARTBEAT_FLUSH_DELAY_MS);
+  }
+
+  purgeAck(ack: PurgeAckRow): void {
+    this.#purgeAcks.set(`${ack.purge_id}|${ack.node_id}`, ack);
+    this.#schedule(ACK_FLUSH_DELAY_MS);
+  }
+
+  prefetchAnswer(answer: PrefetchAnswer): void {
+    this.#prefetch.set(`${answer.job_id}|${answer.node_id}`, answer);
+    this.#schedule(ACK_FLUSH_DELAY_MS);
+  }
+
+  originProbe(probe: OriginProbe): void {
+    this.#probes.set(`${probe.origin_id}|${probe.node_id}`, probe);
+    this.#schedule(HEARTBEAT_FLUSH_DELAY_MS);
+  }
+
+  /** Nodes went offline outside a stream (the sweeper): re-evaluate what counted them. */
+  nodesWentOffline(nodeIds: readonly string[]): void {
+    if (!nodeIds.length) return;
+    for (const id of nodeIds) this.#offlineNodes.add(id);
+    this.#fleetChanged = true;
+    this.#schedule(ACK_FLUSH_DELAY_MS);
+  }
+
+  /** Nodes came online (Hello): deployments and propagation are re-evaluated. */
+  fleetChanged(): void {
+    this.#fleetChanged = true;
+    this.#schedule(ACK_FLUSH_DELAY_MS);
+  }
+
+  #schedule(delayMs: number): void {
+    if (this.#closed) return;
+    const due = Date.now() + delayMs;
+    if (this.#timer && this.#timerDue <= due) return;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timerDue = due;
+    this.#timer = setTimeout(() => {
+      this.#timer = null;
+      this.#timerDue = Infinity;
+      void this.flush();
+    }, delayMs);
+  }
+
+  get #pending(): boolean {
+    return this.#nodes.size > 0 || this.#purgeAcks.size > 0 || this.#prefetch.size > 0 || this.#probes.size > 0 || this.#fleetChanged || this.#configChanged;
+  }
+
+  /** Writes everything buffered; one flush at a time (a call during a flush waits for it, then flushes what came meanwhile). */
+  async flush(): Promise<void> {
+    while (this.#flushing) await this.#flushing;
+    if (!this.#pending) return;
+    this.#flushing = this.#flushOnce().catch((error: unknown) => {
+      this.#log.error({ err: error }, 'edge channel: writing acknowledgements and heartbeats failed; retrying');
+      if (!this.#closed) this.#schedule(HEARTBEAT_FLUSH_DELAY_MS);
+    }).finally(() => {
+      this.#flushing = null;
+    });
+    await this.#flushing;
+  }
+
+  async #flushOnce(): Promise<void> {
+    const nodes = [...this.#nodes.values()];
+    const purgeAcks = [...this.#purgeAcks.values()];
+    const prefetch = [...this.#prefetch.values()];
+    const probes = [...this.#probes.values()];
+    const offline = [...this.#offlineNodes];
+    const configChanged = this.#configChanged;
+    const fleetChanged = this.#fleetChanged;
+    this.#nodes = new Map();
+    this.#purgeAcks = new Map();
+    this.#prefetch = new Map();
+    this.#probes = new Map();
+    this.#offlineNodes = new Set();
+    this.#configChanged = this.#fleetChanged = false;
+    const em = this.#em();
+    const now = this.#clock.now();
+    try {
+      if (nodes.length) await this.#writeNodes(em, nodes, now);
+      if (purgeAcks.length) await evaluatePurges(em, await recordPurgeAcks(em, purgeAcks, now), now);
+      if (prefetch.length) await evaluatePrefetchJobs(em, await recordPrefetchAnswers(em, prefetch), now);
+      if (probes.length) await this.#writeProbes(em, probes);
+      if (fleetChanged) {
+        await evaluatePurges(em, 'open', now);
+        if (offline.length) {
+          await evaluatePrefetchJobs(em, await openJobsOf(em, offline), now);
+          await refreshOriginStatus(em, await originsReportedBy(em, offline));
+        }
+      }
+      if (configChanged || fleetChanged) await this.#hooks.configOrFleetChanged(em);
+    } catch (error) {
+      // Put back what was not written (newer buffered values win) so the retry writes it.
+      for (const n of nodes) {
+        const key = `${n.id}@${n.connected_at.getTime()}`;
+        if (!this.#nodes.has(key)) this.#nodes.set(key, n);
+      }
+      for (const a of purgeAcks) if (!this.#purgeAcks.has(`${a.purge_id}|${a.node_id}`)) this.#purgeAcks.set(`${a.purge_id}|${a.node_id}`, a);
+      for (const a of prefetch) if (!this.#prefetch.has(`${a.job_id}|${a.node_id}`)) this.#prefetch.set(`${a.job_id}|${a.node_id}`, a);
+      for (const p of probes) if (!this.#probes.has(`${p.origin_id}|${p.node_id}`)) this.#probes.set(`${p.origin_id}|${p.node_id}`, p);
+      for (const id of offline) this.#offlineNodes.add(id);
+      this.#configChanged ||= configChanged;
+      this.#fleetChanged ||= fleetChanged;
+      throw error;
+    }
+  }
+
+  async #writeNodes(em: EntityManager, nodes: NodeChange[], now: Date): Promise<void> {
+    await em.execute(
+      `update cdn_edge_node n set
+         last_seen_at = coalesce(x.last_seen_at, n.last_seen_at),
+         status = coalesce(x.status, n.status),
+         config_version = coalesce(x.config_version, n.config_version),
+         failed_config_version = greatest(n.failed_config_version, x.failed_config_version),
+         config_error = case when x.clear_error then null when x.config_error is not null then x.config_error else n.config_error end,
+         purge_sequence = greatest(n.purge_sequence, x.purge_sequence),
+         cache_objects = coalesce(x.cache_objects, n.cache_objects),
+         cache_bytes = coalesce(x.cache_bytes, n.cache_bytes),
+         updated_at = ?
+       from ${recordset({
+         id: 'uuid', connected_at: 'timestamptz', last_seen_at: 'timestamptz', status: 'text', config_version: 'bigint', failed_config_version: 'bigint',
+         config_error: 'text', clear_error: 'boolean', purge_sequence: 'bigint', cache_objects: 'bigint', cache_bytes: 'bigint',
+       })}
+       where n.id = x.id and n.connected_at = x.connected_at and n.replica_id = ?`,
+      [now, JSON.stringify(nodes), this.#replicaId],
+    );
+  }
+
+  async #writeProbes(em: EntityManager, probes: OriginProbe[]): Promise<void> {
+    const rows = await em.execute<{ origin_id: string }[]>(
+      `insert into cdn_origin_health (origin_id, node_id, status, latency_ms, last_success_at, last_failure_at, failure_reason, consecutive_failures, checked_at)
+       select x.origin_id, x.node_id, x.status, x.latency_ms, x.last_success_at, x.last_failure_at, x.failure_reason, x.consecutive_failures, x.checked_at
+       from ${recordset({
+         origin_id: 'uuid', node_id: 'uuid', status: 'text', latency_ms: 'int', last_success_at: 'timestamptz', last_failure_at: 'timestamptz',
+         failure_reason: 'text', consecutive_failures: 'int', checked_at: 'timestamptz',
+       })}
+       join cdn_origin o on o.id = x.origin_id
+       join cdn_edge_node n on n.id = x.node_id
+       on conflict (origin_id, node_id) do update set status = excluded.status, latency_ms = excluded.latency_ms,
+         last_success_at = excluded.last_success_at, last_failure_at = excluded.last_failure_at, failure_reason = excluded.failure_reason,
+         consecutive_failures = excluded.consecutive_failures, checked_at = excluded.checked_at
+       returning origin_id`,
+      [JSON.stringify(probes)],
+    );
+    await refreshOriginStatus(em, [...new Set(rows.map((r) => r.origin_id))]);
+  }
+
+  /** Writes what is buffered and stops scheduling (shutdown). */
+  async close(): Promise<void> {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = null;
+    await this.flush();
+    this.#closed = true;
+  }
+}
+
+function withoutUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}

@@ -1,0 +1,156 @@
+// The edge nodes as the control plane sees them (document 3 §2 "Edge node",
+// §4.13; DESIGN.md §7): the list with its filters, how far a configuration
+// version has propagated (FleetView), the deploying → active move of
+// endpoints, origin health aggregated over the nodes online now, and the
+// sweep that marks silent nodes offline. "Online" here means online or
+// draining: a draining node still serves (and is still sent purges) until its
+// stream ends.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { HealthStatus } from '../cdn/cdn.entities.ts';
+import type { OriginHealthReading } from '../cdn/services.ts';
+import type { RequestContext } from '../core/request-context.ts';
+import { idList, ids } from '../db/bulk.ts';
+import type { ListOptions } from '../cdn/fields.ts';
+import { paginate } from '../http/paging.ts';
+import type { ConfigSource, PropagationCounts } from './contracts.ts';
+import { EdgeNode, type EdgeNodeStatus } from './nodes-entity.ts';
+
+/** SQL condition of a node that counts as online (serving, reachable through a stream). */
+export const ONLINE = `status in ('online', 'draining')`;
+
+export interface EdgeNodeFilters { status?: EdgeNodeStatus; region?: string; config_synced?: boolean }
+
+/** The active version's number, 0 before the first publish (a node is synced when it holds exactly this). */
+export async function activeVersionNumber(source: ConfigSource | undefined): Promise<number> {
+  return (await source?.active())?.version ?? 0;
+}
+
+/** One page of edge nodes by hostname; config_synced compares each node's applied version with the active one. */
+export async function listEdgeNodes(rc: RequestContext, source: ConfigSource | undefined, filters: EdgeNodeFilters, page: Pick<ListOptions, 'cursor' | 'limit'>) {
+  const active = await activeVersionNumber(source);
+  const where: Record<string, unknown> = {};
+  if (filters.status) where.status = filters.status;
+  if (filters.region) where.region = filters.region;
+  if (filters.config_synced !== undefined) where.config_version = filters.config_synced ? active : { $ne: active };
+  const found = await paginate(rc.em, EdgeNode, { where: where as never, limit: page.limit, cursor: page.cursor, sort: { field: 'hostname', direction: 'asc' } });
+  return { items: found.items.map((node) => ({ ...node, config_synced: node.config_version === active })), meta: found.meta };
+}
+
+/** FleetView.propagation: counted over the nodes online now (contracts.ts). */
+export async function propagation(em: EntityManager, versionNumber: number): Promise<PropagationCounts> {
+  const [row] = await em.execute<{ total: number; synced: number; failed: number }[]>(
+    `select count(*)::int as total,
+       count(*) filter (where config_version >= ?)::int as synced,
+       count(*) filter (where config_version < ? and failed_config_version >= ?)::int as failed
+     from cdn_edge_node where ${ONLINE}`,
+    [versionNumber, versionNumber, versionNumber],
+  );
+  const { total, synced, failed } = row ?? { total: 0, synced: 0, failed: 0 };
+  return { total_nodes: total, synced_nodes: synced, pending_nodes: total - synced - failed, failed_nodes: failed };
+}
+
+/**
+ * Endpoints `deploying` whose latest change (their manifest entry's version in the active version) every
+ * online node has applied become `active` (one UPDATE). With no node online they stay deploying: nothing
+ * has them yet. Then, when no online node is still pending on the active version, its
+ * propagation_completed_at is set (once). Returns the number of endpoints moved.
+ */
+export async function reconcileDeployments(em: EntityManager, source: ConfigSource, now: Date): Promise<{ activated: number; completedVersion: number | null }> {
+  const [fleet] = await em.execute<{ n: number; min_applied: string | null }[]>(`select count(*)::int as n, min(config_version)::text as min_applied from cdn_edge_node where ${ONLINE}`);
+  // The deploying endpoints are read before the active version: an endpoint marked deploying by a publish
+  // is then judged against that publish's version (or a later one), never against the one before it.
+  const deploying = fleet && fleet.n > 0 ? await em.execute<{ id: string }[]>(`select id from cdn_endpoint where status = 'deploying'`) : [];
+  const active = await source.active();
+  if (!active) return { activated: 0, completedVersion: null };
+  let activated = 0;
+  if (fleet && fleet.n > 0) {
+    const lowest = Number(fleet.min_applied);
+    const ready = deploying.filter(({ id }) => {
+      const entry = active.manifest.get(`endpoint/${id}`);
+      return entry !== undefined && entry.version <= lowest;
+    }).map(({ id }) => id);
+    if (ready.length) {
+      const moved = await em.execute<{ id: string }[]>(
+        `update cdn_endpoint set status = 'active', version = version + 1, updated_at = ? where status = 'deploying' and id = any(${idList}) returning id`,
+        [now, ids(ready)],
+      );
+      activated = moved.length;
+    }
+  }
+  const counts = await propagation(em, active.version);
+  let completedVersion: number | null = null;
+  if (counts.total_nodes > 0 && counts.pending_nodes === 0) {
+    try {
+      await em.execute(`update cdn_config_version set propagation_completed_at = ? where version_number = ? and propagation_completed_at is null`, [now, active.version]);
+      completedVersion = active.version;
+    } catch (error) {
+      // The configuration versions' table comes with their own migration; without it there is nothing to mark.
+      if (!isMissingTable(error)) throw error;
+    }
+  }
+  return { activated, completedVersion };
+}
+
+const isMissingTable = (error: unknown) => (error as { code?: string; name?: string })?.code === '42P01' || (error as { name?: string })?.name === 'TableNotFoundException';
+
+/** Marks offline the online or draining nodes not seen since `before` (their heartbeats stopped, or their replica died); returns their ids. */
+export async function sweepSilentNodes(em: EntityManager, before: Date, now: Date): Promise<string[]> {
+  const rows = await em.execute<{ id: string }[]>(
+    `update cdn_edge_node set status = 'offline', updated_at = ? where ${ONLINE} and (last_seen_at is null or last_seen_at < ?) returning id`,
+    [now, before],
+  );
+  return rows.map((r) => r.id);
+}
+
+const WORST_FIRST = `case h.status when 'unhealthy' then 0 when 'degraded' then 1 when 'healthy' then 2 else 3 end`;
+
+/** An origin's health, worst case over the nodes online now (unhealthy > degraded > healthy > unknown); null when none reports it. */
+export async function originHealthReading(em: EntityManager, originId: string): Promise<OriginHealthReading | null> {
+  const [row] = await em.execute<{
+    n: number; status: HealthStatus; latency_ms: number | null; last_success_at: Date | null; last_failure_at: Date | null;
+    failure_reason: string | null; consecutive_failures: number | null; checked_at: Date | null;
+  }[]>(
+    `select count(*)::int as n,
+       (array_agg(h.status order by ${WORST_FIRST}))[1] as status,
+       max(h.latency_ms) as latency_ms, max(h.last_success_at) as last_success_at, max(h.last_failure_at) as last_failure_at,
+       (array_agg(h.failure_reason order by ${WORST_FIRST}, h.checked_at desc nulls last) filter (where h.failure_reason is not null))[1] as failure_reason,
+       max(h.consecutive_failures) as consecutive_failures, max(h.checked_at) as checked_at
+     from cdn_origin_health h join cdn_edge_node n on n.id = h.node_id and n.${ONLINE}
+     where h.origin_id = ?`,
+    [originId],
+  );
+  if (!row || row.n === 0) return null;
+  const date = (v: Date | string | null) => (v === null ? null : new Date(v));
+  return {
+    status: row.status, latency_ms: row.latency_ms, last_success_at: date(row.last_success_at), last_failure_at: date(row.last_failure_at),
+    failure_reason: row.failure_reason, consecutive_failures: row.consecutive_failures ?? 0, checked_at: date(row.checked_at),
+  };
+}
+
+/**
+ * Sets cdn_origin.health_status to the current worst case (unknown when no online node reports) for the
+ * origins given, only where it differs: the column changes when the health does, not on every probe
+ * (it is observed state, not configuration: the origin's version and updated_at stay).
+ */
+export async function refreshOriginStatus(em: EntityManager, originIds: readonly string[]): Promise<void> {
+  if (!originIds.length) return;
+  await em.execute(
+    `update cdn_origin o set health_status = a.status
+     from (
+       select o2.id, coalesce((
+         select h.status from cdn_origin_health h join cdn_edge_node n on n.id = h.node_id and n.${ONLINE}
+         where h.origin_id = o2.id order by ${WORST_FIRST} limit 1
+       ), 'unknown') as status
+       from cdn_origin o2 where o2.id = any(${idList})
+     ) a
+     where o.id = a.id and o.health_status is distinct from a.status`,
+    [ids(originIds)],
+  );
+}
+
+/** The origins some of these nodes reported (their aggregate may change when the nodes go offline). */
+export async function originsReportedBy(em: EntityManager, nodeIds: readonly string[]): Promise<string[]> {
+  if (!nodeIds.length) return [];
+  const rows = await em.execute<{ origin_id: string }[]>(`select distinct origin_id from cdn_origin_health where node_id = any(${idList})`, [ids(nodeIds)]);
+  return rows.map((r) => r.origin_id);
+}
