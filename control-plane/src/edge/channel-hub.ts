@@ -176,7 +176,7 @@ export class ChannelHub {
       }).then((unsubscribe) => {
         if (this.#closing) void unsubscribe();
         else this.#unsubscribe.push(unsubscribe);
-      }, (error: unknown) => this.#log.error({ err: error, channel }, 'edge channel: subscribing failed')));
+      }, (error: unknown) => this.#closing || this.#log.error({ err: error, channel }, 'edge channel: subscribing failed')));
     };
     on(PURGE_SUBMITTED_CHANNEL, () => void this.#safely('purge fan-out', () => this.#fanOutPurges()));
     on(PREFETCH_SUBMITTED_CHANNEL, (m) => typeof m.job_id === 'string' && UUID.test(m.job_id) && void this.#safely('prefetch fan-out', () => this.#dispatchPrefetch(m.job_id as string)));
@@ -587,8 +587,12 @@ export class ChannelHub {
   async close(): Promise<void> {
     this.#closing = true;
     if (this.#tick) clearInterval(this.#tick);
-    for (const unsubscribe of this.#unsubscribe.splice(0)) await unsubscribe();
+    const bound = (work: Promise<unknown>, what: string) =>
+      withTimeout(work, this.#services.config.SHUTDOWN_TIMEOUT_MS, () => new Error(`${what} timed out`)).catch((error: unknown) => {
+        this.#log.warn({ err: error }, `edge channel shutdown: ${what} failed`);
+      });
+    await bound(Promise.all(this.#unsubscribe.splice(0).map((unsubscribe) => unsubscribe())), 'unsubscribing');
     for (const stream of [...this.#streams.values()]) stream.end(GrpcStatus.UNAVAILABLE, 'control plane shutting down');
-    await this.#writer.close();
+    await bound(this.#writer.close(), 'writing what agents acknowledged');
   }
 }

@@ -242,10 +242,10 @@ export class ChannelWriter {
 
   /** Writes what is buffered and stops scheduling (shutdown). */
   async close(): Promise<void> {
+    this.#closed = true;
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = null;
     await this.flush();
-    this.#closed = true;
   }
 }
 
