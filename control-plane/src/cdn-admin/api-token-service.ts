@@ -12,7 +12,7 @@ import { createTokenHasher, generateApiToken, isApiTokenFormat } from '../auth/p
 import { MINUTE } from '../core/clock.ts';
 import type { CoreServices } from '../core/services.ts';
 import type { RequestContext } from '../core/request-context.ts';
-import { issuedTokens, type MintedToken, type WithValue } from '../crypto/issued-tokens.ts';
+import { issuedTokens, type MintedToken, type WithValue } from './issued-tokens.ts';
 import { ApiToken, type ApiTokenRole } from './api-token.entity.ts';
 import { responsibleUserId } from './actor.ts';
 

@@ -15,7 +15,7 @@ import { responsibleUserId } from '../cdn-admin/actor.ts';
 import type { Clock } from '../core/clock.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import type { CoreServices } from '../core/services.ts';
-import { issuedTokens, type MintedToken, type WithValue } from '../crypto/issued-tokens.ts';
+import { issuedTokens, type MintedToken, type WithValue } from '../cdn-admin/issued-tokens.ts';
 import type { KeyValueStore } from '../store/index.ts';
 import { AgentToken } from './agent-token.entity.ts';
 import type { CreateAgentTokenInput } from './agent-token-record.ts';

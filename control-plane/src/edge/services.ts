@@ -2,8 +2,19 @@
 // declaration of its routes.
 import type { CdnServices } from '../cdn/services.ts';
 import { routesFor } from '../http/route.ts';
-import type { ChannelHub } from './channel-hub.ts';
 import type { AgentTokenVerifier, ConfigSource, FleetView } from './contracts.ts';
+
+/** What of the channel's hub (channel-hub.ts) is reachable from the services: waits and sweeps tests drive. */
+export interface ChannelHubControls {
+  /** Resolves once this replica listens on the channel's pub/sub subjects. */
+  readonly subscribed: Promise<void>;
+  /** Writes the buffered acknowledgements and heartbeats now. */
+  flush(): Promise<void>;
+  /** Marks the nodes whose heartbeats stopped offline now; returns their ids. */
+  sweep(): Promise<string[]>;
+  /** Runs the periodic catch-up now (silent nodes, missed purges, the active version, prefetch jobs). */
+  poll(): Promise<void>;
+}
 
 /** The control channel of this replica (channel-server.ts). */
 export interface EdgeChannel {
@@ -12,7 +23,7 @@ export interface EdgeChannel {
   tls: boolean;
   /** This process's replica id (cdn_edge_node.replica_id of the nodes it holds). */
   replicaId: string;
-  hub: ChannelHub;
+  hub: ChannelHubControls;
 }
 
 export interface EdgeServices extends CdnServices {
