@@ -138,6 +138,19 @@ t.test('revoking an agent token closes that token\'s streams at once (UNAUTHENTI
   t.notOk(kept.ended);
 });
 
+t.test('regression: a revocation announced while the subscription was down still closes the streams once it is back', async (t) => {
+  const { agent: revoked } = await other.connect();
+  const { agent: kept } = await connect();
+  const row = `insert into cdn_agent_token (id, name, token_hash, token_hint, status, created_at, updated_at) values (?, ?, ?, 'agt_xxxx', ?, now(), now())
+    on conflict (id) do update set status = excluded.status`;
+  await query(cp, row, [TOKEN_ID, 'good', 'a'.repeat(64), 'active']);
+  await query(cp, row, [OTHER_TOKEN_ID, 'other', 'b'.repeat(64), 'revoked']);
+  t.equal(await cp.app.edgeChannel!.hub.recheckTokens(), 1, 'one stream closed');
+  const status = await revoked.status;
+  t.equal(status.code, grpc.status.UNAUTHENTICATED);
+  t.notOk(kept.ended, 'the stream of the active token stays');
+});
+
 t.test('grpc.health.v1 answers SERVING; readiness reports edge_config ok', async (t) => {
   const client = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
   t.teardown(() => client.close());

@@ -187,7 +187,10 @@ export class ChannelHub {
     // Messages published while the subscription was down are lost: catch up when it is back.
     let wasLive = true;
     this.#unsubscribe.push(store.onSubscriptionState((live) => {
-      if (live && !wasLive) void this.poll();
+      if (live && !wasLive) {
+        void this.#safely('re-checking agent tokens', () => this.recheckTokens());
+        void this.poll();
+      }
       wasLive = live;
     }));
     const interval = this.#services.config.EDGE_HEARTBEAT_INTERVAL_MS;
@@ -219,6 +222,26 @@ export class ChannelHub {
       this.#polling = null;
     });
     await this.#polling;
+  }
+
+  /**
+   * Closes the streams whose agent token is no longer active (revoked or expired): a revocation announced
+   * while this replica's subscription was down never reached it. Run when the subscription comes back.
+   */
+  async recheckTokens(): Promise<number> {
+    const ids = [...this.#byToken.keys()];
+    if (!ids.length) return 0;
+    const rows = await this.#em.getConnection().execute<{ id: string }[]>(
+      `select id from cdn_agent_token where id in (${ids.map(() => '?').join(', ')}) and status = 'active' and (expires_at is null or expires_at > ?)`,
+      [...ids, this.#now]);
+    const active = new Set(rows.map((r) => r.id));
+    let closed = 0;
+    for (const id of ids) {
+      if (active.has(id)) continue;
+      closed += this.#byToken.get(id)?.size ?? 0;
+      this.#revoke(id);
+    }
+    return closed;
   }
 
   /** Marks offline the nodes whose heartbeats stopped (3 intervals), on any replica. */

@@ -12,6 +12,8 @@ export interface ChannelHubControls {
   flush(): Promise<void>;
   /** Marks the nodes whose heartbeats stopped offline now; returns their ids. */
   sweep(): Promise<string[]>;
+  /** Closes the streams whose agent token is no longer active (run when the pub/sub subscription comes back); returns how many. */
+  recheckTokens(): Promise<number>;
   /** Runs the periodic catch-up now (silent nodes, missed purges, the active version, prefetch jobs). */
   poll(): Promise<void>;
 }
