@@ -28,12 +28,8 @@ const node = async (id: string) => (await query<Record<string, any>>(cp, `select
 const endpointStatus = async (id: string) => (await query<{ status: string }>(cp, `select status from cdn_endpoint where id = ?`, [id]))[0]!.status;
 const keys = (update: ConfigUpdate) => update.resources.map((r) => r.key).sort();
 
-// The configuration versions' table belongs to the configuration side's migration; where it is absent, a
-// stand-in with the columns the channel writes lets propagation_completed_at be checked.
-const [{ existed }] = await query<{ existed: boolean }>(cp, `select to_regclass('cdn_config_version') is not null as existed`);
-if (!existed) {
-  await query(cp, `create table cdn_config_version (id uuid primary key, version_number bigint unique not null, propagation_completed_at timestamptz null)`);
-}
+// The versions come from the in-test ConfigSource; each gets a row in the configuration versions' table
+// (as a superseded one, so the real active version is untouched) for propagation_completed_at to land on.
 const completedAt = async (version: number) =>
   (await query<{ at: Date | null }>(cp, `select propagation_completed_at as at from cdn_config_version where version_number = ?`, [version]))[0]?.at ?? null;
 
@@ -45,7 +41,8 @@ const p2 = randomUUID();
 
 async function publish(resources: ReturnType<typeof endpointResource>[]) {
   const version = source.publish(resources);
-  if (!existed) await query(cp, `insert into cdn_config_version (id, version_number) values (?, ?)`, [version.id, version.version]);
+  await query(cp, `insert into cdn_config_version (id, version_number, description, status, validation_errors, digest, resource_count, config_revision, created_at, updated_at)
+    values (?, ?, 'test', 'superseded', '[]', ?, 0, 0, now(), now())`, [version.id, version.version, version.digest]);
   await announceConfig(cp.app.store, version);
   return version;
 }

@@ -80,18 +80,11 @@ export async function reconcileDeployments(em: EntityManager, source: ConfigSour
   const counts = await propagation(em, active.version);
   let completedVersion: number | null = null;
   if (counts.total_nodes > 0 && counts.pending_nodes === 0) {
-    try {
-      await em.execute(`update cdn_config_version set propagation_completed_at = ? where version_number = ? and propagation_completed_at is null`, [now, active.version]);
-      completedVersion = active.version;
-    } catch (error) {
-      // The configuration versions' table comes with their own migration; without it there is nothing to mark.
-      if (!isMissingTable(error)) throw error;
-    }
+    await em.execute(`update cdn_config_version set propagation_completed_at = ? where version_number = ? and propagation_completed_at is null`, [now, active.version]);
+    completedVersion = active.version;
   }
   return { activated, completedVersion };
 }
-
-const isMissingTable = (error: unknown) => (error as { code?: string; name?: string })?.code === '42P01' || (error as { name?: string })?.name === 'TableNotFoundException';
 
 /** Marks offline the online or draining nodes not seen since `before` (their heartbeats stopped, or their replica died); returns their ids. */
 export async function sweepSilentNodes(em: EntityManager, before: Date, now: Date): Promise<string[]> {
