@@ -1,6 +1,9 @@
 // `npm start` as a newcomer runs it: flags through npm, a fresh data
-// directory, every URL and command it prints tried as printed, the e-mailed
-// verification link opened, and SIGTERM to the npm process stopping everything.
+// directory, every URL and command it prints tried as printed (the edge agent
+// connected over the control channel: the demo endpoint's cache, the edge
+// nodes list), the e-mailed verification link opened, and SIGTERM to the npm
+// process stopping everything; then a second start on the same directory
+// after the agent's token was revoked (the demo endpoint reused, a new token).
 import t from 'tap';
 import fs from 'node:fs/promises';
 import http from 'node:http';
@@ -64,12 +67,18 @@ function refused(port: number): Promise<boolean> {
 t.test('npm start with flags on a fresh data directory: every printed URL and command works, the verify link too, and SIGTERM to npm stops every child', async (t) => {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'sp-start-'));
   t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
-  const [port, agentPort, metricsPort] = [await freePort(), await freePort(), await freePort()];
+  const [port, agentPort, metricsPort, grpcPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
   const env = { ...embeddedEnv(dataDir), DATA_DIR: '', LOG_LEVEL: '' };
-  const start = startProcess(t, 'npm', ['start', '--', '--port', String(port), '--http-port', String(agentPort), '--metrics-port', String(metricsPort), '--data-dir', dataDir], env);
+  const args = ['start', '--', '--port', String(port), '--http-port', String(agentPort), '--metrics-port', String(metricsPort), '--grpc-port', String(grpcPort), '--data-dir', dataDir];
+  const start = startProcess(t, 'npm', args, env);
   await start.waitForLine(/^Ctrl-C stops both processes\.$/);
   const printed = start.stdout().slice(start.stdout().indexOf('Ready.'));
   t.match(printed, `http://localhost:${port}/docs`, 'the --port flag reached the control plane');
+  t.match(printed, `grpc://127.0.0.1:${grpcPort}`, 'the --grpc-port flag reached the control plane');
+  const tokenFile = path.join(dataDir, 'agent', 'agent-token');
+  t.equal((await fs.stat(tokenFile)).mode & 0o777, 0o600, 'the agent token is kept readable by its owner only');
+  const hostname = /-H 'Host: (\S+)'/.exec(printed)![1]!;
+  t.match(hostname, /^[a-z][a-z2-7]{15}\.cdn\.localhost$/, 'the demo endpoint has a generated CDN hostname');
 
   // Every URL printed answers (the demo endpoint's host resolves to loopback, as *.localhost does in browsers).
   // (URLs on curl lines are tried below, with the command's own headers.)
@@ -78,8 +87,8 @@ t.test('npm start with flags on a fresh data directory: every printed URL and co
   t.ok(urls.length >= 8, `${urls.length} URLs printed`);
   for (const url of urls) {
     const target = new URL(url);
-    const host: Record<string, string> = target.hostname === 'demo.localhost' ? { host: `demo.localhost:${target.port}` } : {};
-    const res = await request({ method: 'GET', url: url.replace('demo.localhost', '127.0.0.1'), headers: host });
+    const host: Record<string, string> = target.hostname.endsWith('.localhost') ? { host: `${target.hostname}:${target.port}` } : {};
+    const res = await request({ method: 'GET', url: url.replace(target.hostname, '127.0.0.1'), headers: host });
     t.equal(res.status, 200, `${url} answers`);
   }
 
@@ -96,6 +105,14 @@ t.test('npm start with flags on a fresh data directory: every printed URL and co
   const loginCommand = parseCurl(/curl -s -X POST \S+\/v1\/auth\/login .*/.exec(printed)![0]);
   t.match(loginCommand.body, password!);
   t.equal((await request(loginCommand)).status, 200, 'the printed login command logs in');
+
+  // The edge nodes, as printed (two shell lines): the agent is online with the active configuration.
+  const edgeNodesLines = /Edge nodes\s+(TOKEN=.*)\n\s+(curl .*)/.exec(printed)!;
+  const nodes = await runToEnd('sh', ['-c', `${edgeNodesLines[1]}\n${edgeNodesLines[2]}`], env);
+  t.equal(nodes.code, 0, nodes.stderr);
+  const listed = JSON.parse(nodes.stdout) as { data: { status: string; config_synced: boolean }[] };
+  t.match(listed.data, [{ status: 'online', config_synced: true }], 'the agent is connected and has the configuration');
+  t.equal(listed.data.length, 1);
 
   // Register as printed, then open the e-mailed verification link and confirm through the page.
   const registerCommand = parseCurl(/curl -s -X POST \S+\/v1\/auth\/register[^\n]*\\\n[^\n]*/.exec(printed)![0].replace(/\\\n/, ' '));
@@ -123,6 +140,32 @@ t.test('npm start with flags on a fresh data directory: every printed URL and co
   const lock = lockDataDir(path.join(dataDir, 'pg.lock'), 'test');
   lock.release();
   t.pass('nobody holds the data directory any more');
+
+  // The agent's token revoked while stopped: the next start issues a new one and reuses the demo endpoint.
+  const tokenBefore = await fs.readFile(tokenFile, 'utf8');
+  const listBefore = await runToEnd('npm', ['run', 'agent-token', '--', 'list', '--data-dir', dataDir], env);
+  const tokenId = /^(\S+)\s+npm start\s+active/m.exec(listBefore.stdout)![1]!;
+  const revoke = await runToEnd('npm', ['run', 'agent-token', '--', 'revoke', tokenId, '--data-dir', dataDir], env);
+  t.equal(revoke.code, 0, revoke.stderr);
+  const again = startProcess(t, 'npm', args, env);
+  await again.waitForLine(/^Ctrl-C stops both processes\.$/);
+  const second = again.stdout();
+  t.match(second, 'refused the agent token', 'the refusal is noticed');
+  t.match(second, /agent-token, issued now\)/);
+  t.not(await fs.readFile(tokenFile, 'utf8'), tokenBefore, 'the token file holds the new token');
+  t.notMatch(second, 'First superadmin', 'no second superadmin');
+  t.match(second, `-H 'Host: ${hostname}'`, 'the same demo endpoint');
+  const demoAgain = parseCurl(/curl -sI .*\.css/.exec(second)![0]);
+  t.equal((await request(demoAgain)).status, 200);
+  t.equal((await request(demoAgain)).headers['x-cache-status'], 'HIT');
+  const login = await request(loginCommand);
+  const bearer = { authorization: `Bearer ${JSON.parse(login.body).data.access_token}` };
+  const endpoints = await request({ method: 'GET', url: `http://127.0.0.1:${port}/v1/cdn/endpoints?limit=100`, headers: bearer });
+  t.equal(JSON.parse(endpoints.body).data.filter((e: { name: string }) => e.name === 'demo').length, 1, 'one demo endpoint after two starts');
+  const listAfter = await runToEnd('npm', ['run', 'agent-token', '--', 'list', '--data-dir', dataDir], env);
+  t.equal([...listAfter.stdout.matchAll(/npm start\s+active/g)].length, 1, 'one active token');
+  const exitAgain = await again.stop('SIGTERM');
+  t.ok(exitAgain.code === 0 || exitAgain.signal === 'SIGTERM', `npm exited (${JSON.stringify(exitAgain)})`);
 });
 
 t.test('npm start refuses an unknown flag or a bad value with one line', async (t) => {

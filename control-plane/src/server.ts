@@ -12,7 +12,7 @@ import { capabilities, entities, jobs as capabilityJobs, personalData, routes as
 import type { Config } from './config/config.ts';
 import { systemClock, type Clock } from './core/clock.ts';
 import type { CoreServices } from './core/services.ts';
-import { deriveKey, loadSecretsKey, SecretBox, TOKEN_PEPPER_PURPOSE } from './crypto/secret-box.ts';
+import { deriveKey, loadSecretsKey, SecretBox, SECRET_BOX_PURPOSE, TOKEN_PEPPER_PURPOSE } from './crypto/secret-box.ts';
 import { openDatabase, type Database } from './db/orm.ts';
 import { createApp } from './http/app.ts';
 import { createLogger } from './http/logger.ts';
@@ -65,7 +65,7 @@ export async function startControlPlane(config: Config, options: ControlPlaneOpt
   const clock = options.clock ?? systemClock;
   const core: CoreServices = {
     config, db, store, log, clock, version, mailer, deferred,
-    secretBox: new SecretBox(deriveKey(secretsKey, 'secret-box')),
+    secretBox: new SecretBox(deriveKey(secretsKey, SECRET_BOX_PURPOSE)),
     tokenPepper: deriveKey(secretsKey, TOKEN_PEPPER_PURPOSE),
     deriveKey: (purpose) => deriveKey(secretsKey, purpose),
   };

@@ -28,6 +28,9 @@ export const ORIGIN_DEFAULTS = {
   forward_host_header: true, custom_headers: {}, tags: [],
 } as const;
 
+/** What writing an origin needs beyond the request: the host check's lookup and timeout. */
+export type OriginWriteServices = Pick<CdnServices, 'cdnHostLookup' | 'config'>;
+
 export async function findOrigin(rc: RequestContext, id: string): Promise<Origin> {
   return found(await rc.em.findOne(Origin, id), 'Origin');
 }
@@ -76,7 +79,7 @@ function addressOf(input: OriginInput): Partial<Pick<Origin, 'scheme' | 'host' |
 }
 
 /** 422 when the edge would refuse to dial the origin's host (SSRF), naming the address and how to allow it. */
-async function checkHost(app: CdnServices, o: Pick<Origin, 'host' | 'allow_private_network' | 'ssrf_protection'>, field: string): Promise<void> {
+async function checkHost(app: OriginWriteServices, o: Pick<Origin, 'host' | 'allow_private_network' | 'ssrf_protection'>, field: string): Promise<void> {
   const refusal = await originHostRefusal(o.host, o, app.cdnHostLookup, app.config.CDN_ORIGIN_DNS_TIMEOUT_MS);
   if (!refusal) return;
   const via = refusal.address === o.host ? '' : ` (it resolves to ${refusal.address})`;
@@ -103,7 +106,7 @@ async function checkCanDisable(rc: RequestContext, origin: Origin): Promise<void
   ]);
 }
 
-export async function createOrigin(app: CdnServices, rc: RequestContext, input: OriginInput, distributionId: string | null): Promise<Origin> {
+export async function createOrigin(app: OriginWriteServices, rc: RequestContext, input: OriginInput, distributionId: string | null): Promise<Origin> {
   const address = addressOf(input);
   const values = { ...ORIGIN_DEFAULTS, ...input, ...address };
   delete (values as { url?: string }).url;
@@ -121,7 +124,7 @@ export async function createOrigin(app: CdnServices, rc: RequestContext, input: 
   return origin;
 }
 
-export async function updateOrigin(app: CdnServices, rc: RequestContext, id: string, input: OriginInput): Promise<Origin> {
+export async function updateOrigin(app: OriginWriteServices, rc: RequestContext, id: string, input: OriginInput): Promise<Origin> {
   const origin = await findOrigin(rc, id);
   const before = snapshot(origin);
   const { url: _url, custom_headers: headers, ...rest } = input;

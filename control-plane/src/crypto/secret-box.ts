@@ -120,6 +120,8 @@ export class SecretBox {
 
 /** The deriveKey purpose of the token pepper (CoreServices.tokenPepper): the composition root and the CLIs derive it alike. */
 export const TOKEN_PEPPER_PURPOSE = 'token-pepper';
+/** The deriveKey purpose of the secret box (CoreServices.secretBox): the composition root and the commands derive it alike. */
+export const SECRET_BOX_PURPOSE = 'secret-box';
 
 export const DEV_KEY_FILE = 'secrets.key';
 

@@ -17,7 +17,7 @@ import type { EntityClass } from '@mikro-orm/core';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { ConfigError, type Config } from '../config/config.ts';
-import { deriveKey, loadSecretsKey, SecretBoxError, TOKEN_PEPPER_PURPOSE } from '../crypto/secret-box.ts';
+import { deriveKey, loadSecretsKey, SecretBox, SecretBoxError, SECRET_BOX_PURPOSE, TOKEN_PEPPER_PURPOSE } from '../crypto/secret-box.ts';
 import { createStore, type KeyValueStore } from '../store/index.ts';
 import { DataDirBusyError } from './data-dir-lock.ts';
 import { commandSocketPathFor, EmbeddedDatabaseError } from './embedded-postgres.ts';
@@ -30,6 +30,10 @@ export interface CommandIO {
 
 /** Platform services a command may need beyond the database, made on first use (a command that needs none opens nothing). */
 export interface CommandServices {
+  /** The configuration of the control plane the command works for: the running one's when run through it, the CLI's own otherwise. */
+  config: Config;
+  /** The secret box (CoreServices.secretBox) of the control planes on this database, from the same key as the pepper. */
+  secretBox(): Promise<SecretBox>;
   /** The token pepper (CoreServices.tokenPepper) of the control planes on this database: SECRETS_KEY's, or DATA_DIR's dev key's. */
   tokenPepper(): Promise<Buffer>;
   /**
@@ -131,13 +135,16 @@ async function runLocally<A>(command: Command<A>, args: A, config: Config, io: C
 
 /** A command's services when it runs in its own process: the pepper derived from the same key as the control plane's, Redis when configured. */
 function localServices(config: Config): CommandServices & { close(): Promise<void> } {
-  let pepper: Promise<Buffer> | undefined;
+  let secretsKey: Promise<Buffer> | undefined;
+  const key = () => (secretsKey ??= loadSecretsKey({ secretsKey: config.SECRETS_KEY, dataDir: config.dataDir, production: config.NODE_ENV === 'production' }));
   let store: KeyValueStore | undefined;
   return {
-    tokenPepper() {
-      pepper ??= loadSecretsKey({ secretsKey: config.SECRETS_KEY, dataDir: config.dataDir, production: config.NODE_ENV === 'production' })
-        .then((key) => deriveKey(key, TOKEN_PEPPER_PURPOSE));
-      return pepper;
+    config,
+    async secretBox() {
+      return new SecretBox(deriveKey(await key(), SECRET_BOX_PURPOSE));
+    },
+    async tokenPepper() {
+      return deriveKey(await key(), TOKEN_PEPPER_PURPOSE);
     },
     async publish(channel, message) {
       if (!config.REDIS_URL) return false;
@@ -203,8 +210,8 @@ export async function serveCommands(options: {
   commands: Command<any>[];
   publicUrl: string;
   log: Logger;
-  /** The owner's own pepper and store: a command run here hashes and publishes as the owner does. */
-  services: { tokenPepper: Buffer; store: Pick<KeyValueStore, 'publish'> };
+  /** The owner's own configuration, keys and store: a command run here hashes, seals and publishes as the owner does. */
+  services: { config: Config; secretBox: SecretBox; tokenPepper: Buffer; store: Pick<KeyValueStore, 'publish'> };
 }): Promise<CommandServer | undefined> {
   const { db, log } = options;
   if (!db.embeddedDir) return undefined;
@@ -271,6 +278,8 @@ export async function serveCommands(options: {
     log.info({ command: command.name }, 'running a command for another process');
     try {
       const services: CommandServices = {
+        config: options.services.config,
+        secretBox: async () => options.services.secretBox,
         tokenPepper: async () => options.services.tokenPepper,
         publish: async (channel, message) => {
           await options.services.store.publish(channel, message);

@@ -35,7 +35,11 @@ export const CONFIG_LOCK_TIMEOUT_MS = 10_000;
 const AUTO_DESCRIPTION = 'Published automatically after configuration changes';
 
 /** What the configuration side needs: the platform's services and its own store (services.edgeConfig). */
-export type ConfigServices = Pick<EdgeServices, 'db' | 'store' | 'log' | 'clock' | 'config' | 'secretBox' | 'edgeConfig'> & { edgeFleet?: EdgeServices['edgeFleet'] };
+export type ConfigServices = Pick<EdgeServices, 'db' | 'log' | 'clock' | 'config' | 'secretBox' | 'edgeConfig'> & {
+  /** Only to announce a published version (CONFIG_PUBLISHED_CHANNEL); a command run outside a control plane has no more. */
+  store: Pick<EdgeServices['store'], 'publish'>;
+  edgeFleet?: EdgeServices['edgeFleet'];
+};
 
 export function configStore(app: Pick<EdgeServices, 'edgeConfig'>): ConfigStore {
   return app.edgeConfig as ConfigStore;
