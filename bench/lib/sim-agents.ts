@@ -33,6 +33,9 @@ import {
 import { edgeControlService } from '../../shared/src/proto/edge-control.ts';
 import { wallNow } from './stats.ts';
 
+/** The prefix of a refusal the control plane answers with a full push (as the real agent's BASE_MISMATCH). */
+export const BASE_MISMATCH = 'base_mismatch:';
+
 // ---- one agent's apply-and-ack logic (pure: unit-tested in sim-agents.test.ts) ----
 
 export interface AgentState {
@@ -74,14 +77,14 @@ const ack = (value: MessageInitShape<typeof AckSchema>): ConnectRequest => creat
 /** Applies a configuration push to the state (all or nothing); the error text when it cannot be applied. */
 function applyConfig(state: AgentState, update: ConfigUpdate): string | null {
   if (!update.full && update.baseVersion !== state.configVersion) {
-    return `delta on base version ${update.baseVersion}, but version ${state.configVersion} is held`;
+    return `${BASE_MISMATCH} delta on base version ${update.baseVersion}, but version ${state.configVersion} is held`;
   }
   const resources = update.full ? new Map<string, string>() : new Map(state.resources);
   const digest = update.full ? new ConfigDigest() : state.digest.clone();
   const decoder = new TextDecoder('utf-8', { fatal: true });
   for (const key of update.removed) {
     const before = resources.get(key);
-    if (before === undefined) continue;
+    if (before === undefined) return `${BASE_MISMATCH} removes ${key}, which this agent does not hold`;
     resources.delete(key);
     digest.replace(key, before, null);
   }
@@ -95,8 +98,11 @@ function applyConfig(state: AgentState, update: ConfigUpdate): string | null {
     digest.replace(resource.key, resources.get(resource.key) ?? null, resource.sha256);
     resources.set(resource.key, resource.sha256);
   }
-  if (update.resourceCount && resources.size !== update.resourceCount) return `holds ${resources.size} resources after the push, expected ${update.resourceCount}`;
-  if (update.digest && digest.hex() !== update.digest) return 'configuration digest mismatch after the push';
+  // Like the real agent (edge-agent/src/control/resource-set.ts): a delta that does not add up is a base mismatch
+  // (the control plane answers it with a full push), a full push that does not is refused.
+  const mismatch = update.full ? 'digest_mismatch:' : BASE_MISMATCH;
+  if (update.resourceCount && resources.size !== update.resourceCount) return `${mismatch} holds ${resources.size} resources after the push, expected ${update.resourceCount}`;
+  if (update.digest && digest.hex() !== update.digest) return `${mismatch} configuration digest differs after the push`;
   state.resources = resources;
   state.digest = digest;
   state.configVersion = update.version;
