@@ -54,6 +54,8 @@ const POLL_MS = 2;
 const PIN = !args.includes('--no-pin');
 const SHARED_CONNECTION = args.includes('--shared-connection');
 const FLOOR = !args.includes('--no-floor');
+/** Parts of the real path to run (profiling one at a time): purge (with sustain at 1,000), publish, delta. */
+const PHASES = new Set(listFlag('phases', 'purge,publish,delta'));
 /** The control channel (GRPC_PORT, agent tokens, purge fan-out) is on main: the real path runs unless --no-real. */
 const REAL_PATH_WIRED = true;
 const REAL = args.includes('--real') || (REAL_PATH_WIRED && !args.includes('--no-real'));
@@ -75,6 +77,8 @@ function startChild(command: string[], env: NodeJS.ProcessEnv = process.env, std
 
 /** BENCH_CPU_PROF=<dir>: every child writes a CPU profile there (node --cpu-prof). */
 const PROFILE = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+/** BENCH_CP_FLAGS: Node flags for the control plane only (e.g. --report-on-signal --report-directory=DIR: a diagnostic report after each purge line). */
+const CP_FLAGS = (process.env.BENCH_CP_FLAGS ?? '').split(' ').filter(Boolean);
 const node = (script: string, ...rest: string[]) => [process.execPath, ...PROFILE, ...rest, path.join(here, script)];
 const pinned = (core: number, command: string[]) => (PIN ? pin(core, command) : command);
 
@@ -131,6 +135,14 @@ async function startAgents({ n, port, token, reportAcks }: AgentsOptions): Promi
   const connected = await nextMessage(agents, (m) => m.type === 'connected', 120_000, `${n} simulated agents`);
   if (connected.n !== n) throw new Error(`${connected.n} of ${n} agents connected`);
   return Object.assign(agents, { connectMs: connected.ms as number });
+}
+
+/** With BENCH_CP_FLAGS=--report-on-signal (or --heapsnapshot-signal=SIGUSR2): the control plane writes a diagnostic report (heap spaces, RSS) or a heap snapshot now. */
+async function diagnosticReport(pid: number): Promise<void> {
+  const snapshot = CP_FLAGS.some((f) => f.startsWith('--heapsnapshot-signal=SIGUSR2'));
+  if (!CP_FLAGS.includes('--report-on-signal') && !snapshot) return;
+  process.kill(pid, 'SIGUSR2');
+  await new Promise((r) => setTimeout(r, snapshot ? 15_000 : 1_000));
 }
 
 // ---- the floor -------------------------------------------------------------------
@@ -290,7 +302,7 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
   const dbName = `sp_bench_channel_${Date.now().toString(36)}`;
   const url = withDatabaseName(services.postgresUrl, dbName);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sp-bench-channel-'));
-  const email = 'bench-channel-admin@example.com';
+  const email = `bench-channel-admin-${Date.now().toString(36)}@example.com`; // per run: login limits live in the shared Redis
   const lines: string[] = [];
   const say = (line: string) => { console.log(line); lines.push(line); };
   let cp: Child | undefined;
@@ -310,7 +322,7 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
       CDN_PUBLISH_MODE: 'manual', LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '0', NODE_ENV: 'development',
     };
     if (services.redisUrl) env.REDIS_URL = services.redisUrl; else delete env.REDIS_URL;
-    cp = startChild(pinned(0, [process.execPath, path.join(root, 'control-plane/src/main.ts')]), env, 'ignore');
+    cp = startChild(pinned(0, [process.execPath, ...PROFILE, ...CP_FLAGS, path.join(root, 'control-plane/src/main.ts')]), env, 'ignore');
     const base = `http://127.0.0.1:${CP_PORT}`;
     for (let i = 0; ; i++) {
       if (cp.process.exitCode !== null) throw new Error(`the control plane exited with ${cp.process.exitCode}`);
@@ -383,13 +395,16 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
     };
 
     // 4. Purge → all acked, N = 50, 200, 1,000 (the 1,000 stay for the sustained purges).
-    say(`Real path: control plane pid ${cpPid} (main.ts, CDN_PUBLISH_MODE=manual, ${services.redisUrl ? 'Redis' : 'in-process store'}), ${BASE_ENDPOINTS} endpoints, version ${initial} active.`);
+    say(`Real path: control plane pid ${cpPid} (main.ts, CDN_PUBLISH_MODE=manual, ${services.redisUrl ? 'Redis' : 'in-process store'}), ${BASE_ENDPOINTS} endpoints, version ${initial} active; `
+      + `its RSS with no agent connected ${mib(rssOf(cpPid))} MB.`);
     const purgeRows: string[] = [];
     const completionRows: string[] = [];
     let thousand: Child | undefined;
-    for (const n of SIZES) {
+    for (const n of PHASES.has('purge') ? SIZES : []) {
       const agents = await connectAgents(n, initial);
       const connections = connectionsOn(CP_GRPC_PORT);
+      const rssConnected = rssOf(cpPid);
+      await diagnosticReport(cpPid);
       for (let i = 0; i < WARMUP; i++) await purgeRound(agents);
       const cpu = cpuMsOf(cpPid);
       const samples: number[] = [];
@@ -403,6 +418,7 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
       }
       const cpuPerRound = (cpuMsOf(cpPid) - cpu) / ROUNDS;
       const rss = rssOf(cpPid);
+      await diagnosticReport(cpPid);
       // Separately (its polling would load the measured rounds): the API's view of the same purges.
       const completions = [];
       for (let i = 0; i < COMPLETION_ROUNDS; i++) completions.push(await completionRound(agents, n));
@@ -416,7 +432,7 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
       const fo = summarize(fanOut);
       const f = floor.get(n);
       const goal = n === 200 ? `p99 < ${GOALS.purge200P99} ms: ${s.p99 < GOALS.purge200P99 ? 'yes' : '**no**'}` : n === 1000 ? `p99 < ${GOALS.purge1000P99} ms: ${s.p99 < GOALS.purge1000P99 ? 'yes' : '**no**'}` : '';
-      purgeRows.push(`| ${n} | ${connections} | ${f1(s.p50)} | ${f1(s.p99)} | ${f1(s.max)} | ${f1(a.p50)} | ${f1(fo.p50)} / ${f1(fo.p99)} | ${f2(cpuPerRound)} | ${mib(rss)} | `
+      purgeRows.push(`| ${n} | ${connections} | ${f1(s.p50)} | ${f1(s.p99)} | ${f1(s.max)} | ${f1(a.p50)} | ${f1(fo.p50)} / ${f1(fo.p99)} | ${f2(cpuPerRound)} | ${mib(rssConnected)} / ${mib(rss)} | `
         + `${f ? `${f2(s.p50 / f.latency.p50)}× / ${f2(s.p99 / f.latency.p99)}× / ${f2(cpuPerRound / f.cpuMsPerRound)}× (${f.library})` : '—'} | `
         + `${goal} |`);
       console.log(purgeRows.at(-1));
@@ -426,9 +442,10 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
     say('');
     say(`Purge (POST /v1/cdn/cache/purge, purge_type all) → every agent acked, ${ROUNDS} rounds after ${WARMUP} warm-up; ratios to the floor's faster library at the same N (goal ≤ ${GOALS.ratioToFloor}×):`);
     say('');
-    say('| agents | TCP connections | p50 ms | p99 ms | max ms | HTTP answer p50 ms | answer → last ack p50 / p99 ms | control plane CPU ms / round | RSS MB | vs floor p50 / p99 / CPU | goal |');
+    say('| agents | TCP connections | p50 ms | p99 ms | max ms | HTTP answer p50 ms | answer → last ack p50 / p99 ms | control plane CPU ms / round | RSS connected / after MB | vs floor p50 / p99 / CPU | goal |');
     say('|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---|');
     for (const row of purgeRows) say(row);
+    if (!purgeRows.length) say('| (not measured) |');
     say('');
     say(`Purge → the purge record reads \`completed\` with edge_nodes_completed = edge_nodes_total = N (GET /v1/cdn/purge/{id} every ${POLL_MS} ms once every agent acked; `
       + `acks are written coalesced, 5 ms after the first), ${COMPLETION_ROUNDS} further rounds per N after the measured ones, times from the POST:`);
@@ -448,6 +465,7 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
       } finally {
         clearInterval(sampler);
       }
+      await diagnosticReport(cpPid);
       const peak = Math.max(...rss);
       say('');
       say(`Sustained purges to 1,000 agents for ${SUSTAIN_SECONDS} s (${purges} purges, each to all acked): control plane RSS max ${mib(peak)} MB, at the end ${mib(rss.at(-1) ?? NaN)} MB `
@@ -474,22 +492,29 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
         conflicts++;
       }
     };
-    {
+    if (PHASES.has('publish')) {
       const agents = await connectAgents(200, active);
       const samples: number[] = [];
       const bytes: number[] = [];
       let fullPushes = 0;
       let cpuMs = 0;
+      let agentsCpuMs = 0;
+      const answers: number[] = [];
+      const firstReceived: number[] = [];
       for (let round = 0; round < PUBLISH_ROUNDS; round++) {
         // The endpoint's name is part of its snapshot entry: each round changes 100 resources.
         for (let i = 0; i < endpoints.length; i += 4) {
           await Promise.all(endpoints.slice(i, i + 4).map(({ id }) => rename(id, `bench endpoint ${id.slice(0, 8)} round ${round}`)));
         }
         const cpu = cpuMsOf(cpPid);
+        const agentsBefore = await ask(agents, 'usage');
         const started = wallNow();
         active = await publish();
+        answers.push(wallNow() - started);
         const acked = await allAcked(agents, 'config', String(active));
         cpuMs += cpuMsOf(cpPid) - cpu;
+        agentsCpuMs += (await ask(agents, 'usage')).cpuMs - agentsBefore.cpuMs;
+        firstReceived.push(acked.firstReceivedAt - started);
         samples.push(acked.lastAckAt - started);
         bytes.push(acked.maxBytes);
         if (acked.full) fullPushes++;
@@ -499,6 +524,8 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
       say(`Publish (POST /v1/cdn/config/publish: compile, store, fan-out) of a 100-endpoint change → 200 agents acked, ${PUBLISH_ROUNDS} rounds: `
         + `p50 ${f1(s.p50)} ms, p99 ${f1(s.p99)} ms, max ${f1(s.max)} ms (goal p99 < ${GOALS.publish100At200P99} ms: ${s.p99 < GOALS.publish100At200P99 ? 'yes' : '**no**'}); `
         + `push ${(summarize(bytes).p50 / 1024).toFixed(1)} KiB per agent (${fullPushes ? `**${fullPushes} full**` : 'every one a delta'}); `
+        + `HTTP answer p50 ${f1(summarize(answers).p50)} ms, first agent received p50 ${f1(summarize(firstReceived).p50)} ms; `
+        + `agents process CPU ${f1(agentsCpuMs / PUBLISH_ROUNDS)} ms per publish; `
         + `control plane CPU ${f1(cpuMs / PUBLISH_ROUNDS)} ms per publish, from the request to the last ack (the 100 PATCHes before it excluded)`
         + `${conflicts ? `; ${conflicts} PATCHes without If-Match answered 412 (raced with the channel's deploying → active update) and were sent again` : ''}.`);
       await stop(agents);
@@ -506,20 +533,22 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
     }
 
     // 7. 10,000 endpoints: the full snapshot a new agent gets against the delta of a one-endpoint change.
-    for (const statement of endpointInserts(BASE_ENDPOINTS, LARGE_ENDPOINTS)) await sql.query(statement);
-    active = await publish();
-    const fresh = await connectAgents(2, active); // new agents (version 0): a full snapshot each
-    const fullPush = fresh.initialPush;
-    const [one] = endpoints;
-    await rename(one!.id, 'bench endpoint one change');
-    const started = wallNow();
-    active = await publish();
-    const deltaPush = await allAcked(fresh, 'config', String(active));
-    const share = deltaPush.maxBytes / fullPush.maxBytes;
-    say('');
-    say(`${LARGE_ENDPOINTS.toLocaleString('en')} endpoints: full snapshot ${(fullPush.maxBytes / 1024 / 1024).toFixed(2)} MiB per agent (push was ${fullPush.full ? 'full' : '**not full**'}); `
-      + `one-endpoint change ${(deltaPush.maxBytes / 1024).toFixed(2)} KiB per agent (push was ${deltaPush.full ? '**full**' : 'a delta'}), acked in ${f1(deltaPush.lastAckAt - started)} ms: `
-      + `${(share * 100).toFixed(3)} % of the full snapshot (goal < ${GOALS.deltaShare * 100} %: ${share < GOALS.deltaShare ? 'yes' : '**no**'}).`);
+    if (PHASES.has('delta')) {
+      for (const statement of endpointInserts(BASE_ENDPOINTS, LARGE_ENDPOINTS)) await sql.query(statement);
+      active = await publish();
+      const fresh = await connectAgents(2, active); // new agents (version 0): a full snapshot each
+      const fullPush = fresh.initialPush;
+      const [one] = endpoints;
+      await rename(one!.id, 'bench endpoint one change');
+      const started = wallNow();
+      active = await publish();
+      const deltaPush = await allAcked(fresh, 'config', String(active));
+      const share = deltaPush.maxBytes / fullPush.maxBytes;
+      say('');
+      say(`${LARGE_ENDPOINTS.toLocaleString('en')} endpoints: full snapshot ${(fullPush.maxBytes / 1024 / 1024).toFixed(2)} MiB per agent (push was ${fullPush.full ? 'full' : '**not full**'}); `
+        + `one-endpoint change ${(deltaPush.maxBytes / 1024).toFixed(2)} KiB per agent (push was ${deltaPush.full ? '**full**' : 'a delta'}), acked in ${f1(deltaPush.lastAckAt - started)} ms: `
+        + `${(share * 100).toFixed(3)} % of the full snapshot (goal < ${GOALS.deltaShare * 100} %: ${share < GOALS.deltaShare ? 'yes' : '**no**'}).`);
+    }
     return lines;
   } catch (error) {
     if (error instanceof NotWired) return [...lines, `Real path: not wired yet (${error.message}).`];
