@@ -15,7 +15,7 @@ import {
 } from '../../shared/gen/edge/v1/control_pb.ts';
 import { edgeControlService, encodeResponse, type OutgoingResponse } from '../../shared/src/proto/edge-control.ts';
 import { eventually } from '../../test/support/eventually.ts';
-import { answer, createAgentState, type AgentState } from './sim-agents.ts';
+import { answer, createAgentState, SharedPushes, type AgentState } from './sim-agents.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -73,10 +73,10 @@ t.test('configuration that cannot be applied is nacked with the reason, and the 
   const b = endpoint('b', 'two');
 
   const wrongBase = ackOf(answer(state, configPush(2n, [b], { base: 7n, whole: [a, b] })));
-  t.match(wrongBase, { kind: AckKind.CONFIG, version: 2n, nonce: 'n2', ok: false, error: /base version 7/ });
+  t.match(wrongBase, { kind: AckKind.CONFIG, version: 2n, nonce: 'n2', ok: false, error: /^base_mismatch: delta on base version 7/ });
 
   const badDigest = configPush(2n, [b], { base: 1n, whole: [b] }); // digest and count of a configuration without `a`
-  t.match(ackOf(answer(state, badDigest)), { ok: false, error: /holds 2 resources|digest/ });
+  t.match(ackOf(answer(state, badDigest)), { ok: false, error: /^base_mismatch: (holds 2 resources|configuration digest)/ });
 
   const tampered = configPush(2n, [b], { base: 1n, whole: [a, b] });
   if (tampered.message.case === 'configUpdate') tampered.message.value.resources[0]!.body = new TextEncoder().encode('{"id":"b","name":"other"}');
@@ -158,4 +158,31 @@ t.test('the process: N streams on N connections with the token, every push acked
 
   child.send({ type: 'close' });
   await new Promise((resolve) => child.once('exit', resolve));
+});
+
+t.test('SharedPushes: identical bytes on the same base are verified once and give every agent the same outcome', async (t) => {
+  const pushes = new SharedPushes();
+  const a = endpoint('a', 'one'.repeat(400));
+  const b = endpoint('b', 'two'.repeat(400));
+  const full = encodeResponse(configPush(1n, [a, b], { full: true, whole: [a, b] }));
+  const first = createAgentState();
+  const second = createAgentState();
+  const m1 = pushes.decode(Buffer.from(full));
+  const m2 = pushes.decode(Buffer.from(full));
+  t.equal(m1, m2, 'the second copy is not decoded again');
+  t.match(ackOf(pushes.answer(first, m1)), { ok: true, version: 1n });
+  t.match(ackOf(pushes.answer(second, m2)), { ok: true, version: 1n });
+  t.equal(second.configVersion, 1n);
+  t.equal(second.digest.hex(), first.digest.hex());
+  t.same([...second.resources.keys()].sort(), ['endpoint/a', 'endpoint/b']);
+  // Another base (an agent holding nothing) gets its own verdict on a delta: a base mismatch.
+  const b2 = endpoint('b', 'three'.repeat(400));
+  const delta = encodeResponse(configPush(2n, [b2], { base: 1n, whole: [a, b2] }));
+  const fresh = createAgentState();
+  t.match(ackOf(pushes.answer(first, pushes.decode(Buffer.from(delta)))), { ok: true, version: 2n });
+  t.match(ackOf(pushes.answer(fresh, pushes.decode(Buffer.from(delta)))), { ok: false, error: /^base_mismatch: / });
+  t.equal(first.configVersion, 2n);
+  t.equal(second.configVersion, 1n, 'an agent that has not received it is unchanged');
+  t.match(ackOf(pushes.answer(second, pushes.decode(Buffer.from(delta)))), { ok: true, version: 2n });
+  t.equal(second.digest.hex(), first.digest.hex());
 });

@@ -10,7 +10,9 @@
 // Run as its own process (child_process.fork/spawn with an IPC channel):
 //   node bench/lib/sim-agents.ts --target 127.0.0.1:PORT --n 200 --token agt_...
 //     [--heartbeat-ms 5000] [--batch 100] [--report-acks]
-//     [--connection-per-client | --shared-connection] [--region bench]
+//     [--connection-per-client | --shared-connection] [--region bench] [--verify-each]
+// A configuration push is verified once per process and base and shared by the
+// agents whose bytes are identical (SharedPushes); --verify-each verifies every copy.
 // Messages to the parent (process.send):
 //   {type: 'connected', n, ms}               every stream has its Welcome
 //   {type: 'acked', kind, key, count, nacks, firstReceivedAt, lastAckAt, bytes, maxBytes, full, errors}
@@ -32,6 +34,9 @@ import {
 } from '../../shared/gen/edge/v1/control_pb.ts';
 import { edgeControlService } from '../../shared/src/proto/edge-control.ts';
 import { wallNow } from './stats.ts';
+
+/** The prefix of a refusal the control plane answers with a full push (as the real agent's BASE_MISMATCH). */
+export const BASE_MISMATCH = 'base_mismatch:';
 
 // ---- one agent's apply-and-ack logic (pure: unit-tested in sim-agents.test.ts) ----
 
@@ -74,14 +79,14 @@ const ack = (value: MessageInitShape<typeof AckSchema>): ConnectRequest => creat
 /** Applies a configuration push to the state (all or nothing); the error text when it cannot be applied. */
 function applyConfig(state: AgentState, update: ConfigUpdate): string | null {
   if (!update.full && update.baseVersion !== state.configVersion) {
-    return `delta on base version ${update.baseVersion}, but version ${state.configVersion} is held`;
+    return `${BASE_MISMATCH} delta on base version ${update.baseVersion}, but version ${state.configVersion} is held`;
   }
   const resources = update.full ? new Map<string, string>() : new Map(state.resources);
   const digest = update.full ? new ConfigDigest() : state.digest.clone();
   const decoder = new TextDecoder('utf-8', { fatal: true });
   for (const key of update.removed) {
     const before = resources.get(key);
-    if (before === undefined) continue;
+    if (before === undefined) return `${BASE_MISMATCH} removes ${key}, which this agent does not hold`;
     resources.delete(key);
     digest.replace(key, before, null);
   }
@@ -95,8 +100,11 @@ function applyConfig(state: AgentState, update: ConfigUpdate): string | null {
     digest.replace(resource.key, resources.get(resource.key) ?? null, resource.sha256);
     resources.set(resource.key, resource.sha256);
   }
-  if (update.resourceCount && resources.size !== update.resourceCount) return `holds ${resources.size} resources after the push, expected ${update.resourceCount}`;
-  if (update.digest && digest.hex() !== update.digest) return 'configuration digest mismatch after the push';
+  // Like the real agent (edge-agent/src/control/resource-set.ts): a delta that does not add up is a base mismatch
+  // (the control plane answers it with a full push), a full push that does not is refused.
+  const mismatch = update.full ? 'digest_mismatch:' : BASE_MISMATCH;
+  if (update.resourceCount && resources.size !== update.resourceCount) return `${mismatch} holds ${resources.size} resources after the push, expected ${update.resourceCount}`;
+  if (update.digest && digest.hex() !== update.digest) return `${mismatch} configuration digest differs after the push`;
   state.resources = resources;
   state.digest = digest;
   state.configVersion = update.version;
@@ -129,6 +137,53 @@ export function answer(state: AgentState, response: ConnectResponse): ConnectReq
   }
 }
 
+/**
+ * One process simulates many agents on one core, where real agents verify their own copy each, in parallel.
+ * So that the simulation does not measure itself (a 100-endpoint delta costs an agent about 2 ms of decoding,
+ * SHA-256 and JSON checks and digest updates: 400 ms for 200 agents on one core), a configuration push is
+ * decoded and verified once per process and base: an agent whose bytes are identical, compared in full, to a
+ * push already verified from the same base (version and digest) takes that outcome. Different bytes, or another
+ * base, are decoded and verified again. The outcomes are immutable (applyConfig copies before it changes).
+ */
+export class SharedPushes {
+  /** Recent large messages by length (configuration pushes): the raw bytes and their decoding. */
+  readonly #decoded = new Map<number, { raw: Uint8Array; message: ConnectResponse }>();
+  readonly #outcomes = new WeakMap<ConfigUpdate, Map<string, { error: string | null; after?: Pick<AgentState, 'configVersion' | 'resources' | 'digest'> }>>();
+  static readonly MIN_BYTES = 1024;
+
+  decode(raw: Uint8Array): ConnectResponse {
+    if (raw.length < SharedPushes.MIN_BYTES) return fromBinary(ConnectResponseSchema, raw);
+    const seen = this.#decoded.get(raw.length);
+    if (seen && Buffer.compare(seen.raw, raw) === 0) return seen.message;
+    const message = fromBinary(ConnectResponseSchema, raw);
+    if (message.message.case === 'configUpdate') {
+      if (this.#decoded.size >= 16) this.#decoded.delete(this.#decoded.keys().next().value!);
+      this.#decoded.set(raw.length, { raw: Uint8Array.from(raw), message });
+    }
+    return message;
+  }
+
+  /** answer(), sharing the verification of a configuration push between agents on the same base. */
+  answer(state: AgentState, response: ConnectResponse): ConnectRequest | undefined {
+    const m = response.message;
+    if (m.case !== 'configUpdate') return answer(state, response);
+    let byBase = this.#outcomes.get(m.value);
+    if (!byBase) this.#outcomes.set(m.value, (byBase = new Map()));
+    const base = `${state.configVersion}|${state.digest.hex()}|${state.resources.size}`;
+    let outcome = byBase.get(base);
+    if (!outcome) {
+      const error = applyConfig(state, m.value);
+      outcome = { error, after: error === null ? { configVersion: state.configVersion, resources: state.resources, digest: state.digest } : undefined };
+      byBase.set(base, outcome);
+    } else if (outcome.after) {
+      state.configVersion = outcome.after.configVersion;
+      state.resources = outcome.after.resources;
+      state.digest = outcome.after.digest;
+    }
+    return ack({ kind: AckKind.CONFIG, version: m.value.version, nonce: m.value.nonce, ok: outcome.error === null, error: outcome.error ?? '' });
+  }
+}
+
 /** The key a push is reported under: "config:<version>", "purge:<purge id>", "prefetch:<job id>". */
 export function pushKey(response: ConnectResponse): { kind: string; key: string; full?: boolean } | undefined {
   const m = response.message;
@@ -148,6 +203,7 @@ interface Options {
   batch: number;
   reportAcks: boolean;
   connectionPerClient: boolean;
+  verifyEach: boolean;
   region: string;
 }
 
@@ -164,12 +220,13 @@ function parseOptions(argv: string[]): Options {
     batch: Number(value('batch', '100')),
     reportAcks: argv.includes('--report-acks'),
     connectionPerClient: !argv.includes('--shared-connection'),
+    verifyEach: argv.includes('--verify-each'),
     region: value('region', 'bench'),
   };
 }
 
-/** What the client reads: the decoded message and its size on the wire (protobuf bytes). */
-interface Received { message: ConnectResponse; bytes: number }
+/** What the client reads: the message's protobuf bytes (decoded by SharedPushes). */
+interface Received { raw: Uint8Array; bytes: number }
 
 interface PushTally { kind: string; count: number; nacks: number; firstReceivedAt: number; lastAckAt: number; bytes: number; maxBytes: number; full?: boolean; errors: string[] }
 
@@ -187,7 +244,11 @@ async function run(options: Options): Promise<void> {
     ...(options.connectionPerClient ? { 'grpc.use_local_subchannel_pool': 1 } : {}),
   };
   const { path, requestSerialize } = edgeControlService.connect;
-  const deserialize = (bytes: Buffer): Received => ({ message: fromBinary(ConnectResponseSchema, bytes), bytes: bytes.length });
+  const deserialize = (bytes: Buffer): Received => ({ raw: bytes, bytes: bytes.length });
+  // --verify-each: every agent decodes and verifies its own copy (the process's CPU then bounds configuration pushes).
+  const pushes = options.verifyEach
+    ? { decode: (raw: Uint8Array) => fromBinary(ConnectResponseSchema, raw), answer }
+    : new SharedPushes();
   const shared = options.connectionPerClient ? undefined : new grpc.Client(options.target, grpc.credentials.createInsecure(), channelOptions);
   const clients: grpc.Client[] = shared ? [shared] : [];
   const calls: grpc.ClientDuplexStream<ConnectRequest, Received>[] = [];
@@ -228,9 +289,10 @@ async function run(options: Options): Promise<void> {
     calls.push(call);
     return new Promise<void>((resolve, reject) => {
       let welcomed = false;
-      call.on('data', ({ message, bytes }: Received) => {
+      call.on('data', ({ raw, bytes }: Received) => {
         const received = options.reportAcks ? wallNow() : 0;
-        const reply = answer(state, message);
+        const message = pushes.decode(raw);
+        const reply = pushes.answer(state, message);
         if (reply) call.write(reply);
         if (message.message.case === 'welcome' && !welcomed) {
           welcomed = true;
