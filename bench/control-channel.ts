@@ -482,13 +482,13 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
     /**
      * PATCH without If-Match. The channel moves the endpoints deploying → active (version + 1) a few ms after
      * the previous publish's acks, which races with this PATCH's optimistic lock: the control plane then answers
-     * 412 (see the results); the change is sent again, as a client would.
+     * 409 CONFLICT (the record changed while the request ran); the change is sent again, as a client would.
      */
     const rename = async (id: string, name: string) => {
       for (let attempt = 0; ; attempt++) {
         const res = await call(admin, 'PATCH', `/v1/cdn/endpoints/${id}`, { name });
         if (res.status === 200) return;
-        if (res.status !== 412 || attempt >= 5) throw new Error(`PATCH /v1/cdn/endpoints/${id}: ${res.status} ${JSON.stringify(res.body).slice(0, 300)}`);
+        if (res.status !== 409 || attempt >= 5) throw new Error(`PATCH /v1/cdn/endpoints/${id}: ${res.status} ${JSON.stringify(res.body).slice(0, 300)}`);
         conflicts++;
       }
     };
@@ -527,7 +527,7 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
         + `HTTP answer p50 ${f1(summarize(answers).p50)} ms, first agent received p50 ${f1(summarize(firstReceived).p50)} ms; `
         + `agents process CPU ${f1(agentsCpuMs / PUBLISH_ROUNDS)} ms per publish; `
         + `control plane CPU ${f1(cpuMs / PUBLISH_ROUNDS)} ms per publish, from the request to the last ack (the 100 PATCHes before it excluded)`
-        + `${conflicts ? `; ${conflicts} PATCHes without If-Match answered 412 (raced with the channel's deploying → active update) and were sent again` : ''}.`);
+        + `${conflicts ? `; ${conflicts} PATCHes without If-Match answered 409 (raced with the channel's deploying → active update) and were sent again` : ''}.`);
       await stop(agents);
       agentSets.splice(agentSets.indexOf(agents), 1);
     }
