@@ -1,6 +1,7 @@
 import { defineEntity, p } from '@mikro-orm/core';
+import { ISSUED_TOKEN_STATUSES, issuedTokenColumns } from '../cdn-admin/issued-token-columns.ts';
 
-export const AGENT_TOKEN_STATUSES = ['active', 'revoked'] as const;
+export const AGENT_TOKEN_STATUSES = ISSUED_TOKEN_STATUSES;
 
 // An edge agent token (DESIGN.md §7): what an edge agent presents on its
 // control stream (`authorization: Bearer agt_...`). Issued by a superadmin;
@@ -17,20 +18,9 @@ export const AgentTokenSchema = defineEntity({
     token_hash: p.string().length(64).unique('cdn_agent_token_hash_key').hidden(),
     // `agt_` and the first 4 characters of the secret part (redactToken): tells tokens apart, reveals nothing usable.
     token_hint: p.string().length(16),
-    status: p.enum(AGENT_TOKEN_STATUSES).default('active'),
-    expires_at: p.datetime().nullable(),
     // Set once the expiry sweep has told every replica to close the expired token's streams.
     expiry_announced_at: p.datetime().nullable().hidden(),
-    // Written by the verifier on every stream open.
-    last_used_at: p.datetime().nullable(),
-    revoked_at: p.datetime().nullable(),
-    // The superadmin who issued it (null when issued by the CLI); no foreign key: the record outlives accounts.
-    created_by: p.uuid().nullable(),
-    // Set on a rotated token: the token that replaced it.
-    replaced_by: p.uuid().nullable(),
-    created_at: p.datetime().onCreate(() => new Date()),
-    updated_at: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
-    version: p.integer().version(),
+    ...issuedTokenColumns(),
   },
   indexes: [
     { name: 'cdn_agent_token_created_at_idx', properties: ['created_at', 'id'] },
