@@ -66,7 +66,14 @@ export class MemoryStore implements KeyValueStore {
   }
 
   async publish(channel: string, message: string): Promise<void> {
-    this.#bus.emit(channel, message);
+    // Each subscriber on its own: one that throws does not keep the message from the others.
+    for (const listener of this.#bus.listeners(channel) as ((message: string) => void)[]) {
+      try {
+        listener(message);
+      } catch {
+        // A subscriber's own failure is its to report.
+      }
+    }
   }
 
   async subscribe(channel: string, onMessage: (message: string) => void): Promise<() => Promise<void>> {

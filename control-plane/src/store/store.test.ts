@@ -1,6 +1,7 @@
 // The same behaviour from both implementations: Redis (when reachable) and in-process.
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
 import t from 'tap';
 import { detectServices } from '../../../test/support/services.ts';
 import { MemoryStore } from './memory-store.ts';
@@ -68,6 +69,17 @@ for (const [kind, make] of makers) {
       t.same(got, ['one']);
     });
 
+    t.test('a failing subscriber neither keeps the message from the others nor fails the publish', async (t) => {
+      const unsubscribeBad = await store.subscribe('other', () => { throw new Error('subscriber bug'); });
+      const got: string[] = [];
+      const unsubscribe = await store.subscribe('other', (m) => got.push(m));
+      await store.publish('other', 'x');
+      for (let i = 0; i < 50 && got.length < 1; i++) await sleep(10);
+      await unsubscribeBad();
+      await unsubscribe();
+      t.same(got, ['x']);
+    });
+
     t.test('ping answers', async (t) => {
       t.type(await store.ping(), 'number');
     });
@@ -79,4 +91,30 @@ t.test('a Redis store pointed at a closed port fails commands instead of hanging
   t.teardown(() => store.close());
   await t.rejects(store.ping());
   await t.rejects(store.get('x'));
+});
+
+t.test('a Redis store hands its own messages to its subscribers once, at once, and still reaches other replicas', { skip: !redisUrl && 'Redis not reachable' }, async (t) => {
+  const keyPrefix = `test:${process.pid}:${Date.now()}:local:`;
+  const a = new RedisStore(redisUrl!, { keyPrefix });
+  const b = new RedisStore(redisUrl!, { keyPrefix });
+  t.teardown(async () => { await a.close(); await b.close(); });
+  const onA: string[] = [];
+  const onB: string[] = [];
+  await a.subscribe('chan', (m) => onA.push(m));
+  await b.subscribe('chan', (m) => onB.push(m));
+  const published = a.publish('chan', '{"n":1}');
+  t.same(onA, ['{"n":1}'], 'delivered to the publishing store\'s subscribers before Redis answered');
+  await published;
+  for (let i = 0; i < 50 && onB.length < 1; i++) await sleep(10);
+  await sleep(50); // time for Redis's echo of it to come back to a
+  t.same(onA, ['{"n":1}'], 'the echo from Redis is not delivered a second time');
+  t.same(onB, ['{"n":1}'], 'another store (replica) receives it through Redis, unmarked');
+
+  // A publisher that is not one of these stores (redis-cli, another program): delivered as sent.
+  const raw = new Redis(redisUrl!);
+  t.teardown(() => raw.quit());
+  await raw.publish(`${keyPrefix}chan`, 'plain');
+  await raw.publish(`${keyPrefix}chan`, '\u0001no end mark');
+  for (let i = 0; i < 50 && onA.length < 3; i++) await sleep(10);
+  t.same(onA.slice(1), ['plain', '\u0001no end mark']);
 });
