@@ -110,7 +110,7 @@ export class TokenAccessControl implements AccessControl {
       // Machine tokens act on the CDN interface only: the CDN admin role is also the platform's
       // admin role, and a CI credential must not administer subscribers' accounts.
       if (!rule.permission.startsWith('cdn.')) throw new ApiError('FORBIDDEN', 'API tokens may only call the CDN interface');
-      grants = await loadRoleGrants(rc.em, caller.roles);
+      grants = caller.grants ?? await loadRoleGrants(rc.em, caller.roles);
     } else {
       // Status and grants read on every request: the caller is judged on stored data, not on the token.
       // Straight on the pool: a read outside any unit of work needs no forked entity manager.

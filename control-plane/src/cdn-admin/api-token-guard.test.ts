@@ -45,6 +45,19 @@ t.test('an operator token reads and purges but may not write', async (t) => {
   t.equal((await call('/v1/test/cdn-write', operator.token)).status, 403);
 });
 
+t.test('a token is judged on its role\'s stored permissions as they are now, read with the token (no cache)', async (t) => {
+  const operator = await issue('operator');
+  t.equal((await call('/v1/test/cdn-purge', operator.token)).status, 200);
+  const [grant] = await query<{ id: string; resource_type: string | null; resource_id: string | null }>(cp,
+    `select id, resource_type, resource_id from role_permission where role_name = 'operator' and permission = 'cdn.purge'`);
+  t.ok(grant, 'the operator role carries cdn.purge');
+  await query(cp, `delete from role_permission where id = ?`, [grant!.id]);
+  t.teardown(() => query(cp, `insert into role_permission (id, role_name, permission, resource_type, resource_id) values (?, 'operator', 'cdn.purge', ?, ?)`,
+    [grant!.id, grant!.resource_type, grant!.resource_id]));
+  t.equal((await call('/v1/test/cdn-purge', operator.token)).status, 403, 'the next request no longer may');
+  t.equal((await call('/v1/test/cdn-read', operator.token)).status, 200, 'its other permissions stand');
+});
+
 t.test('an admin token writes', async (t) => {
   const token = await issue('admin');
   t.equal((await call('/v1/test/cdn-write', token.token)).status, 200);

@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
-import type { MatchTier } from '../permissions/catalog.ts';
+import type { MatchTier, PermissionGrant } from '../permissions/catalog.ts';
 
 /** Who acts: a person (access token), a machine (API token), or the platform itself (jobs). */
 export interface Actor {
@@ -25,6 +25,11 @@ export interface Actor {
    * of the caller's own record. Columns as the database returns them.
    */
   record?: Readonly<Record<string, unknown>>;
+  /**
+   * The permissions the caller holds, when authentication read them with the caller in the same
+   * statement (API tokens: their role's); otherwise authorization reads them.
+   */
+  grants?: PermissionGrant[];
 }
 
 export interface RequestContext {
