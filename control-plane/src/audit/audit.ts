@@ -68,17 +68,13 @@ function actingRole(roles: readonly string[] | undefined): string | null {
   return roles[0]!;
 }
 
-/**
- * Queues an audit entry in the unit of work of the change it records (the
- * request's, or a transaction's `em` when the change runs in one), so both
- * are committed together.
- */
-export function recordAudit(rc: RequestContext, input: AuditInput, em: EntityManager = rc.em): AuditEntry {
+/** The columns of the entry recording `input` for rc's actor (secrets masked), as stored. */
+export function auditValues(rc: RequestContext, input: AuditInput) {
   const actor = rc.actor;
   const metadata: Record<string, unknown> = { ...(maskDeep(input.metadata ?? {}) as Record<string, unknown>) };
   if (input.reason !== undefined) metadata.reason = input.reason;
   if (input.changes && Object.keys(input.changes).length) metadata.changes = maskDeep(input.changes);
-  return em.create(AuditEntry, {
+  return {
     action: input.action,
     actor_id: actor?.type === 'system' ? null : actor?.id ?? null,
     actor_type: actor?.type ?? 'system',
@@ -89,5 +85,29 @@ export function recordAudit(rc: RequestContext, input: AuditInput, em: EntityMan
     user_agent: rc.userAgent || null,
     request_id: rc.requestId,
     metadata,
-  } as never);
+  };
 }
+
+/**
+ * Queues an audit entry in the unit of work of the change it records (the
+ * request's, or a transaction's `em` when the change runs in one), so both
+ * are committed together.
+ */
+export function recordAudit(rc: RequestContext, input: AuditInput, em: EntityManager = rc.em): AuditEntry {
+  return em.create(AuditEntry, auditValues(rc, input) as never);
+}
+
+/**
+ * The same entry written by a statement of the caller's own, in the statement that makes the
+ * change (a hot path storing its change and its entry in one round trip): the `select` that
+ * follows `insert into audit_log (${AUDIT_COLUMNS})`. The entry's values travel as one JSON
+ * parameter (auditParameter, the statement's `?` here); `also` names relations of the
+ * statement to join (`stored`), and `metadata` SQL merged into the entry's metadata, for values
+ * only the statement knows (a sequence number it drew).
+ */
+export const AUDIT_COLUMNS = 'id, action, actor_id, actor_type, actor_role, resource_type, resource_id, ip_address, user_agent, request_id, metadata, created_at';
+export function auditSelect(options: { also?: string; metadata?: string } = {}): string {
+  return `select gen_random_uuid(), a.action, a.actor_id, a.actor_type, a.actor_role, a.resource_type, a.resource_id, a.ip_address, a.user_agent,
+    a.request_id, a.metadata || ${options.metadata ?? `'{}'::jsonb`}, a.created_at from jsonb_populate_record(null::audit_log, ?::jsonb) a${options.also ? `, ${options.also}` : ''}`;
+}
+export const auditParameter = (rc: RequestContext, input: AuditInput, at: Date): string => JSON.stringify({ ...auditValues(rc, input), created_at: at });

@@ -36,6 +36,24 @@ export const PurgeRequestSchema = defineEntity({
     { name: 'cdn_purge_request_distribution_idx', properties: ['distribution', 'created_at'] },
   ],
 });
+
+/** A purge request just stored, as its columns (the submission writes it with a statement of its own). */
+export interface StoredPurge {
+  id: string;
+  distribution_id: string;
+  sequence: number;
+  purge_type: PurgeType;
+  paths: string[];
+  tags: string[];
+  status: 'pending';
+  edge_nodes_total: number;
+  edge_nodes_completed: number;
+  submitted_by: string | null;
+  completed_at: null;
+  created_at: Date;
+  updated_at: Date;
+}
+
 export class PurgeRequest extends PurgeRequestSchema.class {}
 PurgeRequestSchema.setClass(PurgeRequest);
 

@@ -10,7 +10,7 @@ import { pathGlobProblem } from '../../../shared/src/match/glob.ts';
 import { normalizePath } from '../../../shared/src/match/path.ts';
 import { orNull, timestamp, timestampOrNull, uuid } from '../http/schemas.ts';
 import { idOf } from './fields.ts';
-import { PURGE_TYPES, WORK_STATUSES, type PurgeRequest } from './purge-entity.ts';
+import { PURGE_TYPES, WORK_STATUSES, type PurgeRequest, type StoredPurge } from './purge-entity.ts';
 
 export const MAX_PURGE_PATHS = 500;
 export const MAX_PURGE_TAGS = 100;
@@ -31,7 +31,7 @@ export const purgeRecord = z.object({
   created_at: timestamp(),
   updated_at: timestamp(),
 });
-export const presentPurge = (p: PurgeRequest) => ({ ...p, distribution_id: idOf(p.distribution)!, type: p.purge_type });
+export const presentPurge = (p: PurgeRequest | StoredPurge) => ({ ...p, distribution_id: 'distribution' in p ? idOf(p.distribution)! : p.distribution_id, type: p.purge_type });
 
 const FORBIDDEN_IN_PATH = /[\s\u0000-\u001f\u007f]/;
 

@@ -34,10 +34,21 @@ t.test('POST /v1/cdn/endpoints/{id}/purge: 202 with the request pending, sequenc
   const read = await send(viewer, 'GET', `/v1/cdn/purge/${res.body.id}`);
   t.equal(read.status, 200);
   t.same(read.body, res.body);
-  const audit = await query<{ actor_id: string; metadata: any }>(cp, `select actor_id, metadata from audit_log where action = 'purge.submitted' and resource_id = ?`, [res.body.id]);
+  const audit = await query<Record<string, any>>(cp, `select * from audit_log where action = 'purge.submitted' and resource_id = ?`, [res.body.id]);
   t.equal(audit.length, 1);
-  t.equal(audit[0]!.actor_id, operator.id);
-  t.match(audit[0]!.metadata, { distribution_id: endpoint.id, purge_type: 'path', paths: 2 });
+  t.match(audit[0], { actor_id: operator.id, actor_type: 'user', actor_role: 'operator', resource_type: 'purge_request', ip_address: String, request_id: String });
+  t.same(audit[0]!.metadata, { distribution_id: endpoint.id, purge_type: 'path', paths: 2, tags: 0, sequence: res.body.sequence }, 'the sequence the statement drew is in the entry');
+  t.equal(new Date(audit[0]!.created_at).getTime(), Date.parse(res.body.created_at), 'written with the purge, at its time');
+});
+
+t.test('a purge of an unknown endpoint is a 404 that stores nothing and draws no sequence number', async (t) => {
+  const before = await purgeRows();
+  const [{ last }] = await query<{ last: string }>(cp, `select last_value::text as last from cdn_purge_sequence`) as [{ last: string }];
+  t.equal((await send(operator, 'POST', `/v1/cdn/endpoints/${crypto.randomUUID()}/purge`, { purge_type: 'all' })).status, 404);
+  t.same(await purgeRows(), before);
+  t.equal((await query<{ last: string }>(cp, `select last_value::text as last from cdn_purge_sequence`))[0]!.last, last);
+  const next = await send(operator, 'POST', `/v1/cdn/endpoints/${endpoint.id}/purge`, { purge_type: 'all' });
+  t.equal(next.body.sequence, Number(last) + 1, 'the next purge takes the next number: no gap');
 });
 
 t.test('POST /v1/cdn/cache/purge names its distribution in the body; wildcard globs and purge-all', async (t) => {

@@ -30,6 +30,11 @@ export interface CdnServices extends CoreServices {
    * (the edge capability's control channel provides it; without it every origin reads `unknown`).
    */
   cdnOriginHealth?: (originId: string) => Promise<OriginHealthReading | null>;
+  /**
+   * How many edge nodes a purge submitted now goes to, as an SQL expression evaluated in the statement
+   * that stores it (the edge capability's control channel provides it: the nodes online); without it 0.
+   */
+  cdnPurgeTargets?: string;
 }
 
 export const defineCdnRoute = routesFor<CdnServices>();

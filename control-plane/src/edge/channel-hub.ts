@@ -25,7 +25,7 @@ import { withTimeout } from '../core/timeout.ts';
 import { isStorableDate } from '../http/schemas.ts';
 import { ConfigPusher } from './channel-config.ts';
 import { evaluatePrefetchJobs, openJobsFor, prepareDispatch } from './channel-prefetch.ts';
-import { PurgeFeed, setPurgeTargets } from './channel-purges.ts';
+import { PurgeFeed, type PurgeRow } from './channel-purges.ts';
 import { AgentStream, endCall, type AgentCall } from './channel-stream.ts';
 import { ChannelWriter } from './channel-writer.ts';
 import { AGENT_TOKEN_REVOKED_CHANNEL, CONFIG_PUBLISHED_CHANNEL, type AgentTokenVerifier, type ConfigSource } from './contracts.ts';
@@ -77,6 +77,18 @@ export function helloProblem(hello: Hello): string | null {
   if (safeNumber(hello.configVersion) === null) return 'config_version is out of range';
   if (safeNumber(hello.purgeSequence) === null) return 'purge_sequence is out of range';
   return null;
+}
+
+const PURGE_TYPES = new Set(['path', 'wildcard', 'tag', 'all']);
+const strings = (value: unknown): value is string[] => Array.isArray(value) && value.every((v) => typeof v === 'string');
+
+/** The purge an announcement carries (cdn/announcements.ts), checked; null when it carries none or it is malformed (then it is read from the database). */
+export function announcedPurge(value: unknown): (PurgeRow & { sequence: number }) | null {
+  if (!value || typeof value !== 'object') return null;
+  const p = value as Record<string, unknown>;
+  if (typeof p.id !== 'string' || !UUID.test(p.id) || typeof p.distribution_id !== 'string' || !UUID.test(p.distribution_id)) return null;
+  if (!Number.isSafeInteger(p.sequence) || (p.sequence as number) <= 0 || !PURGE_TYPES.has(p.purge_type as string) || !strings(p.paths) || !strings(p.tags)) return null;
+  return { id: p.id, sequence: p.sequence as number, distribution_id: p.distribution_id, purge_type: p.purge_type as PurgeRow['purge_type'], paths: p.paths, tags: p.tags };
 }
 
 /** The bearer token of a call's `authorization` metadata, or null. */
@@ -178,7 +190,7 @@ export class ChannelHub {
         else this.#unsubscribe.push(unsubscribe);
       }, (error: unknown) => this.#closing || this.#log.error({ err: error, channel }, 'edge channel: subscribing failed')));
     };
-    on(PURGE_SUBMITTED_CHANNEL, () => void this.#safely('purge fan-out', () => this.#fanOutPurges()));
+    on(PURGE_SUBMITTED_CHANNEL, (m) => this.#purgeAnnounced(m));
     on(PREFETCH_SUBMITTED_CHANNEL, (m) => typeof m.job_id === 'string' && UUID.test(m.job_id) && void this.#safely('prefetch fan-out', () => this.#dispatchPrefetch(m.job_id as string)));
     on(CONFIG_PUBLISHED_CHANNEL, () => void this.#safely('configuration push', () => this.#pushConfig()));
     on(AGENT_TOKEN_REVOKED_CHANNEL, (m) => typeof m.id === 'string' && this.#revoke(m.id));
@@ -552,11 +564,42 @@ export class ChannelHub {
 
   // ---- live fan-out ---------------------------------------------------------
 
+  /**
+   * A purge was stored (here or on another replica). Announced with its content and next in sequence, it
+   * is pushed at once, in this call, without reading the database; otherwise the feed reads what it lacks.
+   */
+  #purgeAnnounced(message: Record<string, unknown>): void {
+    const row = announcedPurge(message.purge);
+    const added = row && Number(message.sequence) === row.sequence ? this.#feed.offer(row) : null;
+    if (added) {
+      if (added.length) this.#pushPurges();
+      return;
+    }
+    void this.#safely('purge fan-out', () => this.#fanOutPurges());
+  }
+
   async #fanOutPurges(): Promise<void> {
     const added = await this.#feed.load();
-    if (!added.length) return;
-    for (const stream of this.#streams.values()) if (stream.live) void this.#safely('purge fan-out', () => this.#syncPurges(stream));
-    await setPurgeTargets(this.#em, added.map((p) => p.id), this.#now);
+    if (added.length) this.#pushPurges();
+  }
+
+  /** Writes the purges each live stream lacks: from memory in this call, or (a stream far behind, or one mid-catch-up) through #syncPurges. */
+  #pushPurges(): void {
+    for (const stream of this.#streams.values()) {
+      if (!stream.live) continue;
+      if (stream.purge.syncing || !this.#pushRecent(stream)) void this.#safely('purge fan-out', () => this.#syncPurges(stream));
+    }
+  }
+
+  /** Writes the purges after the stream's last from the feed's memory; false when the feed does not reach back that far. */
+  #pushRecent(stream: AgentStream): boolean {
+    const recent = this.#feed.after(stream.purge.pushed);
+    if (!recent) return false;
+    for (const purge of recent) {
+      if (!stream.write(purge.bytes)) return true;
+      stream.purge.pushed = purge.sequence;
+    }
+    return true;
   }
 
   async #pushConfig(): Promise<void> {

@@ -15,7 +15,8 @@ import { eventually } from '../../../test/support/eventually.ts';
 import { TestConfigSource, agentConnector, announceConfig, endpointResource, testTokens, type TestAgent } from '../../../test/support/edge-channel.ts';
 import { PurgeType, type Purge } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { PURGE_SUBMITTED_CHANNEL } from '../cdn/announcements.ts';
-import { PURGE_PAGE } from './channel-purges.ts';
+import { PURGE_PAGE, PurgeFeed } from './channel-purges.ts';
+import { announcedPurge } from './channel-hub.ts';
 import { NO_TARGET_REASON } from './channel-prefetch.ts';
 
 const source = new TestConfigSource();
@@ -223,4 +224,36 @@ t.test('prefetch with no node holding the endpoint waits, then fails naming why'
   await query(cp, `update cdn_prefetch_job set created_at = created_at - interval '2 hours' where id = ?`, [job.id]);
   await hub.poll();
   t.match(await read(), { status: 'failed', fetched: 0, failed: 1, failed_urls: [{ reason: NO_TARGET_REASON }] });
+});
+
+t.test('the purge feed takes an announced purge that is next in sequence without reading the database; after a gap it reads', async (t) => {
+  let reads = 0;
+  const em = () => {
+    const fork = cp.app.db.orm.em.fork();
+    const execute = fork.execute.bind(fork);
+    return Object.assign(fork, { execute: (...args: Parameters<typeof execute>) => { reads++; return execute(...args); } }) as typeof fork;
+  };
+  const feed = new PurgeFeed(em as never);
+  t.equal(feed.offer({ id: randomUUID(), sequence: 1, distribution_id: endpoint.id, purge_type: 'all', paths: [], tags: [] }), null, 'not started: read first');
+  await feed.load();
+  const start = feed.cursor;
+  const readsBefore = reads;
+  const next = { id: randomUUID(), sequence: start + 1, distribution_id: endpoint.id, purge_type: 'path' as const, paths: ['/x'], tags: [] };
+  const taken = feed.offer(next);
+  t.equal(taken?.length, 1);
+  t.equal(taken![0]!.sequence, start + 1);
+  t.equal(reads, readsBefore, 'no statement');
+  t.same(feed.after(start)?.map((p) => p.id), [next.id], 'held in memory for the streams');
+  t.same(feed.offer(next), [], 'announced twice (its echo from another replica): nothing new');
+  t.equal(feed.offer({ ...next, id: randomUUID(), sequence: start + 3 }), null, 'a gap: purges in between must be read');
+  t.equal(reads, readsBefore);
+});
+
+t.test('announcedPurge: only a well-formed purge is taken from an announcement', async (t) => {
+  const good = { id: randomUUID(), sequence: 7, distribution_id: randomUUID(), purge_type: 'tag', paths: [], tags: ['a'] };
+  t.same(announcedPurge(good), good);
+  for (const bad of [null, 'x', { ...good, id: 'not-a-uuid' }, { ...good, sequence: 0 }, { ...good, sequence: 1.5 }, { ...good, sequence: '7' },
+    { ...good, purge_type: 'everything' }, { ...good, paths: [1] }, { ...good, tags: 'a' }, { ...good, distribution_id: undefined }]) {
+    t.equal(announcedPurge(bad), null, JSON.stringify(bad));
+  }
 });

@@ -99,8 +99,8 @@ export class PurgeFeed {
             const rows = await this.#em().execute<PurgeRow[]>(
               `select ${PURGE_COLUMNS} from cdn_purge_request where sequence > ? order by sequence limit ${PURGE_PAGE}`, [this.#cursor],
             );
-            for (const row of rows) added.push(this.#remember(encodePurge(row)));
-            if (rows.length) this.#cursor = Number(rows[rows.length - 1]!.sequence);
+            for (const row of rows) if (Number(row.sequence) > this.#cursor) added.push(this.#remember(encodePurge(row)));
+            if (rows.length) this.#cursor = Math.max(this.#cursor, Number(rows[rows.length - 1]!.sequence));
             if (rows.length < PURGE_PAGE) break;
           }
         } while (this.#loadAgain);
@@ -110,6 +110,22 @@ export class PurgeFeed {
       return added;
     })();
     return this.#loading;
+  }
+
+  /**
+   * A purge announced with its content: taken into the ring at once when it is the next one (the
+   * purge before it is the feed's cursor: every purge committed before it is held, as sequence
+   * order is commit order) and returned; null when the feed must read the database instead (it is
+   * not started, a read is under way, or purges lie between). An older one than the cursor is
+   * already held: [].
+   */
+  offer(row: PurgeRow): EncodedPurge[] | null {
+    const sequence = Number(row.sequence);
+    if (!this.#started || this.#loading) return null;
+    if (sequence <= this.#cursor) return [];
+    if (sequence !== this.#cursor + 1) return null;
+    this.#cursor = sequence;
+    return [this.#remember(encodePurge(row))];
   }
 
   #remember(purge: EncodedPurge): EncodedPurge {
@@ -159,21 +175,6 @@ export class PurgeFeed {
     const purges = rows.filter((r) => r.id).map((row) => this.#bySequence.get(Number(row.sequence)) ?? encodePurge(row as PurgeRow));
     return { latest: Number(rows[0]?.latest ?? 0), purges };
   }
-}
-
-/**
- * At fan-out: edge_nodes_total = the nodes online now. With none online the purge is left as it is
- * (pending, total 0): nothing has applied it, and the first nodes to connect catch up by sequence and
- * acknowledge it, which moves it on.
- */
-export async function setPurgeTargets(em: EntityManager, purgeIds: readonly string[], now: Date): Promise<void> {
-  if (!purgeIds.length) return;
-  await em.execute(
-    `update cdn_purge_request p set edge_nodes_total = greatest(c.n, p.edge_nodes_completed), updated_at = ?
-     from (select count(*)::int as n from cdn_edge_node where ${ONLINE}) c
-     where p.id = any(${idList}) and p.edge_nodes_total = 0 and c.n > 0`,
-    [now, ids(purgeIds)],
-  );
 }
 
 export interface PurgeAckRow {

@@ -15,7 +15,7 @@ import type { HealthServices } from '../health/routes.ts';
 import type { CdnServices } from '../cdn/services.ts';
 import { ChannelHub } from './channel-hub.ts';
 import type { AgentCall } from './channel-stream.ts';
-import { originHealthReading, propagation } from './nodes-service.ts';
+import { ONLINE, originHealthReading, propagation } from './nodes-service.ts';
 import type { EdgeChannel, EdgeServices } from './services.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 
@@ -33,7 +33,7 @@ const SERVER_OPTIONS: grpc.ServerOptions = {
 };
 
 export interface ChannelStart {
-  services: Pick<EdgeServices, 'edgeFleet' | 'edgeChannel'> & Pick<HealthServices, 'edgeConfigHealth'> & Pick<CdnServices, 'cdnOriginHealth'>;
+  services: Pick<EdgeServices, 'edgeFleet' | 'edgeChannel'> & Pick<HealthServices, 'edgeConfigHealth'> & Pick<CdnServices, 'cdnOriginHealth' | 'cdnPurgeTargets'>;
   close: () => Promise<void>;
 }
 
@@ -81,6 +81,8 @@ export async function startChannel(services: EdgeServices): Promise<ChannelStart
       edgeFleet: { propagation: (versionNumber) => propagation(em(), versionNumber) },
       edgeConfigHealth: async () => ({ status: listener.listening && !closing ? 'ok' as const : 'degraded' as const, latency_ms: null }),
       cdnOriginHealth: (originId) => originHealthReading(em(), originId),
+      // A purge goes to every node online when it is stored (nodes connecting later catch up by sequence).
+      cdnPurgeTargets: `(select count(*)::int from cdn_edge_node where ${ONLINE})`,
     },
     async close() {
       closing = true;
