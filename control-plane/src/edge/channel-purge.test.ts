@@ -15,7 +15,7 @@ import { eventually } from '../../../test/support/eventually.ts';
 import { TestConfigSource, agentConnector, announceConfig, endpointResource, testTokens, type TestAgent } from '../../../test/support/edge-channel.ts';
 import { PurgeType, type Purge } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { PURGE_SUBMITTED_CHANNEL } from '../cdn/announcements.ts';
-import { PURGE_PAGE, PurgeFeed } from './channel-purges.ts';
+import { PURGE_PAGE, PurgeFeed, recordPurgeAcks } from './channel-purges.ts';
 import { announcedPurge } from './channel-hub.ts';
 import { NO_TARGET_REASON } from './channel-prefetch.ts';
 
@@ -256,4 +256,34 @@ t.test('announcedPurge: only a well-formed purge is taken from an announcement',
     { ...good, purge_type: 'everything' }, { ...good, paths: [1] }, { ...good, tags: 'a' }, { ...good, distribution_id: undefined }]) {
     t.equal(announcedPurge(bad), null, JSON.stringify(bad));
   }
+});
+
+t.test('regression: two replicas storing the last acks of a purge at the same moment complete it', async (t) => {
+  // Each replica's statement reads the acks committed before it started: storing the last two acks at
+  // once, neither saw the other's, and the purge stayed in progress until a node went offline.
+  const [one, two] = [randomUUID(), randomUUID()];
+  for (const [id, replica] of [[one, 'race-replica-1'], [two, 'race-replica-2']] as const) {
+    await query(cp, `insert into cdn_edge_node (id, hostname, region, status, agent_version, config_version, purge_sequence, last_seen_at, connected_at,
+      replica_id, cache_objects, cache_bytes, created_at, updated_at) values (?, ?, 'test', 'online', 'test', 0, 0, now(), now(), ?, 0, 0, now(), now())`,
+    [id, `race-${replica}`, replica]);
+  }
+  t.teardown(() => query(cp, `update cdn_edge_node set status = 'offline' where id in (?, ?)`, [one, two]));
+  const submitted = await submit();
+  const ack = (node_id: string) => ({ purge_id: submitted.id, sequence: submitted.sequence, node_id, ok: true, error: null });
+  const others = (await query<{ id: string }>(cp, `select id from cdn_edge_node where status in ('online', 'draining') and id not in (?, ?)`, [one, two])).map((r) => r.id);
+  await recordPurgeAcks(cp.app.db.orm.em.fork(), others.map(ack), new Date(), 'race-replica-0');
+  t.equal((await purgeRow(submitted.id)).status, others.length ? 'in_progress' : 'pending');
+
+  const first = cp.app.db.orm.em.fork();
+  await first.begin();
+  await recordPurgeAcks(first, [ack(one)], new Date(), 'race-replica-1');
+  // The second replica's statement starts before the first commits: it waits on the purge's row, then
+  // counts from a snapshot without the first ack.
+  let settled = false;
+  const second = recordPurgeAcks(cp.app.db.orm.em.fork(), [ack(two)], new Date(), 'race-replica-2').finally(() => { settled = true; });
+  await eventually(async () => (await query<{ n: number }>(cp, `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%cdn_purge_ack%'`))[0]!.n > 0, 'the second statement waits');
+  t.notOk(settled);
+  await first.commit();
+  await second;
+  t.match(await purgeRow(submitted.id), { status: 'completed', edge_nodes_completed: others.length + 2 });
 });

@@ -186,13 +186,57 @@ export interface PurgeAckRow {
 }
 
 /**
- * Stores acknowledgements and moves the nodes' purge_sequence to the highest purge they applied, in one
- * statement; a purge that no longer exists (or a sequence that is not its own) is skipped. The rows travel
- * grouped by purge ({p, s, ok: [node ids], failed: [{n, e}]}): a thousand acks of one purge are about
- * 40 KB of parameter instead of 150. Returns the purges touched.
+ * The end of a statement that moves purges on from their acknowledgements: in_progress from the first ack,
+ * failed as soon as a node reported a failure, completed once every node online now has acknowledged it;
+ * edge_nodes_completed counts the successful acks (edge_nodes_total grows if more nodes answered than were
+ * online when it was stored; a completed purge's count does not go back when a late, staler evaluation
+ * lands after it). `targets` is a relation of purge ids (id), `acks` one of every ack of those purges
+ * (purge_id, node_id, ok); the statement's parameters end with a replica id and two timestamps. It returns
+ * each purge's new status and how many online nodes other replicas serve (elsewhere_n).
  */
-export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAckRow[], now: Date): Promise<string[]> {
-  if (!acks.length) return [];
+function movePurgesOn(targets: string, acks: string): string {
+  return `online as (select id, replica_id from cdn_edge_node where ${ONLINE}),
+     counts as (
+       select t.id,
+         count(k.node_id) filter (where k.ok)::int as ok_n,
+         count(k.node_id) filter (where not k.ok)::int as failed_n,
+         (select count(*) from online)::int - count(o.id) filter (where k.ok)::int as missing_n,
+         (select count(*) from online where replica_id is distinct from ?)::int as elsewhere_n
+       from ${targets} t left join ${acks} k on k.purge_id = t.id left join online o on o.id = k.node_id
+       group by t.id
+     )
+     update cdn_purge_request p set
+       edge_nodes_completed = case when p.status = 'completed' then greatest(p.edge_nodes_completed, c.ok_n) else c.ok_n end,
+       edge_nodes_total = greatest(p.edge_nodes_total, c.ok_n + c.failed_n),
+       status = case
+         when c.failed_n > 0 then 'failed'
+         when c.missing_n = 0 then 'completed'
+         when p.status = 'completed' then 'completed'
+         when c.ok_n > 0 then 'in_progress'
+         else p.status end,
+       completed_at = case when p.completed_at is null and (c.failed_n > 0 or c.missing_n = 0) then ? else p.completed_at end,
+       updated_at = ?
+     from counts c
+     where p.id = c.id
+     returning p.id, p.status, c.elsewhere_n`;
+}
+
+/**
+ * Stores acknowledgements, moves the nodes' purge_sequence to the highest purge they applied and moves the
+ * purges on (movePurgesOn), in one statement: a flush of acks is one round trip. A purge that no longer
+ * exists (or a sequence that is not its own) is skipped. The rows travel grouped by purge ({p, s, ok: [node
+ * ids], failed: [{n, e}]}): a thousand acks of one purge are about 40 KB of parameter instead of 150. The
+ * statement's reads do not see its own inserts: a purge's acks are those stored before it (less the ones
+ * this flush replaces) and this flush's.
+ *
+ * Nor does it see acks another replica is storing at the same moment: two replicas each storing the last
+ * ack but one would both leave the purge in progress. So a purge left open while nodes of other replicas
+ * are online is evaluated again by a second statement, which starts after this one committed: of two
+ * racing replicas, the one that commits last sees both acks. With one replica (or one replica's nodes
+ * alone) the second statement never runs.
+ */
+export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAckRow[], now: Date, replicaId: string): Promise<void> {
+  if (!acks.length) return;
   const byPurge = new Map<string, { p: string; s: number; ok: string[]; failed: { n: string; e: string | null }[] }>();
   for (const ack of acks) {
     let group = byPurge.get(ack.purge_id);
@@ -200,7 +244,7 @@ export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAck
     if (ack.ok) group.ok.push(ack.node_id);
     else group.failed.push({ n: ack.node_id, e: ack.error });
   }
-  const rows = await em.execute<{ purge_id: string }[]>(
+  const moved = await em.execute<MovedPurge[]>(
     `with g as (select jsonb_array_elements(?::jsonb) as j),
      x as (
        select (g.j->>'p')::uuid as purge_id, (g.j->>'s')::bigint as sequence, n.id::uuid as node_id, true as ok, null::text as error
@@ -215,25 +259,32 @@ export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAck
        join cdn_purge_request p on p.id = x.purge_id and p.sequence = x.sequence
        join cdn_edge_node n on n.id = x.node_id
        on conflict (purge_id, node_id) do update set ok = excluded.ok, error = excluded.error, acked_at = excluded.acked_at
-       returning purge_id
+       returning purge_id, node_id, ok
      ),
      applied as (
        update cdn_edge_node n set purge_sequence = m.s, updated_at = ?
        from (select node_id, max(sequence) as s from x where ok group by node_id) m
        where n.id = m.node_id and n.purge_sequence < m.s
-     )
-     select distinct purge_id from stored`,
-    [JSON.stringify([...byPurge.values()]), now, now],
+     ),
+     touched as (select distinct purge_id as id from stored),
+     acks as (
+       select a.purge_id, a.node_id, a.ok from cdn_purge_ack a
+       where a.purge_id in (select id from touched) and not exists (select 1 from stored s where s.purge_id = a.purge_id and s.node_id = a.node_id)
+       union all
+       select purge_id, node_id, ok from stored
+     ),
+     ${movePurgesOn('touched', 'acks')}`,
+    [JSON.stringify([...byPurge.values()]), now, now, replicaId, now, now],
   );
-  return rows.map((r) => r.purge_id);
+  const racing = moved.filter((p) => p.elsewhere_n > 0 && (p.status === 'pending' || p.status === 'in_progress')).map((p) => p.id);
+  if (racing.length) await evaluatePurges(em, racing, now);
 }
 
+interface MovedPurge { id: string; status: string; elsewhere_n: number }
+
 /**
- * Moves purges on from their acknowledgements: in_progress from the first ack, failed as soon as a node
- * reported a failure, completed once every node online now has acknowledged it; edge_nodes_completed
- * counts the successful acks (edge_nodes_total grows if more nodes answered than were online at fan-out).
- * `which` is a list of purge ids, or 'open' for every pending or in-progress purge already fanned out
- * (after nodes went offline).
+ * Moves purges on (movePurgesOn) from the acks stored: those listed, or every pending or in-progress purge
+ * already fanned out ('open': when nodes went offline, a node that left no longer holds a purge back).
  */
 export async function evaluatePurges(em: EntityManager, which: readonly string[] | 'open', now: Date): Promise<void> {
   if (which !== 'open' && !which.length) return;
@@ -241,29 +292,9 @@ export async function evaluatePurges(em: EntityManager, which: readonly string[]
     ? `select id from cdn_purge_request where status in ('pending', 'in_progress') and edge_nodes_total > 0`
     : `select id from cdn_purge_request where id = any(${idList})`;
   await em.execute(
-    `with selected as (${selected}),
-     counts as (
-       select s.id,
-         count(a.node_id) filter (where a.ok)::int as ok_n,
-         count(a.node_id) filter (where not a.ok)::int as failed_n,
-         (select count(*) from cdn_edge_node n where n.${ONLINE}
-            and not exists (select 1 from cdn_purge_ack a2 where a2.purge_id = s.id and a2.node_id = n.id and a2.ok))::int as missing_n
-       from selected s left join cdn_purge_ack a on a.purge_id = s.id
-       group by s.id
-     )
-     update cdn_purge_request p set
-       edge_nodes_completed = c.ok_n,
-       edge_nodes_total = greatest(p.edge_nodes_total, c.ok_n + c.failed_n),
-       status = case
-         when c.failed_n > 0 then 'failed'
-         when c.missing_n = 0 then 'completed'
-         when p.status = 'completed' then 'completed'
-         when c.ok_n > 0 then 'in_progress'
-         else p.status end,
-       completed_at = case when p.completed_at is null and (c.failed_n > 0 or c.missing_n = 0) then ? else p.completed_at end,
-       updated_at = ?
-     from counts c
-     where p.id = c.id`,
-    which === 'open' ? [now, now] : [ids(which), now, now],
+    `with targets as (${selected}),
+     acks as (select purge_id, node_id, ok from cdn_purge_ack where purge_id in (select id from targets)),
+     ${movePurgesOn('targets', 'acks')}`,
+    which === 'open' ? [null, now, now] : [ids(which), null, now, now],
   );
 }

@@ -173,7 +173,7 @@ export class ChannelWriter {
     const now = this.#clock.now();
     try {
       if (nodes.length) await this.#writeNodes(em, nodes, now);
-      if (purgeAcks.length) await evaluatePurges(em, await recordPurgeAcks(em, purgeAcks, now), now);
+      if (purgeAcks.length) await recordPurgeAcks(em, purgeAcks, now, this.#replicaId);
       if (prefetch.length) await evaluatePrefetchJobs(em, await recordPrefetchAnswers(em, prefetch), now);
       if (probes.length) await this.#writeProbes(em, probes);
       if (fleetChanged) {
