@@ -4,8 +4,7 @@
 // refused as mislabelled. Accepted images are decoded and re-encoded (sharp):
 // turned upright from their EXIF orientation, fitted inside 512×512, and
 // written without any metadata (EXIF with GPS, XMP, IPTC, ICC, text chunks).
-import { fileTypeFromBuffer } from 'file-type';
-import sharp from 'sharp';
+import { lazy } from '../core/lazy.ts';
 import { ApiError } from '../http/errors.ts';
 import type { UploadedFile } from '../http/route.ts';
 
@@ -30,11 +29,14 @@ export interface AvatarImage {
   height: number;
 }
 
+const fileType = lazy(() => import('file-type'));
+const sharpModule = lazy(() => import('sharp'));
+
 const fileError = (message: string) => new ApiError('VALIDATION_ERROR', undefined, { errors: [{ field: 'file', message }] });
 
 /** The format the bytes are, when it is one we take. */
 async function sniff(bytes: Buffer): Promise<AvatarFormat | undefined> {
-  const type = await fileTypeFromBuffer(bytes);
+  const type = await (await fileType()).fileTypeFromBuffer(bytes);
   if (type?.mime === 'image/jpeg') return 'jpeg';
   // An animated PNG is a PNG whose first frame is the picture.
   if (type?.mime === 'image/png' || type?.mime === 'image/apng') return 'png';
@@ -65,6 +67,7 @@ export async function reencodeAvatar(file: UploadedFile): Promise<AvatarImage> {
   }
   const mislabelled = contradiction(file, format);
   if (mislabelled) throw fileError(mislabelled);
+  const sharp = (await sharpModule()).default;
   const pipeline = sharp(file.bytes, { autoOrient: true, limitInputPixels: AVATAR_MAX_INPUT_PIXELS, failOn: 'warning' })
     .resize({ width: AVATAR_MAX_SIDE, height: AVATAR_MAX_SIDE, fit: 'inside', withoutEnlargement: true });
   // sharp writes no metadata unless asked (keepMetadata/withExif...): what leaves is pixels only.

@@ -5,12 +5,12 @@
 // make it keep the first), signing 90-day leaf certificates with
 // @peculiar/x509 (node:crypto parses certificates but cannot sign them).
 // Edges and browsers trust these only where the CA's certificate is installed.
-import 'reflect-metadata';
-import * as x509 from '@peculiar/x509';
+import type * as X509 from '@peculiar/x509';
 import { createPrivateKey, randomBytes, webcrypto, X509Certificate } from 'node:crypto';
 import type { SecretBox } from '../crypto/secret-box.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import { DAY } from '../core/clock.ts';
+import { lazy } from '../core/lazy.ts';
 import { InternalCa, type AcmeOrderRef } from './domain-entity.ts';
 
 export const LEAF_LIFETIME_MS = 90 * DAY;
@@ -18,6 +18,11 @@ const CA_LIFETIME_MS = 10 * 365 * DAY;
 const ALGORITHM = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
 const CA_AAD = 'cdn_internal_ca:1';
 type CryptoKey = webcrypto.CryptoKey;
+/** @peculiar/x509 (with the reflect polyfill it needs) is loaded by the first issuance. */
+const x509Module = lazy(async () => {
+  await import('reflect-metadata');
+  return import('@peculiar/x509');
+});
 
 export interface IssuedCertificate {
   chainPem: string;
@@ -73,7 +78,8 @@ async function importKeyPem(pem: string): Promise<CryptoKey> {
 }
 
 /** The internal CA's certificate and signing key, made once (the first writer wins; others read its row). */
-async function loadOrCreateCa(rc: RequestContext, box: SecretBox, now: Date): Promise<{ cert: x509.X509Certificate; key: CryptoKey }> {
+async function loadOrCreateCa(rc: RequestContext, box: SecretBox, now: Date): Promise<{ cert: X509.X509Certificate; key: CryptoKey }> {
+  const x509 = await x509Module();
   let row = await rc.em.findOne(InternalCa, 1, { refresh: true });
   if (!row) {
     const keys = await webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify']);
@@ -103,6 +109,7 @@ export function internalCaIssuer(box: SecretBox): CertificateIssuer {
     revoke: async () => {},
     async issue(rc, hostname, now) {
       const ca = await loadOrCreateCa(rc, box, now);
+      const x509 = await x509Module();
       const keys = await webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify']);
       const expiresAt = new Date(now.getTime() + LEAF_LIFETIME_MS);
       const leaf = await x509.X509CertificateGenerator.create({

@@ -18,7 +18,6 @@ import { certificateCheckJob } from './certificate-job.ts';
 import { domainRoutes } from './domain-routes.ts';
 import { headerPolicyRoutes } from './header-policy-routes.ts';
 import { internalCaIssuer } from './certificate-issuer.ts';
-import { acmeIssuer } from './acme-issuer.ts';
 import { ipRuleRoutes } from './ip-rule-routes.ts';
 import { logDrainRoutes } from './log-drain-routes.ts';
 import { policyEntities } from './policies.entities.ts';
@@ -37,7 +36,10 @@ export const cdn = {
   jobs: [retiredSecretsSweepJob, certificateCheckJob],
   async start(services: CoreServices) {
     const { ACME_DIRECTORY_URL: directoryUrl, ACME_EMAIL: email, ACME_CA_BUNDLE: caBundle } = services.config;
-    const issuer = directoryUrl ? acmeIssuer(services.secretBox, { directoryUrl, email, caBundle }) : internalCaIssuer(services.secretBox);
+    // acme-client is loaded only where an ACME directory is configured.
+    const issuer = directoryUrl
+      ? (await import('./acme-issuer.ts')).acmeIssuer(services.secretBox, { directoryUrl, email, caBundle })
+      : internalCaIssuer(services.secretBox);
     return { services: { cdnHostLookup: systemHostLookup, cdnDomainResolver: systemDomainResolver(), cdnCertificateIssuer: issuer } };
   },
 };

@@ -11,8 +11,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { PGlite } from '@electric-sql/pglite';
-import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
+import type { PGlite } from '@electric-sql/pglite';
 import { DataDirBusyError, lockDataDir, type DataDirLock, type LockHolder } from './data-dir-lock.ts';
 
 export interface EmbeddedPostgres {
@@ -58,11 +57,13 @@ export function commandSocketPathFor(dir: string): string {
 export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOptions = {}): Promise<EmbeddedPostgres> {
   const dir = path.resolve(dataDir);
   fs.mkdirSync(path.dirname(dir), { recursive: true });
+  // PGlite is loaded only by the process that opens an embedded database (never with DATABASE_URL).
+  const [{ PGlite: Pglite }, { PGLiteSocketServer }] = await Promise.all([import('@electric-sql/pglite'), import('@electric-sql/pglite-socket')]);
   const lock = await acquire(dir, options);
   let db: PGlite;
   try {
     fs.mkdirSync(dir, { recursive: true });
-    db = await PGlite.create(dir);
+    db = await Pglite.create(dir);
   } catch (error) {
     lock.release();
     throw openFailure(dir, error);

@@ -1,8 +1,11 @@
 // Outgoing mail: SMTP when SMTP_URL is set, otherwise the outbox folder.
 import path from 'node:path';
-import nodemailer from 'nodemailer';
 import type { Transporter } from 'nodemailer';
+import { lazy } from '../core/lazy.ts';
 import { writeOutboxMessage } from './outbox.ts';
+
+/** nodemailer is loaded by the first message (most processes never send one). */
+const nodemailer = lazy(async () => (await import('nodemailer')).default);
 
 export type MailMessage = { to: string; subject: string; text: string; html?: string };
 
@@ -36,8 +39,9 @@ export class Mailer {
   readonly outboxDir: string | undefined;
   #from: string;
   #logger: MailLogger | undefined;
+  #smtpUrl: string | undefined;
+  #transport: () => Promise<Transporter>;
   #smtp: Transporter | undefined;
-  #stream: Transporter;
 
   constructor(opts: MailerOptions) {
     if (!HEADER_SAFE.test(opts.from)) throw new TypeError('invalid from address');
@@ -47,15 +51,19 @@ export class Mailer {
       const url = new URL(opts.smtpUrl);
       if (url.protocol !== 'smtp:' && url.protocol !== 'smtps:') throw new TypeError('SMTP_URL must be smtp:// or smtps://');
       this.transport = 'smtp';
-      // nodemailer's own logger stays off: its debug output contains message bodies.
-      this.#smtp = nodemailer.createTransport(opts.smtpUrl);
+      this.#smtpUrl = opts.smtpUrl;
     } else {
       if (!opts.outboxDir) throw new TypeError('outboxDir is required without an SMTP URL');
       this.transport = 'outbox';
       this.outboxDir = opts.outboxDir;
     }
-    // Builds the raw message for the outbox (and never sends anything).
-    this.#stream = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
+    // SMTP (nodemailer's own logger stays off: its debug output contains message bodies), or a transport that
+    // builds the raw message for the outbox and never sends anything; made with the first message.
+    this.#transport = lazy(async () => {
+      const mail = await nodemailer();
+      if (this.#smtpUrl) return (this.#smtp = mail.createTransport(this.#smtpUrl));
+      return mail.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
+    });
   }
 
   async send(msg: MailMessage): Promise<SendResult> {
@@ -65,10 +73,11 @@ export class Mailer {
     const log = { transport: this.transport, to_domain: recipientDomain(msg.to) };
     try {
       let messageId: string;
-      if (this.#smtp) {
-        messageId = (await this.#smtp.sendMail(mail)).messageId;
+      const transport = await this.#transport();
+      if (this.transport === 'smtp') {
+        messageId = (await transport.sendMail(mail)).messageId;
       } else {
-        const info = await this.#stream.sendMail(mail);
+        const info = await transport.sendMail(mail);
         messageId = info.messageId;
         await writeOutboxMessage(this.outboxDir!, info.message as Buffer, {
           messageId,
