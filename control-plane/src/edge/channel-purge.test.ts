@@ -7,6 +7,7 @@
 // jobs go to the nodes that hold the endpoint and their counts come from the
 // agents' answers.
 import { randomUUID } from 'node:crypto';
+import { pino } from 'pino';
 import t from 'tap';
 import { RELAXED_LIMITS, query } from '../../../test/support/auth.ts';
 import { caller, cdnCallers, makeEndpoint } from '../../../test/support/cdn.ts';
@@ -18,6 +19,8 @@ import { PURGE_SUBMITTED_CHANNEL } from '../cdn/announcements.ts';
 import { PURGE_PAGE, PurgeFeed, recordPurgeAcks } from './channel-purges.ts';
 import { announcedPurge } from './channel-hub.ts';
 import { NO_TARGET_REASON } from './channel-prefetch.ts';
+import type { AgentStream } from './channel-stream.ts';
+import { ChannelWriter } from './channel-writer.ts';
 
 const source = new TestConfigSource();
 const cp = await startTestControlPlane(t, {
@@ -286,4 +289,44 @@ t.test('regression: two replicas storing the last acks of a purge at the same mo
   await first.commit();
   await second;
   t.match(await purgeRow(submitted.id), { status: 'completed', edge_nodes_completed: others.length + 2 });
+});
+
+t.test('the writer: acks arriving closer than the ack delay apart are written together once they pause, at most the longest delay after the first; heartbeats wait for their own flush', async (t) => {
+  // Delays twenty times the production ones (ACK_FLUSH_DELAY_MS, ACK_MAX_DELAY_MS), so a busy host's late timers do not split a burst.
+  const ackDelayMs = 100;
+  const ackMaxDelayMs = 500;
+  const statements: string[] = [];
+  const em = () => {
+    const fork = cp.app.db.orm.em.fork();
+    const execute = fork.execute.bind(fork);
+    return Object.assign(fork, { execute: (...args: Parameters<typeof execute>) => { statements.push(String(args[0])); return execute(...args); } }) as typeof fork;
+  };
+  const writer = new ChannelWriter({ em: em as never, clock: { now: () => new Date() } as never, log: pino({ level: 'silent' }), replicaId: 'writer-test', hooks: { configOrFleetChanged: async () => {} }, ackDelayMs, ackMaxDelayMs });
+  t.teardown(() => writer.close());
+  const stream = { nodeId: randomUUID(), connectedAt: new Date() } as AgentStream;
+  const ack = () => writer.purgeAck({ purge_id: randomUUID(), sequence: 1, node_id: stream.nodeId, ok: true, error: null });
+  const ackStatements = () => statements.filter((s) => s.includes('cdn_purge_ack')).length;
+  const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  writer.node(stream, { last_seen_at: new Date() }, false);
+  for (let i = 0; i < 8; i++) {
+    ack();
+    await pause(2);
+  }
+  await eventually(async () => ackStatements() > 0, 'the burst is written');
+  await pause(ackDelayMs * 2);
+  t.equal(ackStatements(), 1, 'a burst of acks 2 ms apart: one statement');
+  t.notOk(statements.some((s) => s.includes('last_seen_at')), 'the heartbeat did not ride with the acks');
+
+  statements.length = 0;
+  const started = Date.now();
+  while (Date.now() - started < ackMaxDelayMs * 3) {
+    ack();
+    await pause(5);
+  }
+  await pause(ackDelayMs * 2);
+  t.ok(ackStatements() >= 2 && ackStatements() <= 5, `acks that never pause are still written, about every ${ackMaxDelayMs} ms (${ackStatements()} statements over ${ackMaxDelayMs * 3} ms)`);
+
+  await writer.flush();
+  t.ok(statements.some((s) => s.includes('last_seen_at')), 'an explicit flush writes the heartbeat too');
 });

@@ -1,11 +1,15 @@
 // The control channel's writes to PostgreSQL, coalesced: acknowledgements,
 // heartbeats and origin probes are buffered in memory and written in a few
 // set-based statements per flush, whatever the number of agents (issue 12:
-// purge to 1,000 agents all acked under 150 ms). Acks are flushed 5
-// milliseconds after the first one arrives (a flush in progress collects the
-// next batch meanwhile); heartbeats and origin probes wait up to a second
-// (each node's latest overwrites its earlier ones, so a node costs at most one
-// row per flush). Every node change is keyed by the stream it came from and
+// purge to 1,000 agents all acked under 150 ms). Acks are flushed once they
+// pause for 5 milliseconds, at most 25 after the first one (a thousand acks
+// of one purge arrive over tens of milliseconds: one or two flushes, not one
+// every 5 ms; a flush in progress collects the next batch meanwhile);
+// heartbeats and origin probes wait up to a second and ride with no earlier
+// flush (each is a round trip of its own; each node's latest overwrites its
+// earlier ones, so a node costs at most one row per flush). Changes that move
+// a node (offline, a configuration applied or refused) are flushed like acks.
+// Every node change is keyed by the stream it came from and
 // applies only while the node's row still belongs to that stream (same
 // connected_at and replica): a node that reconnected meanwhile is left alone.
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -19,8 +23,10 @@ import type { AgentStream } from './channel-stream.ts';
 import type { EdgeNodeStatus } from './nodes-entity.ts';
 import { originsReportedBy, refreshOriginStatus } from './nodes-service.ts';
 
-/** Delay between the first buffered acknowledgement and the flush that writes it. */
+/** Acknowledgements are written once none has arrived for this long... */
 export const ACK_FLUSH_DELAY_MS = 5;
+/** ...or this long after the first one buffered, whichever comes first. */
+export const ACK_MAX_DELAY_MS = 25;
 /** Delay before heartbeats and origin probes are written. */
 export const HEARTBEAT_FLUSH_DELAY_MS = 1_000;
 
@@ -55,26 +61,38 @@ export class ChannelWriter {
   readonly #log: Logger;
   readonly #replicaId: string;
   readonly #hooks: FlushHooks;
+  readonly #ackDelayMs: number;
+  readonly #ackMaxDelayMs: number;
 
   #nodes = new Map<string, NodeChange>();
-  #purgeAcks = new Map<string, PurgeAckRow>();
+  /** Purge acks by purge, then node. */
+  #purgeAcks = new Map<string, Map<string, PurgeAckRow>>();
   #prefetch = new Map<string, PrefetchAnswer>();
   #probes = new Map<string, OriginProbe>();
   #offlineNodes = new Set<string>();
   #configChanged = false;
   #fleetChanged = false;
 
+  /** When what is buffered must be written (ms since the epoch): acks (first and latest), urgent changes, heartbeats and probes. */
+  #ackFirst = Infinity;
+  #ackLast = -Infinity;
+  #urgentDue = Infinity;
+  #routineDue = Infinity;
+  /** A node change that must not wait for the heartbeat flush is buffered. */
+  #urgentNodes = false;
   #timer: NodeJS.Timeout | null = null;
   #timerDue = Infinity;
   #flushing: Promise<void> | null = null;
   #closed = false;
 
-  constructor(options: { em: () => EntityManager; clock: Clock; log: Logger; replicaId: string; hooks: FlushHooks }) {
+  constructor(options: { em: () => EntityManager; clock: Clock; log: Logger; replicaId: string; hooks: FlushHooks; ackDelayMs?: number; ackMaxDelayMs?: number }) {
     this.#em = options.em;
     this.#clock = options.clock;
     this.#log = options.log;
     this.#replicaId = options.replicaId;
     this.#hooks = options.hooks;
+    this.#ackDelayMs = options.ackDelayMs ?? ACK_FLUSH_DELAY_MS;
+    this.#ackMaxDelayMs = options.ackMaxDelayMs ?? ACK_MAX_DELAY_MS;
   }
 
   /** Merges a change of the node behind `stream` into the next flush (later values win; purge sequences and refused versions only grow). */
@@ -93,22 +111,27 @@ export class ChannelWriter {
       this.#fleetChanged = true;
     }
     this.#nodes.set(key, next);
-    this.#schedule(urgent ? ACK_FLUSH_DELAY_MS : HEARTBEAT_FLUSH_DELAY_MS);
+    if (urgent) {
+      this.#urgentNodes = true;
+      this.#urgent();
+    } else this.#routine();
   }
 
   purgeAck(ack: PurgeAckRow): void {
-    this.#purgeAcks.set(`${ack.purge_id}|${ack.node_id}`, ack);
-    this.#schedule(ACK_FLUSH_DELAY_MS);
+    let byNode = this.#purgeAcks.get(ack.purge_id);
+    if (!byNode) this.#purgeAcks.set(ack.purge_id, (byNode = new Map()));
+    byNode.set(ack.node_id, ack);
+    this.#acked();
   }
 
   prefetchAnswer(answer: PrefetchAnswer): void {
     this.#prefetch.set(`${answer.job_id}|${answer.node_id}`, answer);
-    this.#schedule(ACK_FLUSH_DELAY_MS);
+    this.#acked();
   }
 
   originProbe(probe: OriginProbe): void {
     this.#probes.set(`${probe.origin_id}|${probe.node_id}`, probe);
-    this.#schedule(HEARTBEAT_FLUSH_DELAY_MS);
+    this.#routine();
   }
 
   /** Nodes went offline outside a stream (the sweeper): re-evaluate what counted them. */
@@ -116,59 +139,104 @@ export class ChannelWriter {
     if (!nodeIds.length) return;
     for (const id of nodeIds) this.#offlineNodes.add(id);
     this.#fleetChanged = true;
-    this.#schedule(ACK_FLUSH_DELAY_MS);
+    this.#urgent();
   }
 
   /** Nodes came online (Hello): deployments and propagation are re-evaluated. */
   fleetChanged(): void {
     this.#fleetChanged = true;
-    this.#schedule(ACK_FLUSH_DELAY_MS);
+    this.#urgent();
   }
 
-  #schedule(delayMs: number): void {
+  #acked(): void {
+    const now = Date.now();
+    if (this.#ackFirst === Infinity) this.#ackFirst = now;
+    this.#ackLast = now;
+    this.#arm();
+  }
+
+  #urgent(): void {
+    this.#urgentDue = Math.min(this.#urgentDue, Date.now() + this.#ackDelayMs);
+    this.#arm();
+  }
+
+  #routine(): void {
+    if (this.#routineDue === Infinity) this.#routineDue = Date.now() + HEARTBEAT_FLUSH_DELAY_MS;
+    this.#arm();
+  }
+
+  /** When the next flush is due: the earliest of what is buffered (acks: once they pause, within ACK_MAX_DELAY_MS). */
+  #due(): number {
+    const acks = this.#ackFirst === Infinity ? Infinity : Math.min(this.#ackLast + this.#ackDelayMs, this.#ackFirst + this.#ackMaxDelayMs);
+    return Math.min(acks, this.#urgentDue, this.#routineDue);
+  }
+
+  /**
+   * Sets the timer for the next flush. A timer already set for no later is kept: acks arriving one after another
+   * only move the due time on, and the timer, when it fires, sets itself again for the new time (no timer per ack).
+   */
+  #arm(): void {
     if (this.#closed) return;
-    const due = Date.now() + delayMs;
-    if (this.#timer && this.#timerDue <= due) return;
+    const due = this.#due();
+    if (due === Infinity || (this.#timer && this.#timerDue <= due)) return;
     if (this.#timer) clearTimeout(this.#timer);
     this.#timerDue = due;
     this.#timer = setTimeout(() => {
       this.#timer = null;
       this.#timerDue = Infinity;
-      void this.flush();
-    }, delayMs);
-  }
-
-  get #pending(): boolean {
-    return this.#nodes.size > 0 || this.#purgeAcks.size > 0 || this.#prefetch.size > 0 || this.#probes.size > 0 || this.#fleetChanged || this.#configChanged;
+      if (this.#due() > Date.now()) this.#arm();
+      else void this.#flush(false);
+    }, Math.max(0, due - Date.now()));
   }
 
   /** Writes everything buffered; one flush at a time (a call during a flush waits for it, then flushes what came meanwhile). */
-  async flush(): Promise<void> {
+  flush(): Promise<void> {
+    return this.#flush(true);
+  }
+
+  /** `everything`: heartbeats and probes too, even before they are due (a timer's flush leaves them to their own). */
+  async #flush(everything: boolean): Promise<void> {
     while (this.#flushing) await this.#flushing;
-    if (!this.#pending) return;
-    this.#flushing = this.#flushOnce().catch((error: unknown) => {
+    const routine = everything || this.#routineDue <= Date.now();
+    const urgent = this.#purgeAcks.size > 0 || this.#prefetch.size > 0 || this.#urgentNodes || this.#fleetChanged || this.#configChanged;
+    if (!urgent) {
+      this.#urgentDue = this.#ackFirst = Infinity;
+      this.#ackLast = -Infinity;
+      if (!(routine && (this.#nodes.size > 0 || this.#probes.size > 0))) return this.#arm();
+    }
+    this.#flushing = this.#flushOnce(routine).catch((error: unknown) => {
       this.#log.error({ err: error }, 'edge channel: writing acknowledgements and heartbeats failed; retrying');
-      if (!this.#closed) this.#schedule(HEARTBEAT_FLUSH_DELAY_MS);
+      this.#urgentDue = Math.min(this.#urgentDue, Date.now() + HEARTBEAT_FLUSH_DELAY_MS);
     }).finally(() => {
       this.#flushing = null;
+      this.#arm();
     });
     await this.#flushing;
   }
 
-  async #flushOnce(): Promise<void> {
-    const nodes = [...this.#nodes.values()];
-    const purgeAcks = [...this.#purgeAcks.values()];
+  async #flushOnce(routine: boolean): Promise<void> {
+    const writeNodes = routine || this.#urgentNodes || this.#configChanged;
+    const nodes = writeNodes ? [...this.#nodes.values()] : [];
+    const purgeAcks = [...this.#purgeAcks.values()].flatMap((byNode) => [...byNode.values()]);
     const prefetch = [...this.#prefetch.values()];
-    const probes = [...this.#probes.values()];
+    const probes = routine ? [...this.#probes.values()] : [];
     const offline = [...this.#offlineNodes];
     const configChanged = this.#configChanged;
     const fleetChanged = this.#fleetChanged;
-    this.#nodes = new Map();
+    if (writeNodes) {
+      this.#nodes = new Map();
+      this.#urgentNodes = false;
+    }
+    if (routine) {
+      this.#probes = new Map();
+      this.#routineDue = Infinity;
+    }
     this.#purgeAcks = new Map();
     this.#prefetch = new Map();
-    this.#probes = new Map();
     this.#offlineNodes = new Set();
     this.#configChanged = this.#fleetChanged = false;
+    this.#ackFirst = this.#urgentDue = Infinity;
+    this.#ackLast = -Infinity;
     const em = this.#em();
     const now = this.#clock.now();
     try {
@@ -190,9 +258,15 @@ export class ChannelWriter {
         const key = `${n.id}@${n.connected_at.getTime()}`;
         if (!this.#nodes.has(key)) this.#nodes.set(key, n);
       }
-      for (const a of purgeAcks) if (!this.#purgeAcks.has(`${a.purge_id}|${a.node_id}`)) this.#purgeAcks.set(`${a.purge_id}|${a.node_id}`, a);
+      if (nodes.length) this.#urgentNodes = true;
+      for (const a of purgeAcks) {
+        let byNode = this.#purgeAcks.get(a.purge_id);
+        if (!byNode) this.#purgeAcks.set(a.purge_id, (byNode = new Map()));
+        if (!byNode.has(a.node_id)) byNode.set(a.node_id, a);
+      }
       for (const a of prefetch) if (!this.#prefetch.has(`${a.job_id}|${a.node_id}`)) this.#prefetch.set(`${a.job_id}|${a.node_id}`, a);
       for (const p of probes) if (!this.#probes.has(`${p.origin_id}|${p.node_id}`)) this.#probes.set(`${p.origin_id}|${p.node_id}`, p);
+      if (probes.length) this.#routineDue = Math.min(this.#routineDue, Date.now() + HEARTBEAT_FLUSH_DELAY_MS);
       for (const id of offline) this.#offlineNodes.add(id);
       this.#configChanged ||= configChanged;
       this.#fleetChanged ||= fleetChanged;
