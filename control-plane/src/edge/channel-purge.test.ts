@@ -296,10 +296,18 @@ t.test('the writer: acks arriving closer than the ack delay apart are written to
   const ackDelayMs = 100;
   const ackMaxDelayMs = 500;
   const statements: string[] = [];
+  // Every statement the writer sends, through em.execute or with bound parameters (executeBound, through the connection's client).
   const em = () => {
     const fork = cp.app.db.orm.em.fork();
     const execute = fork.execute.bind(fork);
-    return Object.assign(fork, { execute: (...args: Parameters<typeof execute>) => { statements.push(String(args[0])); return execute(...args); } }) as typeof fork;
+    const connection = fork.getConnection();
+    const client = connection.getClient();
+    const recording = { executeQuery: (query: { sql: string }) => { statements.push(query.sql); return client.executeQuery(query as never); } };
+    const recordingConnection = new Proxy(connection, { get: (target, key) => (key === 'getClient' ? () => recording : Reflect.get(target, key)) });
+    return Object.assign(fork, {
+      execute: (...args: Parameters<typeof execute>) => { statements.push(String(args[0])); return execute(...args); },
+      getConnection: () => recordingConnection,
+    }) as typeof fork;
   };
   const writer = new ChannelWriter({ em: em as never, clock: { now: () => new Date() } as never, log: pino({ level: 'silent' }), replicaId: 'writer-test', hooks: { configOrFleetChanged: async () => {} }, ackDelayMs, ackMaxDelayMs });
   t.teardown(() => writer.close());

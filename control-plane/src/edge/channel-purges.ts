@@ -14,7 +14,7 @@ import { create } from '@bufbuild/protobuf';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ConnectResponseSchema, PurgeType } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { encodeResponse } from '../../../shared/src/proto/edge-control.ts';
-import { idList, ids } from '../db/bulk.ts';
+import { executeBound, idList, ids } from '../db/bulk.ts';
 import { ONLINE } from './nodes-service.ts';
 
 export interface PurgeRow {
@@ -191,17 +191,18 @@ export interface PurgeAckRow {
  * edge_nodes_completed counts the successful acks (edge_nodes_total grows if more nodes answered than were
  * online when it was stored; a completed purge's count does not go back when a late, staler evaluation
  * lands after it). `targets` is a relation of purge ids (id), `acks` one of every ack of those purges
- * (purge_id, node_id, ok); the statement's parameters end with a replica id and two timestamps. It returns
- * each purge's new status and how many online nodes other replicas serve (elsewhere_n).
+ * (purge_id, node_id, ok); `at` names the parameters: this replica's id and the time (placeholders, in the
+ * order they appear when they are `?`). It returns each purge's new status and how many online nodes other
+ * replicas serve (elsewhere_n).
  */
-function movePurgesOn(targets: string, acks: string): string {
+function movePurgesOn(targets: string, acks: string, at: { replica: string; now: string }): string {
   return `online as (select id, replica_id from cdn_edge_node where ${ONLINE}),
      counts as (
        select t.id,
          count(k.node_id) filter (where k.ok)::int as ok_n,
          count(k.node_id) filter (where not k.ok)::int as failed_n,
          (select count(*) from online)::int - count(o.id) filter (where k.ok)::int as missing_n,
-         (select count(*) from online where replica_id is distinct from ?)::int as elsewhere_n
+         (select count(*) from online where replica_id is distinct from ${at.replica})::int as elsewhere_n
        from ${targets} t left join ${acks} k on k.purge_id = t.id left join online o on o.id = k.node_id
        group by t.id
      )
@@ -214,8 +215,8 @@ function movePurgesOn(targets: string, acks: string): string {
          when p.status = 'completed' then 'completed'
          when c.ok_n > 0 then 'in_progress'
          else p.status end,
-       completed_at = case when p.completed_at is null and (c.failed_n > 0 or c.missing_n = 0) then ? else p.completed_at end,
-       updated_at = ?
+       completed_at = case when p.completed_at is null and (c.failed_n > 0 or c.missing_n = 0) then ${at.now}::timestamptz else p.completed_at end,
+       updated_at = ${at.now}
      from counts c
      where p.id = c.id
      returning p.id, p.status, c.elsewhere_n`;
@@ -223,7 +224,8 @@ function movePurgesOn(targets: string, acks: string): string {
 
 /**
  * Stores acknowledgements, moves the nodes' purge_sequence to the highest purge they applied and moves the
- * purges on (movePurgesOn), in one statement: a flush of acks is one round trip. A purge that no longer
+ * purges on (movePurgesOn), in one statement with its parameters bound (executeBound): a flush of acks is
+ * one round trip. A purge that no longer
  * exists (or a sequence that is not its own) is skipped. The rows travel grouped by purge ({p, s, ok: [node
  * ids], failed: [{n, e}]}): a thousand acks of one purge are about 40 KB of parameter instead of 150. The
  * statement's reads do not see its own inserts: a purge's acks are those stored before it (less the ones
@@ -244,8 +246,8 @@ export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAck
     if (ack.ok) group.ok.push(ack.node_id);
     else group.failed.push({ n: ack.node_id, e: ack.error });
   }
-  const moved = await em.execute<MovedPurge[]>(
-    `with g as (select jsonb_array_elements(?::jsonb) as j),
+  const moved = await executeBound<MovedPurge>(em,
+    `with g as (select jsonb_array_elements($1::jsonb) as j),
      x as (
        select (g.j->>'p')::uuid as purge_id, (g.j->>'s')::bigint as sequence, n.id::uuid as node_id, true as ok, null::text as error
        from g cross join lateral jsonb_array_elements_text(g.j->'ok') as n(id)
@@ -255,14 +257,14 @@ export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAck
      ),
      stored as (
        insert into cdn_purge_ack (purge_id, node_id, ok, error, acked_at)
-       select x.purge_id, x.node_id, x.ok, x.error, ? from x
+       select x.purge_id, x.node_id, x.ok, x.error, $2::timestamptz from x
        join cdn_purge_request p on p.id = x.purge_id and p.sequence = x.sequence
        join cdn_edge_node n on n.id = x.node_id
        on conflict (purge_id, node_id) do update set ok = excluded.ok, error = excluded.error, acked_at = excluded.acked_at
        returning purge_id, node_id, ok
      ),
      applied as (
-       update cdn_edge_node n set purge_sequence = m.s, updated_at = ?
+       update cdn_edge_node n set purge_sequence = m.s, updated_at = $2
        from (select node_id, max(sequence) as s from x where ok group by node_id) m
        where n.id = m.node_id and n.purge_sequence < m.s
      ),
@@ -273,8 +275,8 @@ export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAck
        union all
        select purge_id, node_id, ok from stored
      ),
-     ${movePurgesOn('touched', 'acks')}`,
-    [JSON.stringify([...byPurge.values()]), now, now, replicaId, now, now],
+     ${movePurgesOn('touched', 'acks', { replica: '$3', now: '$2' })}`,
+    [JSON.stringify([...byPurge.values()]), now, replicaId],
   );
   const racing = moved.filter((p) => p.elsewhere_n > 0 && (p.status === 'pending' || p.status === 'in_progress')).map((p) => p.id);
   if (racing.length) await evaluatePurges(em, racing, now);
@@ -294,7 +296,7 @@ export async function evaluatePurges(em: EntityManager, which: readonly string[]
   await em.execute(
     `with targets as (${selected}),
      acks as (select purge_id, node_id, ok from cdn_purge_ack where purge_id in (select id from targets)),
-     ${movePurgesOn('targets', 'acks')}`,
+     ${movePurgesOn('targets', 'acks', { replica: '?', now: '?' })}`,
     which === 'open' ? [null, now, now] : [ids(which), null, now, now],
   );
 }

@@ -16,7 +16,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import type { OriginHealthReading } from '../cdn/services.ts';
 import type { Clock } from '../core/clock.ts';
-import { recordset } from '../db/bulk.ts';
+import { executeBound, recordset } from '../db/bulk.ts';
 import { evaluatePrefetchJobs, openJobsOf, recordPrefetchAnswers, type PrefetchAnswer } from './channel-prefetch.ts';
 import { evaluatePurges, recordPurgeAcks, type PurgeAckRow } from './channel-purges.ts';
 import type { AgentStream } from './channel-stream.ts';
@@ -275,7 +275,7 @@ export class ChannelWriter {
   }
 
   async #writeNodes(em: EntityManager, nodes: NodeChange[], now: Date): Promise<void> {
-    await em.execute(
+    await executeBound(em,
       `update cdn_edge_node n set
          last_seen_at = coalesce(x.last_seen_at, n.last_seen_at),
          status = coalesce(x.status, n.status),
@@ -285,24 +285,24 @@ export class ChannelWriter {
          purge_sequence = greatest(n.purge_sequence, x.purge_sequence),
          cache_objects = coalesce(x.cache_objects, n.cache_objects),
          cache_bytes = coalesce(x.cache_bytes, n.cache_bytes),
-         updated_at = ?
+         updated_at = $1
        from ${recordset({
          id: 'uuid', connected_at: 'timestamptz', last_seen_at: 'timestamptz', status: 'text', config_version: 'bigint', failed_config_version: 'bigint',
          config_error: 'text', clear_error: 'boolean', purge_sequence: 'bigint', cache_objects: 'bigint', cache_bytes: 'bigint',
-       })}
-       where n.id = x.id and n.connected_at = x.connected_at and n.replica_id = ?`,
+       }, 'x', '$2')}
+       where n.id = x.id and n.connected_at = x.connected_at and n.replica_id = $3`,
       [now, JSON.stringify(nodes), this.#replicaId],
     );
   }
 
   async #writeProbes(em: EntityManager, probes: OriginProbe[]): Promise<void> {
-    const rows = await em.execute<{ origin_id: string }[]>(
+    const rows = await executeBound<{ origin_id: string }>(em,
       `insert into cdn_origin_health (origin_id, node_id, status, latency_ms, last_success_at, last_failure_at, failure_reason, consecutive_failures, checked_at)
        select x.origin_id, x.node_id, x.status, x.latency_ms, x.last_success_at, x.last_failure_at, x.failure_reason, x.consecutive_failures, x.checked_at
        from ${recordset({
          origin_id: 'uuid', node_id: 'uuid', status: 'text', latency_ms: 'int', last_success_at: 'timestamptz', last_failure_at: 'timestamptz',
          failure_reason: 'text', consecutive_failures: 'int', checked_at: 'timestamptz',
-       })}
+       }, 'x', '$1')}
        join cdn_origin o on o.id = x.origin_id
        join cdn_edge_node n on n.id = x.node_id
        on conflict (origin_id, node_id) do update set status = excluded.status, latency_ms = excluded.latency_ms,
