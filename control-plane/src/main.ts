@@ -17,10 +17,14 @@ import { agentTokenCommand } from './edge/agent-token-command.ts';
 import { demoEndpointCommand } from './edge/demo-endpoint-command.ts';
 import { openDatabase, type Database } from './db/orm.ts';
 import { createLogger } from './http/logger.ts';
+import { tuneHeap } from './heap-tuning.ts';
 import { startControlPlane } from './server.ts';
 
 /** Commands other processes may run through this one while it owns the embedded database. */
 const commands = [createAdminCommand, migrateCommand, agentTokenCommand, demoEndpointCommand];
+
+// A long-running server: full collections come sooner than V8's default (heap-tuning.ts).
+tuneHeap();
 
 function fatal(message: string): never {
   console.error(`control-plane: ${message}`);
