@@ -1,11 +1,7 @@
 // Outgoing mail: SMTP when SMTP_URL is set, otherwise the outbox folder.
 import path from 'node:path';
 import type { Transporter } from 'nodemailer';
-import { lazy } from '../core/lazy.ts';
 import { writeOutboxMessage } from './outbox.ts';
-
-/** nodemailer is loaded by the first message (most processes never send one). */
-const nodemailer = lazy(async () => (await import('nodemailer')).default);
 
 export type MailMessage = { to: string; subject: string; text: string; html?: string };
 
@@ -40,7 +36,8 @@ export class Mailer {
   #from: string;
   #logger: MailLogger | undefined;
   #smtpUrl: string | undefined;
-  #transport: () => Promise<Transporter>;
+  /** Made with the first message: nodemailer is loaded then (most processes never send one). */
+  #transport: Promise<Transporter> | undefined;
   #smtp: Transporter | undefined;
 
   constructor(opts: MailerOptions) {
@@ -57,13 +54,21 @@ export class Mailer {
       this.transport = 'outbox';
       this.outboxDir = opts.outboxDir;
     }
-    // SMTP (nodemailer's own logger stays off: its debug output contains message bodies), or a transport that
-    // builds the raw message for the outbox and never sends anything; made with the first message.
-    this.#transport = lazy(async () => {
-      const mail = await nodemailer();
+  }
+
+  /**
+   * SMTP (nodemailer's own logger stays off: its debug output contains message bodies), or a transport that
+   * builds the raw message for the outbox and never sends anything. A failed load is tried again next time.
+   */
+  #transporter(): Promise<Transporter> {
+    this.#transport ??= import('nodemailer').then(({ default: mail }) => {
       if (this.#smtpUrl) return (this.#smtp = mail.createTransport(this.#smtpUrl));
       return mail.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
+    }, (error: unknown) => {
+      this.#transport = undefined;
+      throw error;
     });
+    return this.#transport;
   }
 
   async send(msg: MailMessage): Promise<SendResult> {
@@ -73,7 +78,7 @@ export class Mailer {
     const log = { transport: this.transport, to_domain: recipientDomain(msg.to) };
     try {
       let messageId: string;
-      const transport = await this.#transport();
+      const transport = await this.#transporter();
       if (this.transport === 'smtp') {
         messageId = (await transport.sendMail(mail)).messageId;
       } else {
