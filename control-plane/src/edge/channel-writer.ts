@@ -118,10 +118,15 @@ export class ChannelWriter {
   }
 
   purgeAck(ack: PurgeAckRow): void {
+    this.#bufferAck(ack, true);
+    this.#acked();
+  }
+
+  /** Buffers a purge ack under its purge and node; `replace` false keeps an ack of the same node buffered since (a failed flush's put-back). */
+  #bufferAck(ack: PurgeAckRow, replace: boolean): void {
     let byNode = this.#purgeAcks.get(ack.purge_id);
     if (!byNode) this.#purgeAcks.set(ack.purge_id, (byNode = new Map()));
-    byNode.set(ack.node_id, ack);
-    this.#acked();
+    if (replace || !byNode.has(ack.node_id)) byNode.set(ack.node_id, ack);
   }
 
   prefetchAnswer(answer: PrefetchAnswer): void {
@@ -259,11 +264,7 @@ export class ChannelWriter {
         if (!this.#nodes.has(key)) this.#nodes.set(key, n);
       }
       if (nodes.length) this.#urgentNodes = true;
-      for (const a of purgeAcks) {
-        let byNode = this.#purgeAcks.get(a.purge_id);
-        if (!byNode) this.#purgeAcks.set(a.purge_id, (byNode = new Map()));
-        if (!byNode.has(a.node_id)) byNode.set(a.node_id, a);
-      }
+      for (const a of purgeAcks) this.#bufferAck(a, false);
       for (const a of prefetch) if (!this.#prefetch.has(`${a.job_id}|${a.node_id}`)) this.#prefetch.set(`${a.job_id}|${a.node_id}`, a);
       for (const p of probes) if (!this.#probes.has(`${p.origin_id}|${p.node_id}`)) this.#probes.set(`${p.origin_id}|${p.node_id}`, p);
       if (probes.length) this.#routineDue = Math.min(this.#routineDue, Date.now() + HEARTBEAT_FLUSH_DELAY_MS);
