@@ -9,6 +9,7 @@ import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { loadConfig, type Config } from '../../control-plane/src/config/config.ts';
 import type { Clock } from '../../control-plane/src/core/clock.ts';
+import { withTimeout } from '../../control-plane/src/core/timeout.ts';
 import type { RouteDefinition } from '../../control-plane/src/http/route.ts';
 import type { JobDefinition } from '../../control-plane/src/jobs/index.ts';
 import { startControlPlane, type AppServices, type ControlPlane } from '../../control-plane/src/server.ts';
@@ -17,6 +18,9 @@ import { createTestDatabase, type TestDatabase } from './database.ts';
 import { detectServices } from './services.ts';
 
 interface Teardown { teardown(fn: () => unknown): void }
+
+/** Longer than any shutdown wait of the control plane (SHUTDOWN_TIMEOUT_MS, 10 s), shorter than a file's timeout. */
+const TEARDOWN_STEP_MS = 45_000;
 
 export interface TestControlPlane extends ControlPlane {
   config: Config;
@@ -86,10 +90,13 @@ export async function startTestControlPlane(
   const cp = await startControlPlane(config, { db: database.db, store, extraRoutes: options.extraRoutes, extraJobs: options.extraJobs, clock: options.clock, log: options.log, services: options.services });
 
   t.teardown(async () => {
-    await cp.close();
-    await store.close();
-    if (config.REDIS_URL && config.REDIS_URL === services.redisUrl) await deleteKeys(config.REDIS_URL, keyPrefix);
-    await database.dispose();
+    // Each step bounded and named: a wait that never ends fails here, saying which, not at the file's timeout.
+    const step = (what: string, work: Promise<unknown>) =>
+      withTimeout(work, TEARDOWN_STEP_MS, () => new Error(`teardown: ${what} did not finish within ${TEARDOWN_STEP_MS / 1000} s`));
+    await step('closing the control plane', cp.close());
+    await step('closing the store', store.close());
+    if (config.REDIS_URL && config.REDIS_URL === services.redisUrl) await step('deleting the Redis keys', deleteKeys(config.REDIS_URL, keyPrefix));
+    await step('dropping the database', database.dispose());
     await fs.rm(dataDir, { recursive: true, force: true });
   });
 
@@ -115,7 +122,7 @@ export async function startTestControlPlane(
 }
 
 async function deleteKeys(redisUrl: string, prefix: string): Promise<void> {
-  const redis = new Redis(redisUrl);
+  const redis = new Redis(redisUrl, { connectTimeout: 5000, commandTimeout: 10_000, maxRetriesPerRequest: 1 });
   try {
     let cursor = '0';
     do {

@@ -19,7 +19,8 @@ export function withDatabaseName(url: string, name: string): string {
 }
 
 export async function adminQuery(adminUrl: string, sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: adminUrl });
+  // Bounded: a wait on the server (e.g. a lock) fails the test that asked, instead of its whole file at the timeout.
+  const client = new pg.Client({ connectionString: adminUrl, connectionTimeoutMillis: 10_000, query_timeout: 30_000 });
   await client.connect();
   try {
     await client.query(sql);

@@ -175,7 +175,10 @@ export class RedisStore implements KeyValueStore {
       set.delete(onMessage);
       if (set.size === 0) {
         this.#handlers.delete(full);
-        await this.#subscriber?.unsubscribe(full);
+        // A connection that is down has no subscription to end (the next 'ready' subscribes only the
+        // channels left); a live one gets UNSUBSCRIBE, waited for a moment at most: its retries are unbounded.
+        const subscriber = this.#subscriber;
+        if (subscriber?.status === 'ready') await settledWithin(subscriber.unsubscribe(full), QUIT_WAIT_MS);
       }
     };
   }
@@ -187,11 +190,22 @@ export class RedisStore implements KeyValueStore {
   }
 
   async close(): Promise<void> {
-    // QUIT flushes pending replies on a live connection; a dead one is just dropped (QUIT would wait for it).
-    await Promise.allSettled([this.#client, this.#subscriber].map(async (connection) => {
-      if (!connection) return;
-      if (connection.status === 'ready') await connection.quit().catch(() => connection.disconnect());
-      else connection.disconnect();
-    }));
+    // QUIT lets the commands in flight on a live connection have their replies (waited for a moment
+    // at most: a Redis that stopped answering would hold it forever); a dead one is just dropped.
+    // The subscriber has no replies to wait for.
+    this.#subscriber?.disconnect();
+    const client = this.#client;
+    if (client.status === 'ready') await settledWithin(client.quit(), QUIT_WAIT_MS);
+    client.disconnect();
   }
+}
+
+/** How long shutdown waits for Redis to answer QUIT or UNSUBSCRIBE before it drops the connection. */
+const QUIT_WAIT_MS = 2000;
+
+/** Waits for `work` to settle, at most `ms` milliseconds (its outcome, or its absence, is of no interest). */
+async function settledWithin(work: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([work.catch(() => {}), new Promise<void>((resolve) => { timer = setTimeout(resolve, ms); })]);
+  clearTimeout(timer);
 }

@@ -1,5 +1,6 @@
 // The same behaviour from both implementations: Redis (when reachable) and in-process.
 import { randomBytes } from 'node:crypto';
+import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import t from 'tap';
@@ -91,6 +92,32 @@ t.test('a Redis store pointed at a closed port fails commands instead of hanging
   t.teardown(() => store.close());
   await t.rejects(store.ping());
   await t.rejects(store.get('x'));
+});
+
+// Regression: a CI run's control-plane teardown hung for five minutes; QUIT and UNSUBSCRIBE waited without a bound
+// for a Redis that had stopped answering (a subscriber's retries are unbounded).
+t.test('a Redis store that stopped answering is closed and unsubscribed within moments', { skip: !redisUrl && 'Redis not reachable', timeout: 15_000 }, async (t) => {
+  const target = new URL(redisUrl!);
+  let stalled = false;
+  const sockets = new Set<net.Socket>();
+  // Passes bytes through until stalled, then swallows them both ways (a Redis that accepts and never answers).
+  const proxy = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port || 6379), target.hostname);
+    sockets.add(client).add(upstream);
+    client.on('data', (chunk) => { if (!stalled) upstream.write(chunk); });
+    upstream.on('data', (chunk) => { if (!stalled) client.write(chunk); });
+    for (const socket of [client, upstream]) socket.on('error', () => {}).on('close', () => { client.destroy(); upstream.destroy(); });
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => { for (const socket of sockets) socket.destroy(); proxy.close(); });
+  const { port } = proxy.address() as net.AddressInfo;
+  const store = new RedisStore(`redis://127.0.0.1:${port}`, { keyPrefix: `t:${randomBytes(6).toString('hex')}:` });
+  const unsubscribe = await store.subscribe('chan', () => {});
+  t.equal(await store.set('k', '1'), true, 'answers through the proxy');
+  stalled = true;
+  await unsubscribe();
+  await store.close();
+  t.pass('unsubscribe and close returned although Redis no longer answers');
 });
 
 t.test('a Redis store hands its own messages to its subscribers once, at once, and still reaches other replicas', { skip: !redisUrl && 'Redis not reachable' }, async (t) => {
