@@ -18,8 +18,8 @@ export function fromKnownError(error: unknown, route?: { ifMatch?: unknown }, se
   if (error instanceof UniqueConstraintViolationException) return new ApiError('CONFLICT', 'A resource with these values already exists');
   if (error instanceof ConnectionException) return new ApiError('SERVICE_UNAVAILABLE', 'The database is unavailable; retry later');
   const e = error as { status?: number; statusCode?: number; httpCode?: number; code?: string | number; name?: string; message?: string };
-  // ioredis when Redis is down
-  if (e?.name === 'MaxRetriesPerRequestError' || e?.code === 'ECONNREFUSED' || e?.message === 'Connection is closed.') {
+  // ioredis when Redis is down, or stopped answering (the store's command timeout)
+  if (e?.name === 'MaxRetriesPerRequestError' || e?.code === 'ECONNREFUSED' || e?.message === 'Connection is closed.' || e?.message === 'Command timed out') {
     return new ApiError('SERVICE_UNAVAILABLE');
   }
   // koa-body / co-body / formidable errors carry an HTTP status

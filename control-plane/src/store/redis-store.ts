@@ -18,6 +18,12 @@ return {count, ttl}`;
  */
 const MARK = '\u0001';
 
+/** How long a command may wait for its reply (the connection's own; a subscriber's subscriptions have no bound). */
+export const COMMAND_TIMEOUT_MS = 5000;
+
+/** How long shutdown waits for Redis to answer QUIT or UNSUBSCRIBE before it drops the connection. */
+const QUIT_WAIT_MS = 2000;
+
 export interface RedisStoreOptions {
   /** Prefix for every key and channel: lets tests and tenants share one Redis. */
   keyPrefix?: string;
@@ -42,6 +48,8 @@ export class RedisStore implements KeyValueStore {
       maxRetriesPerRequest: 1,
       enableOfflineQueue: true,
       connectTimeout: 2000,
+      // A Redis that accepts and stops answering fails the command too, instead of holding its request.
+      commandTimeout: COMMAND_TIMEOUT_MS,
       lazyConnect: false,
       // Commands issued in the same tick (e.g. the revocation checks of concurrent
       // requests) go out as one pipeline: fewer round trips and syscalls under load.
@@ -199,9 +207,6 @@ export class RedisStore implements KeyValueStore {
     client.disconnect();
   }
 }
-
-/** How long shutdown waits for Redis to answer QUIT or UNSUBSCRIBE before it drops the connection. */
-const QUIT_WAIT_MS = 2000;
 
 /** Waits for `work` to settle, at most `ms` milliseconds (its outcome, or its absence, is of no interest). */
 async function settledWithin(work: Promise<unknown>, ms: number): Promise<void> {

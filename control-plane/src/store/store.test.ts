@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import t from 'tap';
 import { detectServices } from '../../../test/support/services.ts';
 import { MemoryStore } from './memory-store.ts';
-import { RedisStore } from './redis-store.ts';
+import { COMMAND_TIMEOUT_MS, RedisStore } from './redis-store.ts';
 import type { KeyValueStore } from './store.ts';
 
 const { redisUrl } = await detectServices();
@@ -96,7 +96,7 @@ t.test('a Redis store pointed at a closed port fails commands instead of hanging
 
 // Regression: a CI run's control-plane teardown hung for five minutes; QUIT and UNSUBSCRIBE waited without a bound
 // for a Redis that had stopped answering (a subscriber's retries are unbounded).
-t.test('a Redis store that stopped answering is closed and unsubscribed within moments', { skip: !redisUrl && 'Redis not reachable', timeout: 15_000 }, async (t) => {
+t.test('a Redis store that stopped answering fails commands, and is closed and unsubscribed, within moments', { skip: !redisUrl && 'Redis not reachable', timeout: 15_000 }, async (t) => {
   const target = new URL(redisUrl!);
   let stalled = false;
   const sockets = new Set<net.Socket>();
@@ -115,6 +115,7 @@ t.test('a Redis store that stopped answering is closed and unsubscribed within m
   const unsubscribe = await store.subscribe('chan', () => {});
   t.equal(await store.set('k', '1'), true, 'answers through the proxy');
   stalled = true;
+  await t.rejects(store.get('k'), /timed out/i, `a command fails after ${COMMAND_TIMEOUT_MS} ms instead of waiting for ever`);
   await unsubscribe();
   await store.close();
   t.pass('unsubscribe and close returned although Redis no longer answers');
