@@ -11,7 +11,7 @@
 //    (process.cpuUsage over the measured rounds), its RSS idle with N streams
 //    and after the rounds, and the TCP connections `ss` counts on its port.
 // 2. The real path (realPath() below; on by default, `--no-real` skips it): the
-//    real control plane in a child process on
+//    real control plane in a child process, started as `npm run control-plane` starts it (heap-tuning.ts), on
 //    a fresh database, purges through POST /v1/cdn/cache/purge → all agents
 //    acked and, in separate rounds, → the purge record reads completed through
 //    GET /v1/cdn/purge/{id}; a 100-endpoint publish to 200 agents, the bytes of a one-endpoint
@@ -36,6 +36,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { YOUNG_GENERATION_FLAG } from '../control-plane/src/heap-tuning.ts';
 import { numberFlag, pin } from './lib/cli.ts';
 import type { FloorLibrary, Measured } from './lib/floor-server.ts';
 import { cpuMsOf, loadAverage, mib, rssOf, summarize, wallNow, type Summary } from './lib/stats.ts';
@@ -364,7 +365,7 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
       CDN_PUBLISH_MODE: 'manual', LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '0', NODE_ENV: 'development',
     };
     if (services.redisUrl) env.REDIS_URL = services.redisUrl; else delete env.REDIS_URL;
-    cp = startChild(pinned(0, [process.execPath, ...PROFILE, ...CP_FLAGS, path.join(root, 'control-plane/src/main.ts')]), env, process.env.BENCH_CP_STDOUT ? 'inherit' : 'ignore');
+    cp = startChild(pinned(0, [process.execPath, ...PROFILE, YOUNG_GENERATION_FLAG, ...CP_FLAGS, path.join(root, 'control-plane/src/main.ts')]), env, process.env.BENCH_CP_STDOUT ? 'inherit' : 'ignore');
     const base = `http://127.0.0.1:${CP_PORT}`;
     for (let i = 0; ; i++) {
       if (cp.process.exitCode !== null) throw new Error(`the control plane exited with ${cp.process.exitCode}`);

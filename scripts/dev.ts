@@ -17,6 +17,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ConfigError, configVariables, flagsToEnv, loadConfig, type Config } from '../control-plane/src/config/config.ts';
 import type { Command } from '../control-plane/src/db/command-channel.ts';
+import { YOUNG_GENERATION_FLAG } from '../control-plane/src/heap-tuning.ts';
 
 // The agent's settings that make sense here (its DATA_DIR is DATA_DIR/agent, its LOG_LEVEL and HOST are shared).
 const agentVariables = ['HTTP_PORT', 'METRICS_PORT', 'CACHE_MEMORY_BYTES', 'CACHE_DISK_BYTES', 'CACHE_MAX_OBJECT_BYTES', 'REGION'];
@@ -64,10 +65,10 @@ type LogEntry = { level?: number; msg?: string; [field: string]: unknown };
 const retired = new Set<ChildProcess>();
 
 function start(
-  name: string, script: string, args: string[], childEnv: Record<string, string>, onEntry?: (entry: LogEntry) => boolean | void,
+  name: string, script: string, nodeFlags: string[], childEnv: Record<string, string>, onEntry?: (entry: LogEntry) => boolean | void,
 ): ChildProcess {
   // The IPC channel lets the child notice when this process goes away, however it ends.
-  const child = spawn(process.execPath, [script, ...args], { env: { ...env, ...childEnv }, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
+  const child = spawn(process.execPath, [...nodeFlags, script], { env: { ...env, ...childEnv }, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
   // Prefix each log line with the process it came from.
   for (const stream of [child.stdout!, child.stderr!]) {
     let buffered = '';
@@ -144,7 +145,7 @@ const commandModules = Promise.all([
   import('../control-plane/src/capabilities.ts'), import('../control-plane/src/db/command-channel.ts'),
   import('../control-plane/src/edge/agent-token-command.ts'), import('../control-plane/src/edge/demo-endpoint-command.ts'),
 ]);
-const controlPlane = start('control-plane', 'control-plane/src/main.ts', [], {
+const controlPlane = start('control-plane', 'control-plane/src/main.ts', [YOUNG_GENERATION_FLAG], {
   DATA_DIR: dataDir, PORT: String(port), GRPC_PORT: String(grpcPort), LOG_LEVEL: logLevel,
 });
 await waitFor(`http://127.0.0.1:${port}/healthz`, 'the control plane', controlPlane);

@@ -17,7 +17,7 @@ import { agentTokenCommand } from './edge/agent-token-command.ts';
 import { demoEndpointCommand } from './edge/demo-endpoint-command.ts';
 import { openDatabase, type Database } from './db/orm.ts';
 import { createLogger } from './http/logger.ts';
-import { tuneHeap } from './heap-tuning.ts';
+import { tuneHeap, YOUNG_GENERATION_FLAG, youngGenerationCapped } from './heap-tuning.ts';
 import { startControlPlane } from './server.ts';
 
 /** Commands other processes may run through this one while it owns the embedded database. */
@@ -40,6 +40,9 @@ try {
 }
 
 const log = createLogger(config.LOG_LEVEL);
+if (!youngGenerationCapped()) {
+  log.warn({ flag: YOUNG_GENERATION_FLAG }, 'started without a cap on the young generation (V8 may grow it to 128 MB instead of 32): start with `npm run control-plane`, or pass the flag to node (heap-tuning.ts)');
+}
 let db: Database;
 try {
   db = await openDatabase({
