@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { timestamp } from '../http/schemas.ts';
 import type { CoreServices } from '../core/services.ts';
+import { withTimeout } from '../core/timeout.ts';
 import { bare, reply, routesFor } from '../http/route.ts';
 
 /**
@@ -32,17 +33,11 @@ const readinessReport = z.object({
 const PROBE_TIMEOUT_MS = 2000;
 
 async function probe(check: () => Promise<number>): Promise<z.infer<typeof component>> {
-  let timer: NodeJS.Timeout | undefined;
   try {
-    const latency = await Promise.race([
-      check(),
-      new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error('timeout')), PROBE_TIMEOUT_MS); }),
-    ]);
+    const latency = await withTimeout(check(), PROBE_TIMEOUT_MS, () => new Error('timeout'));
     return { status: 'ok', latency_ms: Math.round(latency) };
   } catch {
     return { status: 'error', latency_ms: null };
-  } finally {
-    clearTimeout(timer);
   }
 }
 
