@@ -40,9 +40,6 @@ try {
 }
 
 const log = createLogger(config.LOG_LEVEL);
-if (!youngGenerationCapped()) {
-  log.warn({ flag: YOUNG_GENERATION_FLAG }, 'started without a cap on the young generation (V8 may grow it to 128 MB instead of 32): start with `npm run control-plane`, or pass the flag to node (heap-tuning.ts)');
-}
 let db: Database;
 try {
   db = await openDatabase({
@@ -92,6 +89,10 @@ log.info({
   store: store.kind === 'redis' ? 'Redis' : 'in-process (single replica only)',
   commands: commandServer?.path,
 }, 'control plane listening');
+// After the start, so a start that fails says only why.
+if (!youngGenerationCapped()) {
+  log.warn({ flag: YOUNG_GENERATION_FLAG }, 'started without a cap on the young generation (V8 may grow it to 128 MB instead of 32): start with `npm run control-plane`, or pass the flag to node (heap-tuning.ts)');
+}
 
 let stopping = false;
 async function shutdown(reason: string): Promise<void> {

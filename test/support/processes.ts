@@ -3,6 +3,7 @@
 // collected line by line; waits are for a line or an exit, never for time.
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import { YOUNG_GENERATION_FLAG } from '../../control-plane/src/heap-tuning.ts';
 
 export const repoRoot = path.resolve(import.meta.dirname, '../..');
 
@@ -103,9 +104,12 @@ export function embeddedEnv(dataDir: string, extra: Record<string, string> = {})
   };
 }
 
-/** Starts `node control-plane/src/main.ts` and waits until it listens; returns its URL. */
-export async function startControlPlaneProcess(t: Teardown, env: Record<string, string | undefined>): Promise<RunningProcess & { url: string }> {
-  const proc = startProcess(t, process.execPath, ['control-plane/src/main.ts'], { PORT: '0', GRPC_PORT: '0', HOST: '127.0.0.1', ...env });
+/**
+ * Starts `node control-plane/src/main.ts` with the Node flags `npm run control-plane` gives it (the young
+ * generation's cap, unless `nodeFlags` says otherwise) and waits until it listens; returns its URL.
+ */
+export async function startControlPlaneProcess(t: Teardown, env: Record<string, string | undefined>, nodeFlags: string[] = [YOUNG_GENERATION_FLAG]): Promise<RunningProcess & { url: string }> {
+  const proc = startProcess(t, process.execPath, [...nodeFlags, 'control-plane/src/main.ts'], { PORT: '0', GRPC_PORT: '0', HOST: '127.0.0.1', ...env });
   const listening = await proc.waitForLine(/"url":"(http:\/\/[^"]+)".*"msg":"control plane listening"/);
   return Object.assign(proc, { url: listening[1]!.replace('localhost', '127.0.0.1') });
 }
