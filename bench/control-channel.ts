@@ -544,8 +544,9 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
     let conflicts = 0;
     /**
      * PATCH without If-Match. The channel moves the endpoints deploying → active (version + 1) a few ms after
-     * the previous publish's acks, which races with this PATCH's optimistic lock: the control plane then answers
-     * 409 CONFLICT (the record changed while the request ran); the change is sent again, as a client would.
+     * the previous publish's acks, which races with this PATCH's optimistic lock: the control plane runs the
+     * PATCH again on the fresh record, and answers 409 CONFLICT only if it lost three times; such a change
+     * is sent again, as a client would, and counted.
      */
     const rename = async (id: string, name: string) => {
       for (let attempt = 0; ; attempt++) {
@@ -590,7 +591,7 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
         + `HTTP answer p50 ${f1(summarize(answers).p50)} ms, first agent received p50 ${f1(summarize(firstReceived).p50)} ms; `
         + `agents process CPU ${f1(agentsCpuMs / PUBLISH_ROUNDS)} ms per publish; `
         + `control plane CPU ${f1(cpuMs / PUBLISH_ROUNDS)} ms per publish, from the request to the last ack (the 100 PATCHes before it excluded)`
-        + `${conflicts ? `; ${conflicts} PATCHes without If-Match answered 409 (raced with the channel's deploying → active update) and were sent again` : ''}.`);
+        + `${conflicts ? `; ${conflicts} PATCHes without If-Match answered 409 (lost three races with the channel's deploying → active update) and were sent again` : ''}.`);
       await stop(agents);
       agentSets.splice(agentSets.indexOf(agents), 1);
     }

@@ -82,6 +82,21 @@ export const widgetRoutes = [
     },
   }),
   defineRoute({
+    method: 'patch', path: '/v1/test/widgets/:id/contended', summary: 'Rename a widget that a concurrent writer keeps changing', tags: ['test'], access: 'public',
+    params: z.strictObject({ id: uuid() }), body: z.strictObject({ name: widgetBody.shape.name, interfere_below: z.number().int().min(1).max(10) }),
+    ifMatch: async ({ params, rc: { em } }) => found(await em.findOne(Widget, params.id), 'Widget'),
+    responses: { 200: data(widget) },
+    async handler({ params, body, rc: { em } }) {
+      const current = found(await em.findOne(Widget, params.id), 'Widget');
+      // Another writer changes the record between this run's read and its update while its size is below
+      // interfere_below (each interference adds 1): the update's version check then fails.
+      if (current.size < body.interfere_below) await em.getConnection().execute('update test_widget set size = size + 1, version = version + 1 where id = ?', [current.id]);
+      current.name = body.name;
+      await em.flush();
+      return current;
+    },
+  }),
+  defineRoute({
     method: 'post', path: '/v1/test/declined', summary: 'An action that always ends in 402', tags: ['test'], access: 'public',
     body: z.strictObject({ amount: z.number().int().min(1) }), idempotent: true, responses: { 200: data(z.object({ ok: z.boolean() })) },
     errors: ['PAYMENT_FAILED'],

@@ -230,3 +230,39 @@ t.test('Idempotency-Key on create: a replay returns the same endpoint and create
   t.same(again.body, first.body);
   t.equal((await query(cp, 'select 1 from cdn_endpoint where name = ?', [body.name])).length, 1);
 });
+
+/**
+ * Sends `request` while another transaction has run `statement` (the edge's deploying → active move: status
+ * and version) on the endpoint's row and not committed; commits once the request's update waits for that row,
+ * so the request read the version before the move and updates after it.
+ */
+async function racingTheEdge(endpointId: string, request: () => Promise<{ status: number; body: any; text: string }>) {
+  const { answer } = await cp.database.db.orm.em.fork().transactional(async (em) => {
+    await em.execute(`update cdn_endpoint set status = 'active', version = version + 1 where id = ?`, [endpointId]);
+    const answer = request();
+    for (let i = 0; i < 1000; i++) {
+      const waiting = await query(cp, `select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query ilike 'update%cdn_endpoint%'`);
+      if (waiting.length > 0) break;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    return { answer };
+  });
+  return answer;
+}
+
+t.test('regression: a PATCH or disable without If-Match racing the edge\'s deploying → active move is applied, not 409', async (t) => {
+  const { endpoint } = await makeEndpoint(cp, admin);
+  const renamed = await racingTheEdge(endpoint.id, () => send(admin, 'PATCH', `/v1/cdn/endpoints/${endpoint.id}`, { name: 'Renamed while activating' }));
+  t.equal(renamed.status, 200, renamed.text);
+  t.match(renamed.body, { name: 'Renamed while activating', status: 'deploying' }, 'the change applies and has to reach the edge again');
+  t.match((await send(viewer, 'GET', `/v1/cdn/endpoints/${endpoint.id}`)).body, { name: 'Renamed while activating', status: 'deploying' });
+
+  const off = await racingTheEdge(endpoint.id, () => send(admin, 'POST', `/v1/cdn/endpoints/${endpoint.id}/disable`));
+  t.equal(off.status, 200, off.text);
+  t.equal((await send(viewer, 'GET', `/v1/cdn/endpoints/${endpoint.id}`)).body.status, 'disabled');
+
+  const etag = (await send(viewer, 'GET', `/v1/cdn/endpoints/${endpoint.id}`)).headers.get('etag')!;
+  const stale = await racingTheEdge(endpoint.id, () => send(admin, 'PATCH', `/v1/cdn/endpoints/${endpoint.id}`, { name: 'With If-Match' }, { 'if-match': etag }));
+  t.equal(stale.status, 412, 'with If-Match the record changing under the request is a failed precondition');
+  t.not((await send(viewer, 'GET', `/v1/cdn/endpoints/${endpoint.id}`)).body.name, 'With If-Match');
+});

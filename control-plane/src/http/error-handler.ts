@@ -12,7 +12,7 @@ export function fromKnownError(error: unknown, route?: { ifMatch?: unknown }, se
   // writer (a request, or the platform itself: the edge activating an endpoint) changed the record while
   // this request ran — a conflict to retry, never a failed precondition the client did not set.
   if (error instanceof OptimisticLockError) {
-    return route?.ifMatch && sentIfMatch ? new ApiError('PRECONDITION_FAILED') : new ApiError('CONFLICT', 'The record changed while this request ran; retry');
+    return route?.ifMatch && sentIfMatch ? new ApiError('PRECONDITION_FAILED') : new ApiError('CONFLICT', 'The record kept changing while this request ran; retry');
   }
   if (error instanceof NotFoundError) return new ApiError('NOT_FOUND');
   if (error instanceof UniqueConstraintViolationException) return new ApiError('CONFLICT', 'A resource with these values already exists');

@@ -43,6 +43,11 @@ export class RequestState implements RequestContext {
     return (this.#em ??= this.#services.db.orm.em.fork() as EntityManager);
   }
 
+  /** Forgets the entity manager and what it loaded: the next use forks a fresh one (a write run again after a conflict). */
+  discardEntityManager(): void {
+    this.#em = undefined;
+  }
+
   get ip(): string {
     return this.#ctx.ip;
   }

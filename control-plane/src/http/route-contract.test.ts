@@ -128,6 +128,29 @@ t.test('a stale If-Match is refused before the handler runs', async (t) => {
   t.equal((await cp.request('GET', `/v1/test/widgets/${id}`)).body.data.size, 2, 'unchanged');
 });
 
+t.test('regression: a write without If-Match that loses an optimistic-lock race runs again on the fresh record; 409 only after 3 lost runs', async (t) => {
+  const make = async () => (await cp.request('POST', '/v1/test/widgets', { json: { name: 'contended', size: 1 } })).body.data.id as string;
+  const read = async (id: string) => (await cp.request('GET', `/v1/test/widgets/${id}`)).body.data;
+
+  const twice = await make();
+  const won = await cp.request('PATCH', `/v1/test/widgets/${twice}/contended`, { json: { name: 'third-run', interfere_below: 3 } });
+  t.equal(won.status, 200, 'two runs lost the race, the third one stored the change');
+  t.match(won.body.data, { name: 'third-run', size: 3 }, 'applied to the record as the other writer left it');
+  t.equal(won.headers.get('etag'), (await cp.request('GET', `/v1/test/widgets/${twice}`)).headers.get('etag'), 'the ETag of what is stored');
+
+  const always = await make();
+  const lost = await cp.request('PATCH', `/v1/test/widgets/${always}/contended`, { json: { name: 'never', interfere_below: 4 } });
+  t.equal(lost.status, 409, 'three lost runs: the client is told to retry');
+  t.equal(lost.body.code, 'CONFLICT');
+  t.match(await read(always), { name: 'contended', size: 4 }, 'none of the runs changed the name: only the other writer did');
+
+  const precondition = await make();
+  const etag = (await cp.request('GET', `/v1/test/widgets/${precondition}`)).headers.get('etag')!;
+  const refused = await cp.request('PATCH', `/v1/test/widgets/${precondition}/contended`, { json: { name: 'if-match', interfere_below: 2 }, headers: { 'if-match': etag } });
+  t.equal(refused.status, 412, 'with If-Match the record changing is a failed precondition: not run again');
+  t.match(await read(precondition), { name: 'contended', size: 2 });
+});
+
 t.test('the OpenAPI document shows the envelopes, the typed paging meta and the implied errors', async (t) => {
   const doc = (await cp.request('GET', '/openapi.json')).body;
   const list = doc.paths['/v1/test/widgets'].get.responses['200'].content['application/json'].schema;

@@ -291,8 +291,9 @@ export function allowedErrorCodes(route: RouteDefinition): Set<ErrorCode> {
     if (!route.access.allowUnverified) codes.add('EMAIL_NOT_VERIFIED');
     if (!route.access.allowPendingDeletion) codes.add('ACCOUNT_PENDING_DELETION');
   }
-  // 412 for a stale If-Match; 409 when, without one, the record changed while the request ran.
-  if (route.ifMatch) codes.add('PRECONDITION_FAILED').add('CONFLICT');
+  // 412 for a stale If-Match; 409 when, without one, the record kept changing while the request ran (router: CONFLICT_ATTEMPTS).
+  if (route.ifMatch) codes.add('PRECONDITION_FAILED');
+  if (route.method !== 'get') codes.add('CONFLICT');
   if (route.idempotent) codes.add('IDEMPOTENCY_KEY_REUSED').add('IDEMPOTENCY_KEY_IN_USE');
   return codes;
 }

@@ -4,12 +4,14 @@
 // body parsing → authentication (401) → route rate limits → validation (400)
 // → authorization (403) → If-Match (412) → idempotency → handler → reply,
 // presented through the declared record and checked against the declaration.
+// A write whose update lost an optimistic-lock race runs again (CONFLICT_ATTEMPTS).
 // Upload (multipart) routes authenticate before receiving the body.
 import type { Context, Middleware } from 'koa';
 import { Writable } from 'node:stream';
 import { koaBody } from 'koa-body';
 import { errors as formidableErrors } from 'formidable';
 import FindMyWay from 'find-my-way';
+import { OptimisticLockError } from '@mikro-orm/core';
 import { z } from 'zod';
 import { ApiError, ContractViolation, type FieldError } from './errors.ts';
 import { assertIfMatch, ifNoneMatchHits } from './etag.ts';
@@ -24,6 +26,9 @@ import { issuesToFieldErrors, validateRequest } from './validation.ts';
 export type RequestHandler = (ctx: Context, params: Record<string, string>) => Promise<void>;
 
 const bodyMethods = new Set<HttpMethod>(['post', 'put', 'patch', 'delete']);
+
+/** Runs of a write that keeps losing optimistic-lock races before it answers 409 CONFLICT. */
+export const CONFLICT_ATTEMPTS = 3;
 
 export function callerKey(ctx: Context): string {
   const actor = (ctx.state as RequestState).actor;
@@ -181,6 +186,7 @@ function present(route: RouteDefinition, result: unknown, fallbackStatus: number
 /** One route's request handler: the whole pipeline of the declaration. */
 function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, access: AccessControl): RequestHandler {
   const takesBody = bodyMethods.has(route.method);
+  const writes = route.method !== 'get';
   const readRequestBody = takesBody ? readBody(route, app.config.BODY_LIMIT_BYTES) : undefined;
   const fallbackStatus = defaultStatus(route);
   const etagged = Object.values(route.responses as Responses).some((spec) => spec.etag);
@@ -217,10 +223,25 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
     }
 
     const handlerInput = { ...input, files, rc, app, ctx } as never;
+    // A write that lost an optimistic-lock race (a concurrent writer — the edge moving an endpoint to active, a
+    // token's last use — changed the record between its read and its update) runs again from the start on a
+    // fresh unit of work, unless the client sent the route's If-Match: then the precondition failed (412). Its changes were
+    // rolled back, and what it does outside the database waits for the commit (afterCommit) or is undone.
+    const reruns = writes && !(route.ifMatch && ctx.get('if-match'));
     const run = async (): Promise<SentReply & { etag?: string; contentType?: string }> => {
-      const sent = present(route, await route.handler(handlerInput), fallbackStatus);
-      if (sent.etag) sent.headers = { ...sent.headers, etag: sent.etag };
-      return sent;
+      for (let attempt = 1; ; attempt++) {
+        let value;
+        try {
+          value = await route.handler(handlerInput);
+        } catch (error) {
+          if (!(reruns && error instanceof OptimisticLockError && attempt < CONFLICT_ATTEMPTS)) throw error;
+          rc.discardEntityManager();
+          continue;
+        }
+        const sent = present(route, value, fallbackStatus);
+        if (sent.etag) sent.headers = { ...sent.headers, etag: sent.etag };
+        return sent;
+      }
     };
 
     let sent: SentReply & { contentType?: string };
