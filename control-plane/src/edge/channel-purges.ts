@@ -192,17 +192,17 @@ export interface PurgeAckRow {
  * online when it was stored; a completed purge's count does not go back when a late, staler evaluation
  * lands after it). `targets` is a relation of purge ids (id), `acks` one of every ack of those purges
  * (purge_id, node_id, ok); `at` names the parameters: this replica's id and the time (placeholders, in the
- * order they appear when they are `?`). It returns each purge's new status and how many online nodes other
- * replicas serve (elsewhere_n).
+ * order they appear when they are `?`). It returns each purge's new status and, when `at` names the replica,
+ * how many online nodes other replicas serve (elsewhere_n; 0 without it).
  */
-function movePurgesOn(targets: string, acks: string, at: { replica: string; now: string }): string {
+function movePurgesOn(targets: string, acks: string, at: { replica?: string; now: string }): string {
   return `online as (select id, replica_id from cdn_edge_node where ${ONLINE}),
      counts as (
        select t.id,
          count(k.node_id) filter (where k.ok)::int as ok_n,
          count(k.node_id) filter (where not k.ok)::int as failed_n,
          (select count(*) from online)::int - count(o.id) filter (where k.ok)::int as missing_n,
-         (select count(*) from online where replica_id is distinct from ${at.replica})::int as elsewhere_n
+         ${at.replica ? `(select count(*) from online where replica_id is distinct from ${at.replica})::int` : '0'} as elsewhere_n
        from ${targets} t left join ${acks} k on k.purge_id = t.id left join online o on o.id = k.node_id
        group by t.id
      )
@@ -296,7 +296,7 @@ export async function evaluatePurges(em: EntityManager, which: readonly string[]
   await em.execute(
     `with targets as (${selected}),
      acks as (select purge_id, node_id, ok from cdn_purge_ack where purge_id in (select id from targets)),
-     ${movePurgesOn('targets', 'acks', { replica: '?', now: '?' })}`,
-    which === 'open' ? [null, now, now] : [ids(which), null, now, now],
+     ${movePurgesOn('targets', 'acks', { now: '?' })}`,
+    which === 'open' ? [now, now] : [ids(which), now, now],
   );
 }
