@@ -32,7 +32,7 @@ import {
   AckKind, AckSchema, ConnectRequestSchema, ConnectResponseSchema,
   type ConfigUpdate, type ConnectRequest, type ConnectResponse,
 } from '../../shared/gen/edge/v1/control_pb.ts';
-import { edgeControlService } from '../../shared/src/proto/edge-control.ts';
+import { CONTROL_FLOW_CONTROL_WINDOW_BYTES, edgeControlService } from '../../shared/src/proto/edge-control.ts';
 import { wallNow } from './stats.ts';
 
 /** The prefix of a refusal the control plane answers with a full push (as the real agent's BASE_MISMATCH). */
@@ -242,6 +242,8 @@ async function run(options: Options): Promise<void> {
     // grpc-js shares one subchannel (one HTTP/2 connection) between channels of equal target and
     // options; a local pool per channel gives every agent its own connection, as real agents have.
     ...(options.connectionPerClient ? { 'grpc.use_local_subchannel_pool': 1 } : {}),
+    // The window the real agent grants the control plane (edge-control.ts).
+    'grpc-node.flow_control_window': CONTROL_FLOW_CONTROL_WINDOW_BYTES,
   };
   const { path, requestSerialize } = edgeControlService.connect;
   const deserialize = (bytes: Buffer): Received => ({ raw: bytes, bytes: bytes.length });

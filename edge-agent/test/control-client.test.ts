@@ -4,12 +4,15 @@
 // catch-up gate, prefetch jobs, heartbeats, traffic reports, reconnects.
 import t, { type Test } from 'tap';
 import { mkdtempSync, rmSync } from 'node:fs';
+import http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { status } from '@grpc/grpc-js';
 import pino from 'pino';
 import { AckKind, PurgeType } from '../../shared/gen/edge/v1/control_pb.ts';
+import { CONTROL_FLOW_CONTROL_WINDOW_BYTES } from '../../shared/src/proto/edge-control.ts';
 import { ControlClient, parseControlPlaneUrl } from '../src/control/control-client.ts';
 import { agentVersion } from '../src/control/node-identity.ts';
 import { FakeControlPlane, deltaPush, fullPush, prefetchPush, purgePush, type FakeStream } from './control-fake.ts';
@@ -74,6 +77,40 @@ t.test('CONTROL_PLANE_URL schemes', async (t) => {
   t.same(parseControlPlaneUrl('grpcs://cp.example.com'), { address: 'cp.example.com:443', tls: true });
   t.same(parseControlPlaneUrl('https://cp.example.com:8443'), { address: 'cp.example.com:8443', tls: true });
   t.throws(() => parseControlPlaneUrl('ftp://x:1'));
+});
+
+t.test('the agent grants the control plane a 16 MiB flow-control window, per stream and for the connection: a push is not held to 64 KiB per round trip', async (t) => {
+  // A bare HTTP/2 server in the control plane's place: what matters is what the agent's connection announces.
+  const server = http2.createServer();
+  const sessions = new Set<http2.ServerHttp2Session>();
+  const announced = new Promise<{ stream: number; connection: number }>((resolve) => {
+    server.on('session', (session) => {
+      sessions.add(session);
+      session.once('remoteSettings', async (settings) => {
+        // The connection's window is raised by a WINDOW_UPDATE right after the settings.
+        for (let i = 0; i < 500 && (session.state.remoteWindowSize ?? 0) < CONTROL_FLOW_CONTROL_WINDOW_BYTES; i++) await new Promise((r) => setTimeout(r, 10));
+        resolve({ stream: settings.initialWindowSize ?? 0, connection: session.state.remoteWindowSize ?? 0 });
+      });
+    });
+  });
+  server.on('stream', () => {}); // never answered
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const edge = await startAgent(null);
+  const client = new ControlClient({
+    url: `grpc://127.0.0.1:${(server.address() as AddressInfo).port}`, token: TOKEN, agent: edge.agent, nodeId: NODE_ID, hostname: 'edge-test-1', region: 'eu-test',
+    agentVersion: agentVersion(), logger: pino({ level: 'silent' }), backoff: { baseMs: 20, capMs: 200 }, welcomeTimeoutMs: 5000, closeTimeoutMs: 100,
+  });
+  t.teardown(async () => {
+    await client.close();
+    for (const session of sessions) session.destroy();
+    await new Promise((resolve) => server.close(resolve));
+    await edge.close();
+  });
+  client.start();
+  const windows = await announced;
+  t.equal(windows.stream, CONTROL_FLOW_CONTROL_WINDOW_BYTES, 'each stream: SETTINGS_INITIAL_WINDOW_SIZE');
+  t.equal(windows.connection, CONTROL_FLOW_CONTROL_WINDOW_BYTES, 'the connection: raised from 64 KiB by WINDOW_UPDATE');
+  t.equal(CONTROL_FLOW_CONTROL_WINDOW_BYTES, 16 * 1024 * 1024);
 });
 
 t.test('Hello carries the node, its versions and the token as Bearer metadata; the token is never logged', async (t) => {

@@ -21,7 +21,7 @@ import { rootCertificates } from 'node:tls';
 import { Client, credentials, Metadata, status as GrpcStatus, type ChannelCredentials, type ClientDuplexStream, type StatusObject } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { ConnectRequest, ConnectResponse, PrefetchJob, Purge, Welcome } from '../../../shared/gen/edge/v1/control_pb.ts';
-import { edgeControlService } from '../../../shared/src/proto/edge-control.ts';
+import { CONTROL_FLOW_CONTROL_WINDOW_BYTES, edgeControlService } from '../../../shared/src/proto/edge-control.ts';
 import { ConfigRefusedError, type EdgeAgent } from '../agent.ts';
 import { Backoff, DEFAULT_BACKOFF, type BackoffOptions } from './backoff.ts';
 import {
@@ -58,6 +58,7 @@ export interface ControlClientOptions {
 }
 
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000;
+
 export const DEFAULT_TRAFFIC_REPORT_INTERVAL_MS = 60_000;
 
 export interface ControlTarget {
@@ -147,6 +148,7 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
       // A channel per attempt, with no subchannel shared with an earlier attempt's (and its backoff).
       'grpc.use_local_subchannel_pool': 1,
       'grpc.enable_retries': 0,
+      'grpc-node.flow_control_window': CONTROL_FLOW_CONTROL_WINDOW_BYTES,
     };
   }
 

@@ -12,6 +12,16 @@ import {
 
 export const EDGE_CONTROL_CONNECT_PATH = '/edge.v1.EdgeControlService/Connect';
 
+/**
+ * The HTTP/2 flow-control window the agent grants the control plane, per stream and for the connection: how
+ * many bytes of a push may be on their way before the agent's acknowledgement of receipt (WINDOW_UPDATE) comes
+ * back. HTTP/2's default of 64 KiB caps a push at 64 KiB per round trip: a full configuration of 10,000
+ * endpoints (about 12 MiB) took 10 s to reach an agent 50 ms away, and a 100-endpoint delta (126 KiB) three
+ * round trips. 16 MiB holds that full configuration (bench/control-window.ts). The agent reads the stream as
+ * it arrives, so the window bounds bytes in flight, not memory held.
+ */
+export const CONTROL_FLOW_CONTROL_WINDOW_BYTES = 16 * 1024 * 1024;
+
 /** A response message, or its encoding shared by every stream it is written to. */
 export type OutgoingResponse = ConnectResponse | Uint8Array;
 
