@@ -225,12 +225,13 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
     const handlerInput = { ...input, files, rc, app, ctx } as never;
     // A write that lost an optimistic-lock race (a concurrent writer — the edge moving an endpoint to active, a
     // token's last use — changed the record between its read and its update) runs again from the start on a
-    // fresh unit of work, unless the client sent the route's If-Match: then the precondition failed (412). Its changes were
-    // rolled back, and what it does outside the database waits for the commit (afterCommit) or is undone.
+    // fresh unit of work, unless the client sent the route's If-Match: then the precondition failed (412). The
+    // lost run's changes were rolled back, and what it does outside the database waits for the commit
+    // (afterCommit) or is undone.
     const reruns = writes && !(route.ifMatch && ctx.get('if-match'));
     const run = async (): Promise<SentReply & { etag?: string; contentType?: string }> => {
       for (let attempt = 1; ; attempt++) {
-        let value;
+        let value: unknown;
         try {
           value = await route.handler(handlerInput);
         } catch (error) {
