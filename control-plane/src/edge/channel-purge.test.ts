@@ -16,7 +16,8 @@ import { eventually } from '../../../test/support/eventually.ts';
 import { TestConfigSource, agentConnector, announceConfig, endpointResource, testTokens, type TestAgent } from '../../../test/support/edge-channel.ts';
 import { PurgeType, type Purge } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { PURGE_SUBMITTED_CHANNEL } from '../cdn/announcements.ts';
-import { PURGE_PAGE, PurgeFeed, recordPurgeAcks } from './channel-purges.ts';
+import { executeBound } from '../db/bulk.ts';
+import { PURGE_PAGE, PurgeFeed, evaluatePurges, recordPurgeAcks } from './channel-purges.ts';
 import { announcedPurge } from './channel-hub.ts';
 import { NO_TARGET_REASON } from './channel-prefetch.ts';
 import type { AgentStream } from './channel-stream.ts';
@@ -337,4 +338,56 @@ t.test('the writer: acks arriving closer than the ack delay apart are written to
 
   await writer.flush();
   t.ok(statements.some((s) => s.includes('last_seen_at')), 'an explicit flush writes the heartbeat too');
+});
+
+t.test('regression: a flush of acks reads the acks of its purges through the index, not every ack ever stored', async (t) => {
+  // `purge_id in (select id from touched)` was planned as a sequential scan of cdn_purge_ack: every flush
+  // read the whole table, which only grows (300,000 acks after the benchmark's sustained purges: 42 ms of
+  // each flush idle, over a second under load, and configuration writes queued behind it).
+  const oldNodes = 200;
+  const oldPurges = 150;
+  await query(cp, `insert into cdn_edge_node (id, hostname, region, status, agent_version, config_version, purge_sequence, created_at, updated_at)
+    select gen_random_uuid(), 'plan-' || g, 'test', 'offline', 'test', 0, 0, now(), now() from generate_series(1, ?) g`, [oldNodes]);
+  await query(cp, `insert into cdn_purge_request (id, distribution_id, sequence, purge_type, paths, tags, status, edge_nodes_total, edge_nodes_completed, created_at, updated_at, completed_at)
+    select gen_random_uuid(), ?, nextval('cdn_purge_sequence'), 'all', '[]', '[]', 'completed', ?, ?, now(), now(), now() from generate_series(1, ?)`, [endpoint.id, oldNodes, oldNodes, oldPurges]);
+  await query(cp, `insert into cdn_purge_ack (purge_id, node_id, ok, acked_at)
+    select p.id, n.id, true, now() from cdn_purge_request p cross join cdn_edge_node n where p.status = 'completed' and n.hostname like 'plan-%'`);
+  await query(cp, 'analyze cdn_purge_ack');
+  t.teardown(async () => {
+    await query(cp, `delete from cdn_purge_ack where node_id in (select id from cdn_edge_node where hostname like 'plan-%')`);
+    await query(cp, `delete from cdn_edge_node where hostname like 'plan-%'`);
+  });
+
+  const submitted = await submit();
+  const nodes = (await query<{ id: string }>(cp, `select id from cdn_edge_node where hostname like 'plan-%' limit 50`)).map((r) => r.id);
+  const acks = nodes.map((node_id) => ({ purge_id: submitted.id, sequence: submitted.sequence, node_id, ok: true, error: null }));
+  // The statements as the channel sends them, captured instead of run, then planned on the real tables.
+  const statements: { sql: string; params: unknown[]; bound: boolean }[] = [];
+  const capturing = {
+    getTransactionContext: () => ({ executeQuery: async (q: { sql: string; parameters: readonly unknown[] }) => { statements.push({ sql: q.sql, params: [...q.parameters], bound: true }); return { rows: [] }; } }),
+    execute: async (sql: string, params: unknown[]) => { statements.push({ sql, params, bound: false }); return []; },
+  };
+  await recordPurgeAcks(capturing as never, acks, new Date(), 'plan-replica');
+  await evaluatePurges(capturing as never, [submitted.id], new Date());
+  await evaluatePurges(capturing as never, 'open', new Date());
+  t.equal(statements.length, 3);
+
+  const em = cp.app.db.orm.em.fork();
+  for (const [i, statement] of statements.entries()) {
+    await em.begin();
+    try {
+      const explain = `explain (format json) ${statement.sql}`;
+      const [row] = statement.bound ? await executeBound<{ 'QUERY PLAN': unknown }>(em, explain, statement.params) : await em.execute(explain, statement.params);
+      const scans: string[] = [];
+      const walk = (node: Record<string, any>) => {
+        if (node['Relation Name'] === 'cdn_purge_ack') scans.push(node['Node Type']);
+        for (const child of node.Plans ?? []) walk(child);
+      };
+      walk((row!['QUERY PLAN'] as { Plan: Record<string, any> }[])[0]!.Plan);
+      t.ok(scans.length > 0, `statement ${i + 1} reads cdn_purge_ack`);
+      t.notOk(scans.includes('Seq Scan'), `statement ${i + 1} reads it through an index (${scans.join(', ')})`);
+    } finally {
+      await em.rollback();
+    }
+  }
 });

@@ -236,6 +236,10 @@ function movePurgesOn(targets: string, acks: string, at: { replica?: string; now
  * are online is evaluated again by a second statement, which starts after this one committed: of two
  * racing replicas, the one that commits last sees both acks. With one replica (or one replica's nodes
  * alone) the second statement never runs.
+ *
+ * The acks of the purges are read with `purge_id = any(array(…))`, which the planner takes through the primary
+ * key; `purge_id in (select …)` was planned as a sequential scan of cdn_purge_ack, which only grows (every flush
+ * read all 300,000 acks after the benchmark's sustained purges, over a second per flush under load).
  */
 export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAckRow[], now: Date, replicaId: string): Promise<void> {
   if (!acks.length) return;
@@ -271,7 +275,7 @@ export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAck
      touched as (select distinct purge_id as id from stored),
      acks as (
        select a.purge_id, a.node_id, a.ok from cdn_purge_ack a
-       where a.purge_id in (select id from touched) and not exists (select 1 from stored s where s.purge_id = a.purge_id and s.node_id = a.node_id)
+       where a.purge_id = any(array(select id from touched)) and not exists (select 1 from stored s where s.purge_id = a.purge_id and s.node_id = a.node_id)
        union all
        select purge_id, node_id, ok from stored
      ),
@@ -295,7 +299,7 @@ export async function evaluatePurges(em: EntityManager, which: readonly string[]
     : `select id from cdn_purge_request where id = any(${idList})`;
   await em.execute(
     `with targets as (${selected}),
-     acks as (select purge_id, node_id, ok from cdn_purge_ack where purge_id in (select id from targets)),
+     acks as (select purge_id, node_id, ok from cdn_purge_ack where purge_id = any(array(select id from targets))),
      ${movePurgesOn('targets', 'acks', { now: '?' })}`,
     which === 'open' ? [now, now] : [ids(which), now, now],
   );
