@@ -37,17 +37,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { YOUNG_GENERATION_FLAG } from '../control-plane/src/heap-tuning.ts';
-import { numberFlag, pin } from './lib/cli.ts';
+import { listFlag, numberFlag, pin } from './lib/cli.ts';
 import type { FloorLibrary, Measured } from './lib/floor-server.ts';
 import { cpuMsOf, loadAverage, mib, rssOf, summarize, wallNow, type Summary } from './lib/stats.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.dirname(here);
 const args = process.argv.slice(2);
-const listFlag = (name: string, fallback: string) => {
-  const i = args.indexOf(`--${name}`);
-  return (i === -1 ? fallback : args[i + 1]!).split(',').filter(Boolean);
-};
 const SIZES = listFlag('n', '50,200,1000').map(Number);
 const ROUNDS = numberFlag('rounds', 100);
 const WARMUP = numberFlag('warmup', 10);

@@ -18,16 +18,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import { CONTROL_FLOW_CONTROL_WINDOW_BYTES } from '../shared/src/proto/edge-control.ts';
-import { numberFlag } from './lib/cli.ts';
-import { loadAverage, wallNow } from './lib/stats.ts';
+import { listFlag, numberFlag } from './lib/cli.ts';
+import { loadAverage, summarize, wallNow } from './lib/stats.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const args = process.argv.slice(2);
-const listFlag = (name: string, fallback: string) => {
-  const i = args.indexOf(`--${name}`);
-  return (i === -1 ? fallback : args[i + 1]!).split(',').filter(Boolean).map(Number);
-};
-const RTTS = listFlag('rtt', '20,50,100');
+const RTTS = listFlag('rtt', '20,50,100').map(Number);
 const ROUNDS = numberFlag('rounds', 3);
 const SIZES = [
   { label: '100-endpoint delta', bytes: 126 * 1024 },
@@ -123,8 +118,7 @@ for (const rtt of RTTS) {
     for (const window of WINDOWS) {
       const times: number[] = [];
       for (let round = 0; round < ROUNDS; round++) times.push(await receive(distance.port, size.bytes, window.options));
-      times.sort((a, b) => a - b);
-      medians.push(times[Math.floor(times.length / 2)]!);
+      medians.push(summarize(times).p50);
     }
     const [plain, agent] = medians as [number, number];
     const row = `| ${rtt} | ${size.label} | ${(size.bytes / 1024).toFixed(0)} | ${plain.toFixed(0)} | ${agent.toFixed(0)} | ${(plain / agent).toFixed(1)}× |`;

@@ -7,6 +7,12 @@ export function numberFlag(name: string, fallback: number, argv = process.argv.s
   return i === -1 ? fallback : Number(argv[i + 1]);
 }
 
+/** `--name a,b,c` from the command line, or the default's list. */
+export function listFlag(name: string, fallback: string, argv = process.argv.slice(2)): string[] {
+  const i = argv.indexOf(`--${name}`);
+  return (i === -1 ? fallback : argv[i + 1]!).split(',').filter(Boolean);
+}
+
 export function have(cmd: string): boolean {
   return spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0;
 }

@@ -284,16 +284,16 @@ export function allowedErrorCodes(route: RouteDefinition): Set<ErrorCode> {
   // Every route: malformed input (any route refuses unknown query fields and control characters),
   // unknown paths and records, the per-client budget, and failures that are not the caller's.
   for (const code of ['VALIDATION_ERROR', 'NOT_FOUND', 'RATE_LIMITED', 'INTERNAL_ERROR', 'SERVICE_UNAVAILABLE'] as const) codes.add(code);
-  if (['post', 'put', 'patch', 'delete'].includes(route.method)) codes.add('PAYLOAD_TOO_LARGE').add('UNSUPPORTED_MEDIA_TYPE');
+  // Writes: a body the server refuses, and 409 when the record kept changing while the request ran (router: CONFLICT_ATTEMPTS).
+  if (['post', 'put', 'patch', 'delete'].includes(route.method)) codes.add('PAYLOAD_TOO_LARGE').add('UNSUPPORTED_MEDIA_TYPE').add('CONFLICT');
   if (route.access !== 'public') codes.add('UNAUTHORIZED');
   if (typeof route.access === 'object') {
     codes.add('FORBIDDEN');
     if (!route.access.allowUnverified) codes.add('EMAIL_NOT_VERIFIED');
     if (!route.access.allowPendingDeletion) codes.add('ACCOUNT_PENDING_DELETION');
   }
-  // 412 for a stale If-Match; 409 when, without one, the record kept changing while the request ran (router: CONFLICT_ATTEMPTS).
+  // 412 for a stale If-Match.
   if (route.ifMatch) codes.add('PRECONDITION_FAILED');
-  if (route.method !== 'get') codes.add('CONFLICT');
   if (route.idempotent) codes.add('IDEMPOTENCY_KEY_REUSED').add('IDEMPOTENCY_KEY_IN_USE');
   return codes;
 }

@@ -186,7 +186,6 @@ function present(route: RouteDefinition, result: unknown, fallbackStatus: number
 /** One route's request handler: the whole pipeline of the declaration. */
 function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, access: AccessControl): RequestHandler {
   const takesBody = bodyMethods.has(route.method);
-  const writes = route.method !== 'get';
   const readRequestBody = takesBody ? readBody(route, app.config.BODY_LIMIT_BYTES) : undefined;
   const fallbackStatus = defaultStatus(route);
   const etagged = Object.values(route.responses as Responses).some((spec) => spec.etag);
@@ -223,12 +222,12 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
     }
 
     const handlerInput = { ...input, files, rc, app, ctx } as never;
-    // A write that lost an optimistic-lock race (a concurrent writer — the edge moving an endpoint to active, a
+    // A write (a method that takes a body) that lost an optimistic-lock race (a concurrent writer — the edge moving an endpoint to active, a
     // token's last use — changed the record between its read and its update) runs again from the start on a
     // fresh unit of work, unless the client sent the route's If-Match: then the precondition failed (412). The
     // lost run's changes were rolled back, and what it does outside the database waits for the commit
     // (afterCommit) or is undone.
-    const reruns = writes && !(route.ifMatch && ctx.get('if-match'));
+    const reruns = takesBody && !(route.ifMatch && ctx.get('if-match'));
     const run = async (): Promise<SentReply & { etag?: string; contentType?: string }> => {
       for (let attempt = 1; ; attempt++) {
         let value: unknown;
