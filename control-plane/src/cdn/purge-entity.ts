@@ -25,6 +25,10 @@ export const PurgeRequestSchema = defineEntity({
     status: p.enum(WORK_STATUSES),
     edge_nodes_total: p.integer(),
     edge_nodes_completed: p.integer(),
+    // Counted by the control channel as acks are stored (edge/channel-purges.ts); not part of the record.
+    edge_nodes_failed: p.integer().default(0),
+    // When the retention sweep deleted the purge's acks (its counts stay).
+    acks_pruned_at: p.datetime().nullable(),
     // The caller's user id (no foreign key: the record outlives an erased account, whose row stays as a tombstone).
     submitted_by: p.uuid().nullable(),
     completed_at: p.datetime().nullable(),
@@ -34,6 +38,7 @@ export const PurgeRequestSchema = defineEntity({
   indexes: [
     { name: 'cdn_purge_request_created_at_idx', properties: ['created_at', 'id'] },
     { name: 'cdn_purge_request_distribution_idx', properties: ['distribution', 'created_at'] },
+    { name: 'cdn_purge_request_ack_retention_idx', expression: 'create index cdn_purge_request_ack_retention_idx on cdn_purge_request (completed_at) where acks_pruned_at is null and completed_at is not null' },
   ],
 });
 

@@ -509,8 +509,9 @@ export class ChannelHub {
       case AckKind.PURGE: {
         // Only for a purge this stream was sent (its sequence); the purge id is checked against it when stored.
         if (!UUID.test(ack.id) || version <= 0 || version > stream.purge.pushed) return;
-        // Stored with the node's purge_sequence in one statement per flush.
+        // Acks are stored in one statement per flush; the node's purge_sequence rides with its heartbeat-rate writes.
         this.#writer.purgeAck({ purge_id: ack.id.toLowerCase(), sequence: version, node_id: stream.nodeId, ok: ack.ok, error: ack.ok ? null : agentText(ack.error) || 'failed' });
+        if (ack.ok) this.#writer.purgeApplied(stream, version);
         return;
       }
       case AckKind.PREFETCH: {

@@ -186,28 +186,26 @@ export interface PurgeAckRow {
 }
 
 /**
- * The end of a statement that moves purges on from their acknowledgements: in_progress from the first ack,
- * failed as soon as a node reported a failure, completed once every node online now has acknowledged it;
- * edge_nodes_completed counts the successful acks (edge_nodes_total grows if more nodes answered than were
- * online when it was stored; a completed purge's count does not go back when a late, staler evaluation
- * lands after it). `targets` is a relation of purge ids (id), `acks` one of every ack of those purges
- * (purge_id, node_id, ok); `at` names the parameters: this replica's id and the time (placeholders, in the
- * order they appear when they are `?`). It returns each purge's new status and, when `at` names the replica,
- * how many online nodes other replicas serve (elsewhere_n; 0 without it).
+ * The end of a statement that counts purges again from their acknowledgements and moves them on:
+ * in_progress from the first ack, failed as soon as a node reported a failure, completed once every node
+ * online now has acknowledged it; edge_nodes_completed and edge_nodes_failed count the acks (edge_nodes_total
+ * grows if more nodes answered than were online when it was stored; a completed purge's count does not go
+ * back when a late, staler evaluation lands after it). `targets` is a relation of purge ids (id), `acks` one
+ * of every ack of those purges (purge_id, node_id, ok); `now` names the time parameter.
  */
-function movePurgesOn(targets: string, acks: string, at: { replica?: string; now: string }): string {
-  return `online as (select id, replica_id from cdn_edge_node where ${ONLINE}),
+function movePurgesOn(targets: string, acks: string, now: string): string {
+  return `online as (select id from cdn_edge_node where ${ONLINE}),
      counts as (
        select t.id,
          count(k.node_id) filter (where k.ok)::int as ok_n,
          count(k.node_id) filter (where not k.ok)::int as failed_n,
-         (select count(*) from online)::int - count(o.id) filter (where k.ok)::int as missing_n,
-         ${at.replica ? `(select count(*) from online where replica_id is distinct from ${at.replica})::int` : '0'} as elsewhere_n
+         (select count(*) from online)::int - count(o.id) filter (where k.ok)::int as missing_n
        from ${targets} t left join ${acks} k on k.purge_id = t.id left join online o on o.id = k.node_id
        group by t.id
      )
      update cdn_purge_request p set
        edge_nodes_completed = case when p.status = 'completed' then greatest(p.edge_nodes_completed, c.ok_n) else c.ok_n end,
+       edge_nodes_failed = c.failed_n,
        edge_nodes_total = greatest(p.edge_nodes_total, c.ok_n + c.failed_n),
        status = case
          when c.failed_n > 0 then 'failed'
@@ -215,33 +213,35 @@ function movePurgesOn(targets: string, acks: string, at: { replica?: string; now
          when p.status = 'completed' then 'completed'
          when c.ok_n > 0 then 'in_progress'
          else p.status end,
-       completed_at = case when p.completed_at is null and (c.failed_n > 0 or c.missing_n = 0) then ${at.now}::timestamptz else p.completed_at end,
-       updated_at = ${at.now}
+       completed_at = case when p.completed_at is null and (c.failed_n > 0 or c.missing_n = 0) then ${now}::timestamptz else p.completed_at end,
+       updated_at = ${now}
      from counts c
-     where p.id = c.id
-     returning p.id, p.status, c.elsewhere_n`;
+     where p.id = c.id`;
 }
 
 /**
- * Stores acknowledgements, moves the nodes' purge_sequence to the highest purge they applied and moves the
- * purges on (movePurgesOn), in one statement with its parameters bound (executeBound): a flush of acks is
- * one round trip. A purge that no longer
- * exists (or a sequence that is not its own) is skipped. The rows travel grouped by purge ({p, s, ok: [node
- * ids], failed: [{n, e}]}): a thousand acks of one purge are about 40 KB of parameter instead of 150. The
- * statement's reads do not see its own inserts: a purge's acks are those stored before it (less the ones
- * this flush replaces) and this flush's.
+ * Stores acknowledgements and adds them to their purges' counts, in one statement with its parameters bound
+ * (executeBound): a flush of acks is one round trip, whatever the number of acks. A purge that no longer
+ * exists (or a sequence that is not its own), or whose acks the retention sweep has deleted, is skipped. The
+ * rows travel grouped by purge ({p, s, ok: [node ids], failed: [{n, e}]}): a thousand acks of one purge are
+ * about 40 KB of parameter instead of 150.
  *
- * Nor does it see acks another replica is storing at the same moment: two replicas each storing the last
- * ack but one would both leave the purge in progress. So a purge left open while nodes of other replicas
- * are online is evaluated again by a second statement, which starts after this one committed: of two
- * racing replicas, the one that commits last sees both acks. With one replica (or one replica's nodes
- * alone) the second statement never runs.
+ * The counts grow by what this flush changed: a new ack adds one, an ack that turns from failed to ok or back
+ * (the only change stored: the upsert's `where`) moves one from a count to the other. Inserted and updated rows
+ * are told apart by xmax, which is 0 only on a row version the statement inserted. Counting every ack of the
+ * purge again at each flush read them all: under a backlog (a flush holding parts of hundreds of purges) one
+ * flush read 267,000 acks and sorted them on disk, took two seconds, held the rows it updated meanwhile, and the
+ * next flush was bigger still.
  *
- * The acks of the purges are read with `purge_id = any(array(…))`, which the planner takes through the primary
- * key; `purge_id in (select …)` was planned as a sequential scan of cdn_purge_ack, which only grows (every flush
- * read all 300,000 acks after the benchmark's sustained purges, over a second per flush under load).
+ * Completion needs every online node's ok, which counts cannot tell (a node that acked may have gone
+ * offline since): a purge whose ok count reaches the number of online nodes is counted again from its acks
+ * (evaluatePurges), by a second statement after this one committed. That also settles two replicas storing
+ * the last acks of a purge at the same moment: their updates of the purge's row take turns, the second adds
+ * to the counts the first committed, and its recount sees both replicas' acks.
+ *
+ * The node's purge_sequence does not move here: it travels with the node's heartbeat-rate writes.
  */
-export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAckRow[], now: Date, replicaId: string): Promise<void> {
+export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAckRow[], now: Date): Promise<void> {
   if (!acks.length) return;
   const byPurge = new Map<string, { p: string; s: number; ok: string[]; failed: { n: string; e: string | null }[] }>();
   for (const ack of acks) {
@@ -250,7 +250,7 @@ export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAck
     if (ack.ok) group.ok.push(ack.node_id);
     else group.failed.push({ n: ack.node_id, e: ack.error });
   }
-  const moved = await executeBound<MovedPurge>(em,
+  const counted = await executeBound<{ id: string; recount: boolean }>(em,
     `with g as (select jsonb_array_elements($1::jsonb) as j),
      x as (
        select (g.j->>'p')::uuid as purge_id, (g.j->>'s')::bigint as sequence, n.id::uuid as node_id, true as ok, null::text as error
@@ -262,31 +262,38 @@ export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAck
      stored as (
        insert into cdn_purge_ack (purge_id, node_id, ok, error, acked_at)
        select x.purge_id, x.node_id, x.ok, x.error, $2::timestamptz from x
-       join cdn_purge_request p on p.id = x.purge_id and p.sequence = x.sequence
+       join cdn_purge_request p on p.id = x.purge_id and p.sequence = x.sequence and p.acks_pruned_at is null
        join cdn_edge_node n on n.id = x.node_id
        on conflict (purge_id, node_id) do update set ok = excluded.ok, error = excluded.error, acked_at = excluded.acked_at
-       returning purge_id, node_id, ok
+         where cdn_purge_ack.ok <> excluded.ok
+       returning purge_id, ok, xmax = 0 as inserted
      ),
-     applied as (
-       update cdn_edge_node n set purge_sequence = m.s, updated_at = $2
-       from (select node_id, max(sequence) as s from x where ok group by node_id) m
-       where n.id = m.node_id and n.purge_sequence < m.s
+     added as (
+       select purge_id as id,
+         (count(*) filter (where ok) - count(*) filter (where not ok and not inserted))::int as ok_n,
+         (count(*) filter (where not ok) - count(*) filter (where ok and not inserted))::int as failed_n
+       from stored group by purge_id
      ),
-     touched as (select distinct purge_id as id from stored),
-     acks as (
-       select a.purge_id, a.node_id, a.ok from cdn_purge_ack a
-       where a.purge_id = any(array(select id from touched)) and not exists (select 1 from stored s where s.purge_id = a.purge_id and s.node_id = a.node_id)
-       union all
-       select purge_id, node_id, ok from stored
-     ),
-     ${movePurgesOn('touched', 'acks', { replica: '$3', now: '$2' })}`,
-    [JSON.stringify([...byPurge.values()]), now, replicaId],
+     online as materialized (select count(*)::int as n from cdn_edge_node where ${ONLINE})
+     update cdn_purge_request p set
+       edge_nodes_completed = p.edge_nodes_completed + a.ok_n,
+       edge_nodes_failed = p.edge_nodes_failed + a.failed_n,
+       edge_nodes_total = greatest(p.edge_nodes_total, p.edge_nodes_completed + a.ok_n + p.edge_nodes_failed + a.failed_n),
+       status = case
+         when p.edge_nodes_failed + a.failed_n > 0 then 'failed'
+         when p.status = 'completed' then 'completed'
+         when p.edge_nodes_completed + a.ok_n > 0 then 'in_progress'
+         else p.status end,
+       completed_at = case when p.completed_at is null and p.edge_nodes_failed + a.failed_n > 0 then $2::timestamptz else p.completed_at end,
+       updated_at = $2
+     from added a, online
+     where p.id = a.id
+     returning p.id, (p.status <> 'completed' and p.edge_nodes_failed = 0 and p.edge_nodes_completed >= online.n) as recount`,
+    [JSON.stringify([...byPurge.values()]), now],
   );
-  const racing = moved.filter((p) => p.elsewhere_n > 0 && (p.status === 'pending' || p.status === 'in_progress')).map((p) => p.id);
-  if (racing.length) await evaluatePurges(em, racing, now);
+  const complete = counted.filter((p) => p.recount).map((p) => p.id);
+  if (complete.length) await evaluatePurges(em, complete, now);
 }
-
-interface MovedPurge { id: string; status: string; elsewhere_n: number }
 
 /**
  * Moves purges on (movePurgesOn) from the acks stored: those listed, or every pending or in-progress purge
@@ -300,7 +307,37 @@ export async function evaluatePurges(em: EntityManager, which: readonly string[]
   await em.execute(
     `with targets as (${selected}),
      acks as (select purge_id, node_id, ok from cdn_purge_ack where purge_id = any(array(select id from targets))),
-     ${movePurgesOn('targets', 'acks', { now: '?' })}`,
+     ${movePurgesOn('targets', 'acks', '?')}`,
     which === 'open' ? [now, now] : [ids(which), now, now],
   );
+}
+
+/** How long the acknowledgements of a finished purge are kept; its counts stay on the record after. */
+export const PURGE_ACK_RETENTION_MS = 60 * 60 * 1000;
+/** Purges whose acks one statement deletes (about a thousand acks each with a thousand nodes). */
+const PRUNE_BATCH = 20;
+
+/**
+ * Deletes the acknowledgements of purges finished (completed or failed) before `before`, a batch of purges
+ * per statement, oldest first, until none is left or `signal` aborts; returns how many purges it pruned.
+ * A pruned purge takes no further acks (recordPurgeAcks skips it), so its counts stay as they were; the
+ * batch is claimed with SKIP LOCKED, so replicas running this at once share the work.
+ */
+export async function prunePurgeAcks(em: EntityManager, before: Date, now: Date, signal?: AbortSignal): Promise<number> {
+  let pruned = 0;
+  while (!signal?.aborted) {
+    const rows = await em.execute<{ id: string }[]>(
+      `with due as (
+         select id from cdn_purge_request
+         where acks_pruned_at is null and completed_at is not null and completed_at < ?
+         order by completed_at limit ${PRUNE_BATCH} for update skip locked
+       ),
+       gone as (delete from cdn_purge_ack where purge_id = any(array(select id from due)))
+       update cdn_purge_request p set acks_pruned_at = ? from due where p.id = due.id returning p.id`,
+      [before, now],
+    );
+    pruned += rows.length;
+    if (rows.length < PRUNE_BATCH) break;
+  }
+  return pruned;
 }

@@ -117,6 +117,18 @@ export class ChannelWriter {
     } else this.#routine();
   }
 
+  /**
+   * The node behind `stream` applied the purge numbered `sequence`: its purge_sequence moves with the next
+   * heartbeat-rate write (at most one row per node per flush, however many purges it acked meanwhile).
+   */
+  purgeApplied(stream: AgentStream, sequence: number): void {
+    const key = `${stream.nodeId}@${stream.connectedAt.getTime()}`;
+    const current = this.#nodes.get(key);
+    if (current) current.purge_sequence = Math.max(current.purge_sequence ?? 0, sequence);
+    else this.#nodes.set(key, { id: stream.nodeId, connected_at: stream.connectedAt, purge_sequence: sequence });
+    this.#routine();
+  }
+
   purgeAck(ack: PurgeAckRow): void {
     this.#bufferAck(ack, true);
     this.#acked();
@@ -246,7 +258,7 @@ export class ChannelWriter {
     const now = this.#clock.now();
     try {
       if (nodes.length) await this.#writeNodes(em, nodes, now);
-      if (purgeAcks.length) await recordPurgeAcks(em, purgeAcks, now, this.#replicaId);
+      if (purgeAcks.length) await recordPurgeAcks(em, purgeAcks, now);
       if (prefetch.length) await evaluatePrefetchJobs(em, await recordPrefetchAnswers(em, prefetch), now);
       if (probes.length) await this.#writeProbes(em, probes);
       if (fleetChanged) {

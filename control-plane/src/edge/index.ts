@@ -10,6 +10,7 @@ import { startAgentTokens } from './agent-token-start.ts';
 import { configEntities } from './config-entities.ts';
 import { configRoutes } from './config-routes.ts';
 import { startConfig } from './config-start.ts';
+import { purgeAckRetentionJob } from './channel-jobs.ts';
 import { startChannel } from './channel-server.ts';
 import { edgeChannelEntities } from './nodes-entity.ts';
 import { edgeNodeRoutes } from './nodes-routes.ts';
@@ -21,7 +22,7 @@ export const edge = {
   name: 'edge',
   entities: [AgentToken, ...configEntities, ...edgeChannelEntities],
   routes: [...agentTokenRoutes, ...configRoutes, ...edgeNodeRoutes],
-  jobs: [agentTokenExpirySweepJob],
+  jobs: [agentTokenExpirySweepJob, purgeAckRetentionJob],
   async start(services: EdgeServices) {
     // Each part sees the services of those started before it (the channel pushes from edgeConfig and checks
     // edgeAgentTokens); configuration versions read edgeFleet from the same object once the channel has added it.

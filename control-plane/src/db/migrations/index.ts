@@ -23,6 +23,7 @@ import { Migration0020CdnListSearch } from './0020-cdn-list-search.ts';
 import { Migration0021ConfigVersions } from './0021-config-versions.ts';
 import { Migration0022EdgeChannel } from './0022-edge-channel.ts';
 import { Migration0023EdgeAgentTokens } from './0023-edge-agent-tokens.ts';
+import { Migration0024PurgeAckCounts } from './0024-purge-ack-counts.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -47,4 +48,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0021-config-versions', class: Migration0021ConfigVersions },
   { name: '0022-edge-channel', class: Migration0022EdgeChannel },
   { name: '0023-edge-agent-tokens', class: Migration0023EdgeAgentTokens },
+  { name: '0024-purge-ack-counts', class: Migration0024PurgeAckCounts },
 ];
