@@ -62,7 +62,9 @@ export function helloFor(state: AgentState, region = 'bench'): ConnectRequest {
       case: 'hello',
       value: {
         nodeId: state.nodeId, hostname: `sim-${state.nodeId.slice(0, 8)}`, region, agentVersion: 'sim-agent/1',
-        configVersion: state.configVersion, purgeSequence: state.purgeSequence,
+        // A simulated agent caches nothing: like a real agent with an empty cache it says so, and is sent only
+        // the purges still open rather than the platform's whole history.
+        configVersion: state.configVersion, purgeSequence: state.purgeSequence, cacheEmpty: true,
       },
     },
   });
@@ -121,6 +123,7 @@ export function answer(state: AgentState, response: ConnectResponse): ConnectReq
   switch (m.case) {
     case 'welcome':
       state.heartbeatIntervalMs = m.value.heartbeatIntervalMs;
+      if (m.value.purgeSequence > state.purgeSequence) state.purgeSequence = m.value.purgeSequence;
       return undefined;
     case 'configUpdate': {
       const error = applyConfig(state, m.value);

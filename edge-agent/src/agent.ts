@@ -158,6 +158,23 @@ export class EdgeAgent {
     return this.purgeSequence;
   }
 
+  /** Nothing is cached: no purge made so far can concern this agent (said in Hello as cache_empty). */
+  get cacheEmpty(): boolean {
+    return this.store.objectCount === 0;
+  }
+
+  /**
+   * Called on Welcome when the Hello said the cache was empty: every purge up to `sequence` is moot. What was
+   * cached between the Hello and now (fetched before purges the control plane counted in `sequence`) is
+   * dropped, then `sequence` is taken as applied; the open purges that follow are acknowledged as replays.
+   */
+  startFromPurge(sequence: number): void {
+    if (sequence <= this.purgeSequence) return;
+    for (const endpointId of this.store.endpointIds()) this.store.purgeAll(endpointId);
+    this.logger.info({ purge_sequence: sequence, previous: this.purgeSequence }, 'cache empty at connect: starting from the platform\'s latest purge');
+    this.notePurgeSequence(sequence);
+  }
+
   get currentSnapshot(): ConfigSnapshot | null {
     return this.snapshot;
   }

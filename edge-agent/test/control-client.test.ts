@@ -127,6 +127,7 @@ t.test('Hello carries the node, its versions and the token as Bearer metadata; t
   t.match(hello.agentVersion, /^\d+\.\d+\.\d+/);
   t.equal(hello.configVersion, 0n, 'no configuration yet');
   t.equal(hello.purgeSequence, 0n);
+  t.equal(hello.cacheEmpty, true, 'nothing cached yet: no purge made so far can concern it');
   await fake.waitFor(() => client.connected, 'connected');
   t.ok(logs.some((l) => l.includes('connected to the control plane')));
   t.notOk(logs.some((l) => l.includes(TOKEN)), 'token not in the logs');
@@ -283,7 +284,9 @@ t.test('catch-up: after a Welcome ahead of the applied purge sequence nothing is
   fake.welcome = { heartbeatIntervalMs: 60_000, trafficReportIntervalMs: 60_000, purgeSequence: 1, configVersion: 1 };
   first.call.emit('error', { code: status.UNAVAILABLE, details: 'replica going away' });
   const second = await fake.waitForStream(2);
-  t.equal((await fake.hello(second)).configVersion, 1n, 'resumes from the version held');
+  const again = await fake.hello(second);
+  t.equal(again.configVersion, 1n, 'resumes from the version held');
+  t.equal(again.cacheEmpty, false, 'it holds cached objects: every purge it missed must come');
   await fake.waitFor(() => client.connected && edge.agent.catchingUp, 'catching up');
 
   const before = origin.count('/a');
@@ -299,6 +302,27 @@ t.test('catch-up: after a Welcome ahead of the applied purge sequence nothing is
   t.equal((await edge.get('/a')).headers['x-cache-status'], 'MISS', 'the purged path is a miss');
   t.equal((await edge.get('/a')).headers['x-cache-status'], 'HIT');
   t.equal((await edge.get('/b')).headers['x-cache-status'], 'HIT', 'the rest is served from the cache again');
+});
+
+t.test('an agent whose cache was empty at Hello takes the Welcome\'s purge sequence as applied: it serves from its cache at once, open purges sent after are replays', async (t) => {
+  const { fake, origin, edge, client } = await setup(t);
+  fake.welcome = { heartbeatIntervalMs: 60_000, trafficReportIntervalMs: 60_000, purgeSequence: 7, configVersion: 1 };
+  fake.onHello = (s) => fake.send(s, fullPush(1, config(origin.port, 'v1')));
+  client.start();
+  const stream = await fake.waitForStream(1);
+  t.equal((await fake.hello(stream)).cacheEmpty, true);
+  await ackOf(fake, stream, AckKind.CONFIG, 1);
+  t.equal(edge.agent.appliedPurgeSequence, 7, 'the platform\'s latest purge is taken as applied');
+  t.equal(edge.agent.catchingUp, false, 'no catch-up: it had nothing to purge');
+  await edge.get('/a');
+  t.equal((await edge.get('/a')).headers['x-cache-status'], 'HIT', 'served from the cache at once');
+  // A purge still open when the stream opened follows (so it can count this node): a replay, acked, no effect.
+  fake.send(stream, purgePush(5, PurgeType.PATH, { paths: ['/a'] }));
+  t.equal((await ackOf(fake, stream, AckKind.PURGE, 5)).ok, true);
+  t.equal((await edge.get('/a')).headers['x-cache-status'], 'HIT', 'what was fetched after the Welcome is newer than that purge');
+  fake.send(stream, purgePush(8, PurgeType.PATH, { paths: ['/a'] }));
+  t.equal((await ackOf(fake, stream, AckKind.PURGE, 8)).ok, true);
+  t.equal((await edge.get('/a')).headers['x-cache-status'], 'MISS', 'a later purge applies');
 });
 
 t.test('a prefetch job runs and is acked with its counts and failed URLs', async (t) => {

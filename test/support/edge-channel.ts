@@ -87,6 +87,7 @@ export interface HelloInit {
   agentVersion?: string;
   configVersion?: number;
   purgeSequence?: number;
+  cacheEmpty?: boolean;
 }
 
 const WAIT_MS = 20_000;
@@ -134,6 +135,7 @@ export class TestAgent {
       value: {
         nodeId: init.nodeId ?? this.nodeId, hostname: init.hostname ?? `edge-${this.nodeId.slice(0, 8)}`, region: init.region ?? 'eu-west',
         agentVersion: init.agentVersion ?? '1.0.0', configVersion: BigInt(init.configVersion ?? 0), purgeSequence: BigInt(init.purgeSequence ?? 0),
+        cacheEmpty: init.cacheEmpty ?? false,
       },
     });
   }

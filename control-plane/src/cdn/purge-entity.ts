@@ -38,6 +38,7 @@ export const PurgeRequestSchema = defineEntity({
   indexes: [
     { name: 'cdn_purge_request_created_at_idx', properties: ['created_at', 'id'] },
     { name: 'cdn_purge_request_distribution_idx', properties: ['distribution', 'created_at'] },
+    { name: 'cdn_purge_request_open_idx', expression: `create index cdn_purge_request_open_idx on cdn_purge_request (sequence) where status in ('pending', 'in_progress')` },
     { name: 'cdn_purge_request_ack_retention_idx', expression: 'create index cdn_purge_request_ack_retention_idx on cdn_purge_request (completed_at) where acks_pruned_at is null and completed_at is not null' },
   ],
 });

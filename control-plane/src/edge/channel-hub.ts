@@ -365,6 +365,7 @@ export class ChannelHub {
     stream.config.applied = Number(hello.configVersion);
     stream.config.failed = Number(row?.failed_config_version ?? 0);
     stream.purge.pushed = Number(hello.purgeSequence);
+    stream.purge.cacheEmpty = hello.cacheEmpty;
     const older = this.#streams.get(nodeId);
     if (older) {
       this.#forget(older);
@@ -384,7 +385,7 @@ export class ChannelHub {
   /** Welcome, then the configuration the agent lacks, then the purges after its own, then live. */
   async #open(stream: AgentStream): Promise<void> {
     if (!this.#config.target) await this.#config.refresh();
-    const opening = await withTimeout(this.#feed.opening(stream.purge.pushed), OPENING_TIMEOUT_MS,
+    const opening = await withTimeout(this.#feed.opening(stream.purge.pushed, stream.purge.cacheEmpty), OPENING_TIMEOUT_MS,
       () => new StreamRefused(GrpcStatus.UNAVAILABLE, 'reading the purges to send timed out'));
     if (stream.closed) return;
     stream.write(encodeResponse(create(ConnectResponseSchema, {
@@ -397,6 +398,8 @@ export class ChannelHub {
       },
     })));
     stream.welcomed = true;
+    // An agent with nothing cached is not sent the purges it has no use for (those finished before it came).
+    stream.purge.pushed = Math.max(stream.purge.pushed, opening.start);
     await this.#config.sync(stream);
     for (const purge of opening.purges) {
       if (purge.sequence <= stream.purge.pushed) continue;

@@ -293,6 +293,39 @@ t.test('regression: two replicas storing the last acks of a purge at the same mo
   t.match(await purgeRow(submitted.id), { status: 'completed', edge_nodes_completed: others.length + 2 });
 });
 
+t.test('an agent whose cache is empty is sent the purges still open, not the platform\'s history; an agent with a cache gets every purge after its own', async (t) => {
+  // Every fresh agent used to be sent every purge ever made, and acked each: 1,000 new agents after 500
+  // purges were 500,000 acks to store while the purges of the moment waited behind them.
+  await query(cp, `update cdn_purge_request set status = 'completed', completed_at = now() where status in ('pending', 'in_progress')`);
+  const insert = async (status: string) => (await query<{ id: string; sequence: string }>(cp,
+    `insert into cdn_purge_request (id, distribution_id, sequence, purge_type, paths, tags, status, edge_nodes_total, edge_nodes_completed, created_at, updated_at, completed_at)
+     values (gen_random_uuid(), ?, nextval('cdn_purge_sequence'), 'all', '[]', '[]', ?, 1, 0, now(), now(), ${status === 'completed' ? 'now()' : 'null'})
+     returning id, sequence`, [endpoint.id, status]))[0]!;
+  const done = await insert('completed');
+  const open = await insert('in_progress');
+  const after = await insert('completed');
+  t.teardown(() => query(cp, `update cdn_purge_request set status = 'completed', completed_at = now() where id = ?`, [open.id]));
+  const purgesOf = (agent: TestAgent) => agent.kinds().filter((k) => k === 'purge').length;
+
+  const { agent: empty, welcome } = await connect({ hostname: 'edge-empty', purgeSequence: 0, cacheEmpty: true });
+  t.equal(welcome.purgeSequence, BigInt(after.sequence), 'Welcome names the latest purge');
+  t.equal((await empty.next('purge')).purgeId, open.id, 'first the oldest purge still open (it can count this node)');
+  t.equal((await empty.next('purge')).purgeId, after.id, 'then those after it');
+  await new Promise((r) => setTimeout(r, 200));
+  t.equal(purgesOf(empty), 2, 'and nothing before it: the finished purges and the rest of the history are not sent');
+
+  const { agent: cached } = await connect({ hostname: 'edge-cached', purgeSequence: Number(done.sequence) - 1 });
+  t.same([(await cached.next('purge')).purgeId, (await cached.next('purge')).purgeId, (await cached.next('purge')).purgeId], [done.id, open.id, after.id],
+    'an agent holding cached objects gets every purge after its own, finished or not');
+
+  await query(cp, `update cdn_purge_request set status = 'completed', completed_at = now() where id = ?`, [open.id]);
+  const { agent: none, welcome: latest } = await connect({ hostname: 'edge-empty-2', purgeSequence: 0, cacheEmpty: true });
+  await new Promise((r) => setTimeout(r, 200));
+  t.equal(latest.purgeSequence, BigInt(after.sequence));
+  t.equal(purgesOf(none), 0, 'with no purge open, an empty agent is sent none');
+  for (const agent of [empty, cached, none]) agent.close();
+});
+
 /** Two nodes online with no stream (acks recorded directly), offline again after the test; the other online nodes' ids. */
 async function syntheticNodes(t: { teardown(fn: () => unknown): void }, prefix: string): Promise<{ one: string; two: string; others: string[] }> {
   const [one, two] = [randomUUID(), randomUUID()];

@@ -164,16 +164,21 @@ export class PurgeFeed {
 
   /**
    * What a stream opening now needs, read in one statement (one snapshot): the platform's latest purge
-   * sequence (Welcome.purge_sequence) and the first page of purges after the agent's own.
+   * sequence (Welcome.purge_sequence), where the stream starts (`start`: the agent's own sequence; for an
+   * agent whose cache is empty, just before the oldest purge still open, or the latest when none is: it
+   * needs no finished purge, and the open ones must be able to count it), and the first page of purges
+   * after that. A new agent is not sent the platform's whole purge history.
    */
-  async opening(agentSequence: number): Promise<{ latest: number; purges: EncodedPurge[] }> {
-    const rows = await this.#em().execute<(Partial<PurgeRow> & { latest: string })[]>(
-      `select l.latest::text as latest, p.* from (select coalesce(max(sequence), 0) as latest from cdn_purge_request) l
-       left join lateral (select ${PURGE_COLUMNS} from cdn_purge_request where sequence > ? order by sequence limit ${PURGE_PAGE}) p on true`,
-      [agentSequence],
+  async opening(agentSequence: number, cacheEmpty = false): Promise<{ latest: number; start: number; purges: EncodedPurge[] }> {
+    const rows = await this.#em().execute<(Partial<PurgeRow> & { latest: string; start: string })[]>(
+      `select l.latest::text as latest, s.start::text as start, p.* from (select coalesce(max(sequence), 0) as latest from cdn_purge_request) l
+       cross join lateral (select case when ? then greatest(?, coalesce(
+         (select min(sequence) - 1 from cdn_purge_request where status in ('pending', 'in_progress')), l.latest)) else ? end as start) s
+       left join lateral (select ${PURGE_COLUMNS} from cdn_purge_request where sequence > s.start order by sequence limit ${PURGE_PAGE}) p on true`,
+      [cacheEmpty, agentSequence, agentSequence],
     );
     const purges = rows.filter((r) => r.id).map((row) => this.#bySequence.get(Number(row.sequence)) ?? encodePurge(row as PurgeRow));
-    return { latest: Number(rows[0]?.latest ?? 0), purges };
+    return { latest: Number(rows[0]?.latest ?? 0), start: Number(rows[0]?.start ?? agentSequence), purges };
   }
 }
 

@@ -84,6 +84,8 @@ interface Session {
   client: Client;
   call: Stream;
   welcome: Welcome | null;
+  /** The Hello said the cache was empty (Welcome's purge sequence is then taken as applied). */
+  cacheEmpty: boolean;
   startedAt: number;
   ended: boolean;
   timers: NodeJS.Timeout[];
@@ -160,7 +162,7 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
     metadata.set('authorization', `Bearer ${this.options.token}`);
     const def = edgeControlService.connect;
     const call = client.makeBidiStreamRequest<ConnectRequest, ConnectResponse>(def.path, def.requestSerialize, def.responseDeserialize, metadata);
-    const session: Session = { client, call, welcome: null, startedAt: Date.now(), ended: false, timers: [] };
+    const session: Session = { client, call, welcome: null, cacheEmpty: false, startedAt: Date.now(), ended: false, timers: [] };
     this.session = session;
     call.on('data', (msg: ConnectResponse) => this.onMessage(session, msg));
     call.on('error', () => {}); // the status event below carries it
@@ -173,7 +175,9 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
     }, this.options.welcomeTimeoutMs ?? 15_000);
     welcomeTimer.unref();
     session.timers.push(welcomeTimer);
+    session.cacheEmpty = this.agent.cacheEmpty;
     this.write(session, helloMessage({
+      cacheEmpty: session.cacheEmpty,
       nodeId: this.options.nodeId,
       hostname: this.options.hostname,
       region: this.options.region,
@@ -247,6 +251,7 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
   private onWelcome(session: Session, welcome: Welcome): void {
     if (session.welcome !== null) return;
     session.welcome = welcome;
+    if (session.cacheEmpty) this.agent.startFromPurge(Number(welcome.purgeSequence));
     this.agent.beginPurgeCatchUp(Number(welcome.purgeSequence));
     this.logger.info({
       control_plane: this.options.url, node_id: this.options.nodeId, config_version: this.agent.controlConfigVersion,

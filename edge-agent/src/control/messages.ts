@@ -27,6 +27,8 @@ export interface HelloFields {
   agentVersion: string;
   configVersion: number;
   purgeSequence: number;
+  /** The cache holds nothing: only open purges are sent, and Welcome's purge sequence is taken as applied. */
+  cacheEmpty?: boolean;
 }
 
 export function helloMessage(h: HelloFields): ConnectRequest {
@@ -35,7 +37,7 @@ export function helloMessage(h: HelloFields): ConnectRequest {
       case: 'hello',
       value: create(HelloSchema, {
         nodeId: h.nodeId, hostname: h.hostname, region: h.region, agentVersion: h.agentVersion,
-        configVersion: big(h.configVersion), purgeSequence: big(h.purgeSequence),
+        configVersion: big(h.configVersion), purgeSequence: big(h.purgeSequence), cacheEmpty: h.cacheEmpty ?? false,
       }),
     },
   });
