@@ -29,7 +29,9 @@
 //   [--no-real] [--sustain-seconds 30] [--publish-rounds 20] [--completion-rounds 30] [--pairs 5] [--pair-rounds 20]
 //   [--no-pin] [--shared-connection]
 // BENCH_CPU_PROF=<dir> writes a CPU profile of every child process (servers, agents) there; BENCH_CP_FLAGS adds Node
-// flags to the control plane; BENCH_CP_STDOUT=1 shows its stdout (e.g. with BENCH_CP_FLAGS=--trace-gc).
+// flags to the control plane; BENCH_CP_STDOUT=1 shows its stdout (e.g. with BENCH_CP_FLAGS=--trace-gc), at
+// BENCH_CP_LOG_LEVEL (default silent); BENCH_ROUNDS=1 prints every measured purge and publish round on stderr (the
+// tails: which rounds, how far into the run).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
@@ -66,6 +68,7 @@ const PHASES = new Set(listFlag('phases', 'purge,publish,delta'));
  * block and the real block right after it see the same host, so their ratio is what the 1.2x goal is judged on.
  */
 const PAIRS = numberFlag('pairs', 5);
+const ROUND_LOG = Boolean(process.env.BENCH_ROUNDS);
 const PAIR_ROUNDS = numberFlag('pair-rounds', 20);
 /** The control channel (GRPC_PORT, agent tokens, purge fan-out) is on main: the real path runs unless --no-real. */
 const REAL_PATH_WIRED = true;
@@ -358,7 +361,7 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
     // 2. The control plane, as production runs it (main.ts), pinned to core 0.
     const env: NodeJS.ProcessEnv = {
       ...process.env, DATABASE_URL: url, DATA_DIR: dataDir, PORT: String(CP_PORT), GRPC_PORT: String(CP_GRPC_PORT), HOST: '127.0.0.1',
-      CDN_PUBLISH_MODE: 'manual', LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '0', NODE_ENV: 'development',
+      CDN_PUBLISH_MODE: 'manual', LOG_LEVEL: process.env.BENCH_CP_LOG_LEVEL ?? 'silent', RATE_LIMIT_PER_MINUTE: '0', NODE_ENV: 'development',
     };
     if (services.redisUrl) env.REDIS_URL = services.redisUrl; else delete env.REDIS_URL;
     cp = startChild(pinned(0, [process.execPath, ...PROFILE, YOUNG_GENERATION_FLAG, ...CP_FLAGS, path.join(root, 'control-plane/src/main.ts')]), env, process.env.BENCH_CP_STDOUT ? 'inherit' : 'ignore');
@@ -455,6 +458,7 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
         samples.push(round.ms);
         answers.push(round.answered);
         fanOut.push(round.ms - round.answered);
+        if (ROUND_LOG) console.error(`purge, ${n} agents, round ${i}: answered ${f1(round.answered)} ms, all acked ${f1(round.ms)} ms, control plane CPU so far ${f1(cpuMsOf(cpPid) - cpu)} ms`);
       }
       const cpuPerRound = (cpuMsOf(cpPid) - cpu) / ROUNDS;
       const rss = rssOf(cpPid);
@@ -578,6 +582,7 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
         samples.push(acked.lastAckAt - started);
         bytes.push(acked.maxBytes);
         if (acked.full) fullPushes++;
+        if (ROUND_LOG) console.error(`publish round ${round}: answered ${f1(answers.at(-1)!)} ms, first agent received ${f1(firstReceived.at(-1)!)} ms, last acked ${f1(samples.at(-1)!)} ms`);
       }
       const s = summarize(samples);
       say('');
