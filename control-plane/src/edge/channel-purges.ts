@@ -239,10 +239,13 @@ function movePurgesOn(targets: string, acks: string, now: string): string {
  * next flush was bigger still.
  *
  * Completion needs every online node's ok, which counts cannot tell (a node that acked may have gone
- * offline since): a purge whose ok count reaches the number of online nodes is counted again from its acks
- * (evaluatePurges), by a second statement after this one committed. That also settles two replicas storing
- * the last acks of a purge at the same moment: their updates of the purge's row take turns, the second adds
- * to the counts the first committed, and its recount sees both replicas' acks.
+ * offline since): for a purge whose ok count reaches the number of online nodes, the statement looks for an
+ * online node without an ok among this flush's acks or those stored (one index probe per node, for those
+ * purges only), and completes it when there is none. Two replicas storing the last acks of a purge at the
+ * same moment each look from a snapshot without the other's; their updates of the purge's row take turns and
+ * the later one adds to the counts the first committed, so a purge whose counts say complete but which was not
+ * completed is counted again from its acks (evaluatePurges) by a second statement, after this one committed:
+ * it sees both replicas' acks.
  *
  * The node's purge_sequence does not move here: it travels with the node's heartbeat-rate writes.
  */
@@ -271,7 +274,7 @@ export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAck
        join cdn_edge_node n on n.id = x.node_id
        on conflict (purge_id, node_id) do update set ok = excluded.ok, error = excluded.error, acked_at = excluded.acked_at
          where cdn_purge_ack.ok <> excluded.ok
-       returning purge_id, ok, xmax = 0 as inserted
+       returning purge_id, node_id, ok, xmax = 0 as inserted
      ),
      added as (
        select purge_id as id,
@@ -279,7 +282,18 @@ export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAck
          (count(*) filter (where not ok) - count(*) filter (where ok and not inserted))::int as failed_n
        from stored group by purge_id
      ),
-     online as materialized (select count(*)::int as n from cdn_edge_node where ${ONLINE})
+     online_nodes as materialized (select id from cdn_edge_node where ${ONLINE}),
+     online as materialized (select count(*)::int as n from online_nodes),
+     due as (
+       select a.id from added a join cdn_purge_request p on p.id = a.id cross join online
+       where p.status <> 'completed' and p.edge_nodes_failed + a.failed_n = 0 and p.edge_nodes_completed + a.ok_n >= online.n
+     ),
+     missing as (
+       select d.id from due d cross join online_nodes o
+       left join stored s on s.purge_id = d.id and s.node_id = o.id and s.ok
+       where s.node_id is null and not exists (select 1 from cdn_purge_ack k where k.purge_id = d.id and k.node_id = o.id and k.ok)
+       group by d.id
+     )
      update cdn_purge_request p set
        edge_nodes_completed = p.edge_nodes_completed + a.ok_n,
        edge_nodes_failed = p.edge_nodes_failed + a.failed_n,
@@ -287,11 +301,14 @@ export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAck
        status = case
          when p.edge_nodes_failed + a.failed_n > 0 then 'failed'
          when p.status = 'completed' then 'completed'
+         when d.id is not null and m.id is null then 'completed'
          when p.edge_nodes_completed + a.ok_n > 0 then 'in_progress'
          else p.status end,
-       completed_at = case when p.completed_at is null and p.edge_nodes_failed + a.failed_n > 0 then $2::timestamptz else p.completed_at end,
+       completed_at = case
+         when p.completed_at is null and (p.edge_nodes_failed + a.failed_n > 0 or (d.id is not null and m.id is null)) then $2::timestamptz
+         else p.completed_at end,
        updated_at = $2
-     from added a, online
+     from added a cross join online left join due d on d.id = a.id left join missing m on m.id = a.id
      where p.id = a.id
      returning p.id, (p.status <> 'completed' and p.edge_nodes_failed = 0 and p.edge_nodes_completed >= online.n) as recount`,
     [JSON.stringify([...byPurge.values()]), now],
