@@ -65,6 +65,21 @@ t.test('a failed validation is not recorded under the key', async (t) => {
   t.notOk(good.headers.get('idempotent-replayed'));
 });
 
+t.test('regression: a request refused before its handler runs gives its key back: the corrected request with the same key runs', async (t) => {
+  // The key is claimed before validation (in the same write to Redis as the rate-limit command): a refused
+  // request must release it, or its correction would be answered 422 (another body under the key).
+  const before = await counts();
+  const key = crypto.randomUUID();
+  const bad = await cp.request('POST', '/v1/test/widgets', { json: { name: 'BAD NAME' }, headers: { 'idempotency-key': key } });
+  t.equal(bad.status, 400);
+  const good = await cp.request('POST', '/v1/test/widgets', { json: { name: 'corrected' }, headers: { 'idempotency-key': key } });
+  t.equal(good.status, 201, 'the corrected request runs');
+  t.notOk(good.headers.get('idempotent-replayed'));
+  const again = await cp.request('POST', '/v1/test/widgets', { json: { name: 'corrected' }, headers: { 'idempotency-key': key } });
+  t.equal(again.headers.get('idempotent-replayed'), 'true', 'and is what the key replays');
+  t.equal((await counts()).runs - before.runs, 1, 'once');
+});
+
 t.test('an over-long key is refused', async (t) => {
   const before = await counts();
   const res = await cp.request('POST', '/v1/test/widgets', { json: { name: 'long' }, headers: { 'idempotency-key': 'k'.repeat(256) } });

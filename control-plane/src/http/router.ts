@@ -15,7 +15,7 @@ import { OptimisticLockError } from '@mikro-orm/core';
 import { z } from 'zod';
 import { ApiError, ContractViolation, type FieldError } from './errors.ts';
 import { assertIfMatch, ifNoneMatchHits } from './etag.ts';
-import { withIdempotency, requestFingerprint } from './idempotency.ts';
+import { beginIdempotency, requestFingerprint, type IdempotentRequest } from './idempotency.ts';
 import { enforceRateLimit, rateLimitHeaders } from './rate-limit.ts';
 import type { RequestState } from './request-state.ts';
 import { Reply, type HttpMethod, type MultipartSpec, type Responses, type ResponseSpec, type RouteDefinition, type SentReply, type UploadedFile } from './route.ts';
@@ -206,19 +206,37 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
     else if (hasBody(ctx)) throw new ApiError('VALIDATION_ERROR', 'This operation takes no request body', { errors: [{ field: '(body)', message: 'Must be empty' }] });
     if (!uploads) await authenticate();
     const requestBody = (ctx.request as { body?: unknown }).body;
-    for (const rule of route.rateLimits ?? []) {
-      const subject = rule.by === 'ip' ? `ip:${ctx.ip}` : rule.by === 'caller' ? callerKey(ctx) : rule.by({ params, query: ctx.query, body: requestBody, ctx, app });
-      if (subject === undefined) continue;
-      const limit = rule.by === 'ip' ? rule.limit * app.config.RATE_LIMIT_IP_MULTIPLIER : rule.limit;
-      const result = await enforceRateLimit(app.store, `${rule.name}:${subject}`, limit, rule.windowSeconds);
-      ctx.set(rateLimitHeaders(result));
+    // The Idempotency-Key is claimed now, in the same tick as the first rate-limit command (one write to Redis for
+    // both), and given back if the request is refused before its handler runs.
+    const idempotencyKey = route.idempotent ? ctx.get('idempotency-key') : '';
+    let idempotent: IdempotentRequest | undefined;
+    if (idempotencyKey) {
+      const parsed = idempotencyKeyHeader.safeParse(idempotencyKey);
+      if (!parsed.success) throw new ApiError('VALIDATION_ERROR', undefined, { errors: issuesToFieldErrors(parsed.error.issues, 'Idempotency-Key') });
+      idempotent = beginIdempotency({
+        store: app.store, caller: callerKey(ctx), key: parsed.data, requestId: rc.requestId, fingerprint: requestFingerprint(ctx.method, ctx.path, requestBody),
+      });
     }
-    const { input, files } = validateWithFiles({ params, query: ctx.query, body: requestBody }, route, ctx);
-    if (checksPermission) await access.authorize(rc, route.access, input);
+    let input: ReturnType<typeof validateWithFiles>['input'];
+    let files: ReturnType<typeof validateWithFiles>['files'];
+    try {
+      for (const rule of route.rateLimits ?? []) {
+        const subject = rule.by === 'ip' ? `ip:${ctx.ip}` : rule.by === 'caller' ? callerKey(ctx) : rule.by({ params, query: ctx.query, body: requestBody, ctx, app });
+        if (subject === undefined) continue;
+        const limit = rule.by === 'ip' ? rule.limit * app.config.RATE_LIMIT_IP_MULTIPLIER : rule.limit;
+        const result = await enforceRateLimit(app.store, `${rule.name}:${subject}`, limit, rule.windowSeconds);
+        ctx.set(rateLimitHeaders(result));
+      }
+      ({ input, files } = validateWithFiles({ params, query: ctx.query, body: requestBody }, route, ctx));
+      if (checksPermission) await access.authorize(rc, route.access, input);
 
-    if (route.ifMatch && ctx.get('if-match')) {
-      const current = await route.ifMatch({ ...(input as { params: never; query: never; body: never }), rc, app });
-      assertIfMatch(ctx.get('if-match'), current);
+      if (route.ifMatch && ctx.get('if-match')) {
+        const current = await route.ifMatch({ ...(input as { params: never; query: never; body: never }), rc, app });
+        assertIfMatch(ctx.get('if-match'), current);
+      }
+    } catch (error) {
+      await idempotent?.abandon();
+      throw error;
     }
 
     const handlerInput = { ...input, files, rc, app, ctx } as never;
@@ -244,18 +262,7 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
       }
     };
 
-    let sent: SentReply & { contentType?: string };
-    const idempotencyKey = route.idempotent ? ctx.get('idempotency-key') : '';
-    if (idempotencyKey) {
-      const parsed = idempotencyKeyHeader.safeParse(idempotencyKey);
-      if (!parsed.success) throw new ApiError('VALIDATION_ERROR', undefined, { errors: issuesToFieldErrors(parsed.error.issues, 'Idempotency-Key') });
-      sent = await withIdempotency(
-        { store: app.store, caller: callerKey(ctx), key: parsed.data, requestId: rc.requestId, fingerprint: requestFingerprint(ctx.method, ctx.path, requestBody) },
-        run,
-      );
-    } else {
-      sent = await run();
-    }
+    const sent: SentReply & { contentType?: string } = idempotent ? await idempotent.run(run) : await run();
 
     if (etagged && sent.status === 200 && route.method === 'get' && ifNoneMatchHits(ctx.get('if-none-match'), sent.headers?.etag)) {
       ctx.status = 304;
