@@ -12,7 +12,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { createTokenHasher, generateAgentToken, isAgentTokenFormat, redactToken } from '../auth/primitives/opaque-tokens.ts';
 import { responsibleUserId } from '../cdn-admin/actor.ts';
-import type { Clock } from '../core/clock.ts';
+import { MINUTE, type Clock } from '../core/clock.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import type { CoreServices } from '../core/services.ts';
 import { issuedTokens, type MintedToken, type WithValue } from '../cdn-admin/issued-tokens.ts';
@@ -92,14 +92,18 @@ export async function rotateAgentToken(deps: AgentTokenDeps, rc: RequestContext,
   return issued;
 }
 
+/** `last_used_at` is written at most once per token and this long (streams of one token open by the thousand when agents reconnect). */
+export const AGENT_TOKEN_USE_RESOLUTION_MS = MINUTE;
+
 /**
  * The control channel's verifier: one indexed statement per stream open that
  * finds an active, unexpired token by the hash of the value and records the
- * use (`last_used_at`; streams are long-lived, so one write per open is
- * cheap). No cache, so a revocation refuses the next stream at once.
- * Unknown, malformed, revoked and expired tokens are all null. The value is
- * never logged; a database failure throws (the channel answers UNAVAILABLE,
- * not UNAUTHENTICATED).
+ * use (`last_used_at`, at most once a minute: a thousand agents reconnecting
+ * with one token used to queue on its row, each open waiting for the one
+ * before it to commit its write). No cache, so a revocation refuses the next
+ * stream at once. Unknown, malformed, revoked and expired tokens are all null.
+ * The value is never logged; a database failure throws (the channel answers
+ * UNAVAILABLE, not UNAUTHENTICATED).
  */
 export function agentTokenVerifier(app: Pick<CoreServices, 'db' | 'tokenPepper' | 'clock'>): AgentTokenVerifier {
   const hasher = createTokenHasher(app.tokenPepper);
@@ -107,12 +111,18 @@ export function agentTokenVerifier(app: Pick<CoreServices, 'db' | 'tokenPepper' 
     async verify(presented) {
       if (typeof presented !== 'string' || !isAgentTokenFormat(presented)) return null;
       const now = app.clock.now();
+      const hash = hasher.hash(presented);
       // The version moves with last_used_at, so a cached ETag of the record does not hide the new time.
       const [row] = await app.db.orm.em.getConnection().execute<{ id: string }[]>(
-        `update cdn_agent_token set last_used_at = ?, version = version + 1
-          where token_hash = ? and status = 'active' and (expires_at is null or expires_at > ?)
-          returning id`,
-        [now, hasher.hash(presented), now]);
+        `with used as (
+           update cdn_agent_token set last_used_at = ?, version = version + 1
+           where token_hash = ? and status = 'active' and (expires_at is null or expires_at > ?) and (last_used_at is null or last_used_at <= ?)
+           returning id
+         )
+         select id from used
+         union all
+         select id from cdn_agent_token where token_hash = ? and status = 'active' and (expires_at is null or expires_at > ?) and not exists (select 1 from used)`,
+        [now, hash, now, new Date(now.getTime() - AGENT_TOKEN_USE_RESOLUTION_MS), hash, now]);
       return row ? { id: row.id } : null;
     },
   };

@@ -234,6 +234,23 @@ t.test('verify: an active token gives its id and records last_used_at; revoked, 
   t.equal(await verifier.verify(revoked.token), null, 'refused once revoked');
 });
 
+t.test('verify records last_used_at at most once a minute: streams of one token opening by the thousand do not each write its row', async (t) => {
+  const token = await createToken();
+  t.same(await verifier.verify(token.token), { id: token.id });
+  const first = (await tokenRow(token.id))!;
+  const results = await Promise.all(Array.from({ length: 20 }, () => verifier.verify(token.token)));
+  t.ok(results.every((r) => r?.id === token.id), 'every open verified');
+  const after = (await tokenRow(token.id))!;
+  t.same([after.last_used_at, after.version], [first.last_used_at, first.version], 'within the minute: not written again');
+  await query(cp, `update cdn_agent_token set last_used_at = now() - interval '61 seconds' where id = ?`, [token.id]);
+  t.same(await verifier.verify(token.token), { id: token.id });
+  const later = (await tokenRow(token.id))!;
+  t.ok(new Date(later.last_used_at).getTime() > Date.now() - 60_000, 'a minute later: written');
+  t.ok(later.version > first.version, 'with the version');
+  await query(cp, `update cdn_agent_token set status = 'revoked', revoked_at = now() where id = ?`, [token.id]);
+  t.equal(await verifier.verify(token.token), null, 'a revoked token within the minute is refused all the same');
+});
+
 t.test('DELETE /v1/cdn/agent-tokens/{id} revokes at once: 204, announced on the revocation channel, refused by the verifier; a second revoke 409; audit-logged', async (t) => {
   const token = await createToken();
   t.same(await verifier.verify(token.token), { id: token.id });

@@ -138,6 +138,25 @@ t.test('revoking an agent token closes that token\'s streams at once (UNAUTHENTI
   t.notOk(kept.ended);
 });
 
+t.test('regression: a revocation announced while a stream waits for its Hello (token checked, node not yet registered) refuses it at its Hello', async (t) => {
+  // The announcement closed the streams registered under the token; one still opening was not among them and
+  // lived on under a revoked token.
+  const opening = other.raw();
+  await new Promise((resolve) => setTimeout(resolve, 200)); // its token is checked at once; it has not said Hello
+  await cp.app.store.publish(AGENT_TOKEN_REVOKED_CHANNEL, JSON.stringify({ id: OTHER_TOKEN_ID }));
+  opening.hello();
+  const status = await Promise.race([opening.status, new Promise<null>((resolve) => setTimeout(() => resolve(null), 5_000))]);
+  t.equal(status?.code, grpc.status.UNAUTHENTICATED, 'refused, not left open');
+  t.match(status?.details, /revoked/);
+  t.notOk(opening.kinds().includes('welcome'), 'no Welcome');
+  opening.close();
+  // The test verifier knows nothing of revocations: a stream whose token is checked after the revocation is
+  // the verifier's to judge, and is not refused by the memory of it.
+  const { agent: later } = await other.connect();
+  t.notOk(later.ended);
+  later.close();
+});
+
 t.test('regression: a revocation announced while the subscription was down still closes the streams once it is back', async (t) => {
   const { agent: revoked } = await other.connect();
   const { agent: kept } = await connect();

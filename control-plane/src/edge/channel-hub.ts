@@ -41,6 +41,8 @@ export const TRAFFIC_REPORT_INTERVAL_MS = 60_000;
 export const HELLO_TIMEOUT_MS = 10 * SECOND;
 /** Bound on each database or token check an opening stream waits for. */
 const OPENING_TIMEOUT_MS = 10 * SECOND;
+/** How long a revocation is remembered for streams still opening: longer than a stream may take from its token's check to its registration. */
+const REVOKED_MEMORY_MS = HELLO_TIMEOUT_MS + 3 * OPENING_TIMEOUT_MS;
 /** A node silent for this many heartbeat intervals is offline. */
 export const SILENT_INTERVALS = 3;
 /** Messages an agent may send before its stream is registered (Hello and little else). */
@@ -114,6 +116,8 @@ export class ChannelHub {
   readonly #log: Logger;
   readonly #streams = new Map<string, AgentStream>();
   readonly #byToken = new Map<string, Set<AgentStream>>();
+  /** Agent tokens revoked lately (ms): a stream verified before the revocation but registered after it is refused. */
+  readonly #revokedAt = new Map<string, number>();
   readonly #feed: PurgeFeed;
   readonly #config: ConfigPusher;
   readonly #writer: ChannelWriter;
@@ -306,6 +310,7 @@ export class ChannelHub {
       if (!token) throw new StreamRefused(GrpcStatus.UNAUTHENTICATED, 'missing agent token (metadata authorization: Bearer <token>)');
       const verifier = this.#tokens;
       if (!verifier) throw new StreamRefused(GrpcStatus.UNAUTHENTICATED, 'agent tokens cannot be checked on this control plane');
+      const verifying = Date.now();
       const verified = await withTimeout(verifier.verify(token), OPENING_TIMEOUT_MS, () => new StreamRefused(GrpcStatus.UNAVAILABLE, 'checking the agent token timed out'));
       if (!verified) throw new StreamRefused(GrpcStatus.UNAUTHENTICATED, 'invalid, revoked or expired agent token');
       if (ended) return;
@@ -321,6 +326,8 @@ export class ChannelHub {
       stream = await withTimeout(this.#register(call, first.message.value, verified.id), OPENING_TIMEOUT_MS,
         () => new StreamRefused(GrpcStatus.UNAVAILABLE, 'registering the node timed out'));
       if (ended) return this.#gone(stream);
+      // A revocation announced between the token's check and now found no stream of it to close: this one closes now.
+      if ((this.#revokedAt.get(verified.id) ?? -Infinity) >= verifying) return stream.end(GrpcStatus.UNAUTHENTICATED, 'agent token revoked');
       // From here messages are handled as they come (acks of the pushes below included).
       const queued = early!;
       early = null;
@@ -469,6 +476,10 @@ export class ChannelHub {
   }
 
   #revoke(tokenId: string): void {
+    const now = Date.now();
+    // Kept as long as a stream can take from its token's check to its registration (the Hello wait and two database steps).
+    for (const [id, at] of this.#revokedAt) if (at < now - REVOKED_MEMORY_MS) this.#revokedAt.delete(id);
+    this.#revokedAt.set(tokenId, now);
     const streams = [...(this.#byToken.get(tokenId) ?? [])];
     for (const stream of streams) stream.end(GrpcStatus.UNAUTHENTICATED, 'agent token revoked');
     if (streams.length) this.#log.info({ token_id: tokenId, streams: streams.length }, 'streams of a revoked agent token closed');
