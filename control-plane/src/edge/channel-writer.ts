@@ -65,6 +65,8 @@ export class ChannelWriter {
   readonly #ackMaxDelayMs: number;
 
   #nodes = new Map<string, NodeChange>();
+  /** The highest purge sequence each stream's node applied since the last node write (purgeApplied). */
+  #purgesApplied = new Map<AgentStream, number>();
   /** Purge acks by purge, then node. */
   #purgeAcks = new Map<string, Map<string, PurgeAckRow>>();
   #prefetch = new Map<string, PrefetchAnswer>();
@@ -122,11 +124,20 @@ export class ChannelWriter {
    * heartbeat-rate write (at most one row per node per flush, however many purges it acked meanwhile).
    */
   purgeApplied(stream: AgentStream, sequence: number): void {
-    const key = `${stream.nodeId}@${stream.connectedAt.getTime()}`;
-    const current = this.#nodes.get(key);
-    if (current) current.purge_sequence = Math.max(current.purge_sequence ?? 0, sequence);
-    else this.#nodes.set(key, { id: stream.nodeId, connected_at: stream.connectedAt, purge_sequence: sequence });
+    // Called for every ack (a thousand per purge): kept by stream, and folded into the node changes when they are written.
+    const current = this.#purgesApplied.get(stream);
+    if (current === undefined || current < sequence) this.#purgesApplied.set(stream, sequence);
     this.#routine();
+  }
+
+  #foldPurgesApplied(): void {
+    for (const [stream, sequence] of this.#purgesApplied) {
+      const key = `${stream.nodeId}@${stream.connectedAt.getTime()}`;
+      const current = this.#nodes.get(key);
+      if (current) current.purge_sequence = Math.max(current.purge_sequence ?? 0, sequence);
+      else this.#nodes.set(key, { id: stream.nodeId, connected_at: stream.connectedAt, purge_sequence: sequence });
+    }
+    this.#purgesApplied = new Map();
   }
 
   purgeAck(ack: PurgeAckRow): void {
@@ -219,7 +230,7 @@ export class ChannelWriter {
     if (!urgent) {
       this.#urgentDue = this.#ackFirst = Infinity;
       this.#ackLast = -Infinity;
-      if (!(routine && (this.#nodes.size > 0 || this.#probes.size > 0))) return this.#arm();
+      if (!(routine && (this.#nodes.size > 0 || this.#probes.size > 0 || this.#purgesApplied.size > 0))) return this.#arm();
     }
     this.#flushing = this.#flushOnce(routine).catch((error: unknown) => {
       this.#log.error({ err: error }, 'edge channel: writing acknowledgements and heartbeats failed; retrying');
@@ -233,6 +244,7 @@ export class ChannelWriter {
 
   async #flushOnce(routine: boolean): Promise<void> {
     const writeNodes = routine || this.#urgentNodes || this.#configChanged;
+    if (writeNodes) this.#foldPurgesApplied();
     const nodes = writeNodes ? [...this.#nodes.values()] : [];
     const purgeAcks = [...this.#purgeAcks.values()].flatMap((byNode) => [...byNode.values()]);
     const prefetch = [...this.#prefetch.values()];
