@@ -25,7 +25,7 @@ import { withTimeout } from '../core/timeout.ts';
 import { isStorableDate } from '../http/schemas.ts';
 import { ConfigPusher } from './channel-config.ts';
 import { evaluatePrefetchJobs, openJobsFor, prepareDispatch } from './channel-prefetch.ts';
-import { PurgeFeed, type PurgeRow } from './channel-purges.ts';
+import { PurgeFeed, type EncodedPurge, type PurgeRow } from './channel-purges.ts';
 import { AgentStream, endCall, type AgentCall } from './channel-stream.ts';
 import { ChannelWriter } from './channel-writer.ts';
 import { AGENT_TOKEN_REVOKED_CHANNEL, CONFIG_PUBLISHED_CHANNEL, type AgentTokenVerifier, type ConfigSource } from './contracts.ts';
@@ -587,7 +587,7 @@ export class ChannelHub {
     const row = announcedPurge(message.purge);
     const added = row && Number(message.sequence) === row.sequence ? this.#feed.offer(row) : null;
     if (added) {
-      if (added.length) this.#pushPurges();
+      if (added.length) this.#pushPurges(added);
       return;
     }
     void this.#safely('purge fan-out', () => this.#fanOutPurges());
@@ -595,14 +595,24 @@ export class ChannelHub {
 
   async #fanOutPurges(): Promise<void> {
     const added = await this.#feed.load();
-    if (added.length) this.#pushPurges();
+    if (added.length) this.#pushPurges(added);
   }
 
   /** Writes the purges each live stream lacks: from memory in this call, or (a stream far behind, or one mid-catch-up) through #syncPurges. */
-  #pushPurges(): void {
+  #pushPurges(added: readonly EncodedPurge[]): void {
+    const first = added[0]!.sequence;
     for (const stream of this.#streams.values()) {
       if (!stream.live) continue;
-      if (stream.purge.syncing || !this.#pushRecent(stream)) void this.#safely('purge fan-out', () => this.#syncPurges(stream));
+      if (stream.purge.syncing) void this.#safely('purge fan-out', () => this.#syncPurges(stream));
+      else if (stream.purge.pushed === first - 1) this.#pushAll(stream, added); // the usual case: up to date until these
+      else if (!this.#pushRecent(stream)) void this.#safely('purge fan-out', () => this.#syncPurges(stream));
+    }
+  }
+
+  #pushAll(stream: AgentStream, purges: readonly EncodedPurge[]): void {
+    for (const purge of purges) {
+      if (!stream.write(purge.bytes)) return;
+      stream.purge.pushed = purge.sequence;
     }
   }
 
@@ -610,10 +620,7 @@ export class ChannelHub {
   #pushRecent(stream: AgentStream): boolean {
     const recent = this.#feed.after(stream.purge.pushed);
     if (!recent) return false;
-    for (const purge of recent) {
-      if (!stream.write(purge.bytes)) return true;
-      stream.purge.pushed = purge.sequence;
-    }
+    this.#pushAll(stream, recent);
     return true;
   }
 
