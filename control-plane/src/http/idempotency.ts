@@ -95,10 +95,6 @@ export function beginIdempotency(options: IdempotencyOptions): IdempotentRequest
   };
 }
 
-export function withIdempotency(options: IdempotencyOptions, run: () => Promise<SentReply>): Promise<SentReply> {
-  return beginIdempotency(options).run(run);
-}
-
 async function runAndRecord(store: KeyValueStore, storeKey: string, fingerprint: string, requestId: string, run: () => Promise<SentReply>): Promise<SentReply> {
   let reply: SentReply;
   try {

@@ -217,9 +217,8 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
         store: app.store, caller: callerKey(ctx), key: parsed.data, requestId: rc.requestId, fingerprint: requestFingerprint(ctx.method, ctx.path, requestBody),
       });
     }
-    let input: ReturnType<typeof validateWithFiles>['input'];
-    let files: ReturnType<typeof validateWithFiles>['files'];
-    try {
+    // What may still refuse the request before its handler runs: the rate limits, validation, permission, If-Match.
+    const admit = async () => {
       for (const rule of route.rateLimits ?? []) {
         const subject = rule.by === 'ip' ? `ip:${ctx.ip}` : rule.by === 'caller' ? callerKey(ctx) : rule.by({ params, query: ctx.query, body: requestBody, ctx, app });
         if (subject === undefined) continue;
@@ -227,17 +226,18 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
         const result = await enforceRateLimit(app.store, `${rule.name}:${subject}`, limit, rule.windowSeconds);
         ctx.set(rateLimitHeaders(result));
       }
-      ({ input, files } = validateWithFiles({ params, query: ctx.query, body: requestBody }, route, ctx));
-      if (checksPermission) await access.authorize(rc, route.access, input);
-
+      const checked = validateWithFiles({ params, query: ctx.query, body: requestBody }, route, ctx);
+      if (checksPermission) await access.authorize(rc, route.access, checked.input);
       if (route.ifMatch && ctx.get('if-match')) {
-        const current = await route.ifMatch({ ...(input as { params: never; query: never; body: never }), rc, app });
+        const current = await route.ifMatch({ ...(checked.input as { params: never; query: never; body: never }), rc, app });
         assertIfMatch(ctx.get('if-match'), current);
       }
-    } catch (error) {
+      return checked;
+    };
+    const { input, files } = await admit().catch(async (error: unknown) => {
       await idempotent?.abandon();
       throw error;
-    }
+    });
 
     const handlerInput = { ...input, files, rc, app, ctx } as never;
     // A write (a method that takes a body) that lost an optimistic-lock race (a concurrent writer — the edge moving an endpoint to active, a
