@@ -332,7 +332,7 @@ export class ChannelHub {
       const queued = early!;
       early = null;
       for (const message of queued) this.#onMessage(stream, message);
-      await this.#open(stream);
+      await this.#open(stream, first.message.value.cacheEmpty);
     };
     opening().catch((error: unknown) => {
       if (error instanceof StreamRefused) {
@@ -372,7 +372,6 @@ export class ChannelHub {
     stream.config.applied = Number(hello.configVersion);
     stream.config.failed = Number(row?.failed_config_version ?? 0);
     stream.purge.pushed = Number(hello.purgeSequence);
-    stream.purge.cacheEmpty = hello.cacheEmpty;
     const older = this.#streams.get(nodeId);
     if (older) {
       this.#forget(older);
@@ -389,10 +388,13 @@ export class ChannelHub {
     return stream;
   }
 
-  /** Welcome, then the configuration the agent lacks, then the purges after its own, then live. */
-  async #open(stream: AgentStream): Promise<void> {
+  /**
+   * Welcome, then the configuration the agent lacks, then the purges after its own (only those still open when
+   * its cache is empty: it has no use for the finished ones), then live.
+   */
+  async #open(stream: AgentStream, cacheEmpty: boolean): Promise<void> {
     if (!this.#config.target) await this.#config.refresh();
-    const opening = await withTimeout(this.#feed.opening(stream.purge.pushed, stream.purge.cacheEmpty), OPENING_TIMEOUT_MS,
+    const opening = await withTimeout(this.#feed.opening(stream.purge.pushed, cacheEmpty), OPENING_TIMEOUT_MS,
       () => new StreamRefused(GrpcStatus.UNAVAILABLE, 'reading the purges to send timed out'));
     if (stream.closed) return;
     stream.write(encodeResponse(create(ConnectResponseSchema, {
@@ -405,7 +407,6 @@ export class ChannelHub {
       },
     })));
     stream.welcomed = true;
-    // An agent with nothing cached is not sent the purges it has no use for (those finished before it came).
     stream.purge.pushed = Math.max(stream.purge.pushed, opening.start);
     await this.#config.sync(stream);
     for (const purge of opening.purges) {

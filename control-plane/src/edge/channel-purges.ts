@@ -14,6 +14,7 @@ import { create } from '@bufbuild/protobuf';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ConnectResponseSchema, PurgeType } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { encodeResponse } from '../../../shared/src/proto/edge-control.ts';
+import { HOUR } from '../core/clock.ts';
 import { executeBound, idList, ids } from '../db/bulk.ts';
 import { ONLINE } from './nodes-service.ts';
 
@@ -293,7 +294,8 @@ export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAck
        left join stored s on s.purge_id = d.id and s.node_id = o.id and s.ok
        where s.node_id is null and not exists (select 1 from cdn_purge_ack k where k.purge_id = d.id and k.node_id = o.id and k.ok)
        group by d.id
-     )
+     ),
+     complete as (select id from due except select id from missing)
      update cdn_purge_request p set
        edge_nodes_completed = p.edge_nodes_completed + a.ok_n,
        edge_nodes_failed = p.edge_nodes_failed + a.failed_n,
@@ -301,14 +303,14 @@ export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAck
        status = case
          when p.edge_nodes_failed + a.failed_n > 0 then 'failed'
          when p.status = 'completed' then 'completed'
-         when d.id is not null and m.id is null then 'completed'
+         when c.id is not null then 'completed'
          when p.edge_nodes_completed + a.ok_n > 0 then 'in_progress'
          else p.status end,
        completed_at = case
-         when p.completed_at is null and (p.edge_nodes_failed + a.failed_n > 0 or (d.id is not null and m.id is null)) then $2::timestamptz
+         when p.completed_at is null and (p.edge_nodes_failed + a.failed_n > 0 or c.id is not null) then $2::timestamptz
          else p.completed_at end,
        updated_at = $2
-     from added a cross join online left join due d on d.id = a.id left join missing m on m.id = a.id
+     from added a cross join online left join complete c on c.id = a.id
      where p.id = a.id
      returning p.id, (p.status <> 'completed' and p.edge_nodes_failed = 0 and p.edge_nodes_completed >= online.n) as recount`,
     [JSON.stringify([...byPurge.values()]), now],
@@ -335,7 +337,7 @@ export async function evaluatePurges(em: EntityManager, which: readonly string[]
 }
 
 /** How long the acknowledgements of a finished purge are kept; its counts stay on the record after. */
-export const PURGE_ACK_RETENTION_MS = 60 * 60 * 1000;
+export const PURGE_ACK_RETENTION_MS = HOUR;
 /** Purges whose acks one statement deletes (about a thousand acks each with a thousand nodes). */
 const PRUNE_BATCH = 20;
 

@@ -50,8 +50,6 @@ export class AgentStream {
   readonly purge = {
     /** The highest purge sequence written to this stream (or the agent's own at Hello). */
     pushed: 0,
-    /** The agent said its cache was empty (Hello.cache_empty): only the purges still open are sent to it. */
-    cacheEmpty: false,
     syncing: false,
     again: false,
   };

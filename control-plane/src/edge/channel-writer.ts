@@ -99,7 +99,15 @@ export class ChannelWriter {
 
   /** Merges a change of the node behind `stream` into the next flush (later values win; purge sequences and refused versions only grow). */
   node(stream: AgentStream, change: Omit<NodeChange, 'id' | 'connected_at'>, urgent: boolean): void {
-    const key = `${stream.nodeId}@${stream.connectedAt.getTime()}`;
+    this.#merge(stream, change);
+    if (urgent) {
+      this.#urgentNodes = true;
+      this.#urgent();
+    } else this.#routine();
+  }
+
+  #merge(stream: AgentStream, change: Omit<NodeChange, 'id' | 'connected_at'>): void {
+    const key = nodeKey(stream.nodeId, stream.connectedAt);
     const current = this.#nodes.get(key) ?? { id: stream.nodeId, connected_at: stream.connectedAt };
     const grow = (a: number | null | undefined, b: number | null | undefined) => (b == null ? a : a == null ? b : Math.max(a, b));
     const next: NodeChange = { ...current, ...withoutUndefined(change) };
@@ -113,10 +121,6 @@ export class ChannelWriter {
       this.#fleetChanged = true;
     }
     this.#nodes.set(key, next);
-    if (urgent) {
-      this.#urgentNodes = true;
-      this.#urgent();
-    } else this.#routine();
   }
 
   /**
@@ -131,12 +135,7 @@ export class ChannelWriter {
   }
 
   #foldPurgesApplied(): void {
-    for (const [stream, sequence] of this.#purgesApplied) {
-      const key = `${stream.nodeId}@${stream.connectedAt.getTime()}`;
-      const current = this.#nodes.get(key);
-      if (current) current.purge_sequence = Math.max(current.purge_sequence ?? 0, sequence);
-      else this.#nodes.set(key, { id: stream.nodeId, connected_at: stream.connectedAt, purge_sequence: sequence });
-    }
+    for (const [stream, sequence] of this.#purgesApplied) this.#merge(stream, { purge_sequence: sequence });
     this.#purgesApplied = new Map();
   }
 
@@ -284,7 +283,7 @@ export class ChannelWriter {
     } catch (error) {
       // Put back what was not written (newer buffered values win) so the retry writes it.
       for (const n of nodes) {
-        const key = `${n.id}@${n.connected_at.getTime()}`;
+        const key = nodeKey(n.id, n.connected_at);
         if (!this.#nodes.has(key)) this.#nodes.set(key, n);
       }
       if (nodes.length) this.#urgentNodes = true;
@@ -346,6 +345,11 @@ export class ChannelWriter {
     this.#timer = null;
     await this.flush();
   }
+}
+
+/** A node's changes are kept per stream of it: the node id and the stream's connection time. */
+function nodeKey(id: string, connectedAt: Date): string {
+  return `${id}@${connectedAt.getTime()}`;
 }
 
 function withoutUndefined<T extends object>(value: T): Partial<T> {
