@@ -68,8 +68,9 @@ const PHASES = new Set(listFlag('phases', 'purge,publish,delta'));
  * block and the real block right after it see the same host, so their ratio is what the 1.2x goal is judged on.
  */
 const PAIRS = numberFlag('pairs', 5);
-const ROUND_LOG = Boolean(process.env.BENCH_ROUNDS);
 const PAIR_ROUNDS = numberFlag('pair-rounds', 20);
+/** BENCH_ROUNDS=1: every measured purge and publish round on stderr. */
+const ROUND_LOG = Boolean(process.env.BENCH_ROUNDS);
 /** The control channel (GRPC_PORT, agent tokens, purge fan-out) is on main: the real path runs unless --no-real. */
 const REAL_PATH_WIRED = true;
 const REAL = args.includes('--real') || (REAL_PATH_WIRED && !args.includes('--no-real'));
