@@ -1,5 +1,5 @@
 // High-entropy opaque tokens, stored only as peppered HMAC-SHA256 hashes.
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, createSecretKey, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /** 32 random bytes (256 bits) as base64url (43 chars): unguessable, URL- and cookie-safe. */
 export function generateOpaqueToken(bytes = 32): string {
@@ -73,7 +73,7 @@ export type TokenHasher = {
 
 /** Binds the pepper once (validated up front) so callers pass tokens only. */
 export function createTokenHasher(pepper: string | Uint8Array): TokenHasher {
-  const key = pepperBytes(pepper);
+  const key = createSecretKey(pepperBytes(pepper));
   const hash = (token: string) => createHmac('sha256', key).update(token, 'utf8').digest('hex');
   return { hash, matches: (token, storedHash) => safeEqual(hash(token), storedHash) };
 }
