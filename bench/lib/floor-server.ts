@@ -10,16 +10,29 @@
 //             pre-encoded bytes)
 // Both answer Hello with a Welcome and read (and ignore) heartbeats.
 //
-// Run as a child with an IPC channel: node --expose-gc bench/lib/floor-server.ts grpc-js|connect
-//   → {type: 'ready', port}
+// With `--durable <postgres url>` (grpc-js only) the process is also the floor
+// of a *stored* purge, the least a purge with a status needs and no more: a
+// plain node:http server takes `POST /purge`, inserts the purge row (one raw
+// `pg` statement, inlined literals as the control plane's ORM sends them: one
+// write), answers 202 with its id and sequence, pushes it to every stream and,
+// once every agent acked, stores the acks and completes the row in one
+// statement. No authentication, rate limit, idempotency, pub/sub, validation
+// or coalescing: the difference to the bare floor is what any HTTP-submitted,
+// PostgreSQL-recorded purge costs on this host, whatever does the rest.
+//
+// Run as a child with an IPC channel: node --expose-gc bench/lib/floor-server.ts grpc-js|connect [--durable <url>]
+//   → {type: 'ready', port, httpPort?}
 //   ← {type: 'measure', n, rounds, warmup}  → {type: 'measured', ...Measured} or {type: 'error', message}
 //   ← {type: 'streams'}                     → {type: 'streams', n}
+//   ← {type: 'stored'}                      → {type: 'stored', purges, completed, acks} (with --durable, once no purge is open)
 import { randomUUID } from 'node:crypto';
+import http from 'node:http';
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { create } from '@bufbuild/protobuf';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import * as grpc from '@grpc/grpc-js';
+import pg from 'pg';
 import {
   ConnectResponseSchema, EdgeControlService, PurgeType, type ConnectRequest, type ConnectResponse,
 } from '../../shared/gen/edge/v1/control_pb.ts';
@@ -48,9 +61,9 @@ const ROUND_TIMEOUT_MS = 60_000;
 const WELCOME = { heartbeatIntervalMs: 5_000, trafficReportIntervalMs: 60_000 };
 
 /** The purge pushed in round `sequence`, as the control plane would send a platform-wide purge-all. */
-export function purgeMessage(sequence: bigint): ConnectResponse {
+export function purgeMessage(sequence: bigint, purgeId: string = randomUUID()): ConnectResponse {
   return create(ConnectResponseSchema, {
-    message: { case: 'purge', value: { sequence, purgeId: randomUUID(), type: PurgeType.ALL, nonce: randomUUID() } },
+    message: { case: 'purge', value: { sequence, purgeId, type: PurgeType.ALL, nonce: randomUUID() } },
   });
 }
 
@@ -94,15 +107,23 @@ interface FloorServer {
   push(message: ConnectResponse): void;
 }
 
-async function startGrpcJs(rounds: Rounds): Promise<FloorServer> {
+/** Receives every ack with the node id its stream said Hello with (the durable floor's stored purges). */
+type AckListener = (nodeId: string, request: ConnectRequest) => void;
+
+async function startGrpcJs(rounds: Rounds, onAck?: AckListener): Promise<FloorServer> {
   const streams = new Set<grpc.ServerDuplexStream<ConnectRequest, OutgoingResponse>>();
   const server = new grpc.Server();
   const connect = (call: grpc.ServerDuplexStream<ConnectRequest, OutgoingResponse>) => {
+    let nodeId = '';
     call.on('data', (request: ConnectRequest) => {
       if (request.message.case === 'hello') {
+        nodeId = request.message.value.nodeId;
         streams.add(call);
-        call.write(welcomeFor(request.message.value.nodeId));
-      } else rounds.onRequest(request);
+        call.write(welcomeFor(nodeId));
+      } else {
+        rounds.onRequest(request);
+        if (onAck && request.message.case === 'ack') onAck(nodeId, request);
+      }
     });
     const gone = () => streams.delete(call);
     call.on('end', () => { gone(); call.end(); });
@@ -184,6 +205,80 @@ async function startConnect(rounds: Rounds): Promise<FloorServer> {
   };
 }
 
+const DURABLE_SCHEMA = `
+  create table if not exists bench_floor_purge (
+    id uuid primary key, sequence bigserial not null, status text not null,
+    edge_nodes_total int not null, edge_nodes_completed int not null default 0,
+    created_at timestamptz not null default now(), completed_at timestamptz);
+  create table if not exists bench_floor_ack (
+    purge_id uuid not null, node_id uuid not null, ok boolean not null, acked_at timestamptz not null,
+    primary key (purge_id, node_id))`;
+
+/**
+ * The stored-purge floor: `POST /purge` → one insert, 202, the push to every stream; the last ack → one statement
+ * storing the acks and completing the row. Statements go as simple queries with inlined literals (the ids are
+ * UUIDs this process made, the node ids ones the agents sent and are checked here), one socket write each.
+ */
+interface Durable {
+  httpPort: number;
+  onAck: AckListener;
+  /** What the stored purges left in the database, once the last one's acks are written. */
+  stored(): Promise<{ purges: number; completed: number; acks: number }>;
+}
+
+async function startDurable(url: string, server: FloorServer): Promise<Durable> {
+  const db = new pg.Client({ connectionString: url });
+  await db.connect();
+  await db.query(DURABLE_SCHEMA);
+  const open = new Map<string, { expected: number; nodes: string[] }>();
+  let writing = Promise.resolve();
+  const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+  const httpServer = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      if (req.method !== 'POST' || req.url !== '/purge') {
+        res.writeHead(404).end();
+        return;
+      }
+      const id = randomUUID();
+      const expected = server.streams();
+      db.query(`insert into bench_floor_purge (id, status, edge_nodes_total) values ('${id}', 'in_progress', ${expected}) returning sequence`).then(
+        (result) => {
+          const sequence = BigInt(result.rows[0].sequence);
+          open.set(id, { expected, nodes: [] });
+          const body = JSON.stringify({ id, sequence: Number(sequence), status: 'in_progress' });
+          res.writeHead(202, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
+          server.push(purgeMessage(sequence, id));
+        },
+        (error: Error) => res.writeHead(500).end(error.message),
+      );
+    });
+  });
+  await new Promise<void>((resolve) => httpServer.listen({ port: 0, host: '127.0.0.1' }, resolve));
+  const onAck: AckListener = (nodeId, request) => {
+    const m = request.message;
+    if (m.case !== 'ack' || !uuid.test(nodeId)) return;
+    const purge = open.get(m.value.id);
+    if (!purge) return;
+    purge.nodes.push(nodeId);
+    if (purge.nodes.length < purge.expected) return;
+    open.delete(m.value.id);
+    writing = db.query(`with stored as (
+        insert into bench_floor_ack (purge_id, node_id, ok, acked_at)
+        select '${m.value.id}', unnest('{${purge.nodes.join(',')}}'::uuid[]), true, now() on conflict do nothing returning 1)
+      update bench_floor_purge set status = 'completed', edge_nodes_completed = (select count(*) from stored), completed_at = now()
+      where id = '${m.value.id}'`).then(() => {}, (error: Error) => { process.send!({ type: 'error', message: `storing acks: ${error.message}` }); });
+  };
+  const stored = async () => {
+    await writing;
+    const { rows } = await db.query(`select (select count(*)::int from bench_floor_purge) as purges,
+      (select count(*)::int from bench_floor_purge where status = 'completed' and edge_nodes_completed = edge_nodes_total) as completed,
+      (select count(*)::int from bench_floor_ack) as acks`);
+    return rows[0] as { purges: number; completed: number; acks: number };
+  };
+  return { httpPort: (httpServer.address() as AddressInfo).port, onAck, stored };
+}
+
 const gc = (): void => (globalThis as { gc?: () => void }).gc?.();
 
 async function measure(library: FloorLibrary, server: FloorServer, rounds: Rounds, n: number, count: number, warmup: number): Promise<Measured> {
@@ -206,11 +301,24 @@ async function measure(library: FloorLibrary, server: FloorServer, rounds: Round
   };
 }
 
-async function main(library: FloorLibrary): Promise<void> {
+async function main(library: FloorLibrary, durableUrl: string | undefined): Promise<void> {
   const rounds = new Rounds();
-  const server = library === 'grpc-js' ? await startGrpcJs(rounds) : await startConnect(rounds);
+  let onAck: AckListener | undefined;
+  const server = library === 'grpc-js' ? await startGrpcJs(rounds, (nodeId, request) => onAck?.(nodeId, request)) : await startConnect(rounds);
+  let durable: Durable | undefined;
+  if (durableUrl) {
+    if (library !== 'grpc-js') throw new Error('--durable runs with grpc-js only');
+    durable = await startDurable(durableUrl, server);
+    onAck = durable.onAck;
+  }
   process.on('message', (message: { type: string; n: number; rounds: number; warmup: number }) => {
     if (message.type === 'streams') process.send!({ type: 'streams', n: server.streams() });
+    if (message.type === 'stored' && durable) {
+      durable.stored().then(
+        (counts) => process.send!({ type: 'stored', ...counts }),
+        (error: Error) => process.send!({ type: 'error', message: error.message }),
+      );
+    }
     if (message.type === 'measure') {
       measure(library, server, rounds, message.n, message.rounds, message.warmup).then(
         (measured) => process.send!({ type: 'measured', ...measured }),
@@ -220,11 +328,14 @@ async function main(library: FloorLibrary): Promise<void> {
   });
   process.on('disconnect', () => process.exit(0));
   process.on('SIGTERM', () => process.exit(0)); // exits cleanly, so a --cpu-prof profile is written
-  process.send!({ type: 'ready', port: server.port });
+  process.send!({ type: 'ready', port: server.port, httpPort: durable?.httpPort });
 }
 
 if (import.meta.main) {
   const library = process.argv[2];
-  if (library !== 'grpc-js' && library !== 'connect') throw new Error('usage: floor-server.ts grpc-js|connect');
-  await main(library);
+  const durable = process.argv.indexOf('--durable');
+  if ((library !== 'grpc-js' && library !== 'connect') || (durable !== -1 && !process.argv[durable + 1])) {
+    throw new Error('usage: floor-server.ts grpc-js|connect [--durable <postgres url>]');
+  }
+  await main(library, durable === -1 ? undefined : process.argv[durable + 1]);
 }
