@@ -1,13 +1,14 @@
 // Two control-plane replicas on one PostgreSQL and one Redis: a revocation on
 // one is refused on the other (DESIGN.md §9), through the shared revocation
-// list rather than at token expiry.
+// list rather than at token expiry; an API token revoked on one is refused on
+// the other, which had it cached (cdn-admin/api-token-cache.ts).
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { entities } from '../../control-plane/src/capabilities.ts';
 import { openDatabase } from '../../control-plane/src/db/orm.ts';
 import { startControlPlane } from '../../control-plane/src/server.ts';
 import { createStore } from '../../control-plane/src/store/index.ts';
-import { bearer, registerVerifiedUser } from '../support/auth.ts';
+import { bearer, createAdmin, registerVerifiedUser, RELAXED_LIMITS } from '../support/auth.ts';
 import { startTestControlPlane } from '../support/control-plane.ts';
 import { detectServices } from '../support/services.ts';
 
@@ -46,4 +47,26 @@ t.test('logout and session revocation on replica A are refused on replica B', { 
     if (statusA !== 401) await sleep(5);
   }
   t.equal(statusA, 401, 'A refuses the token of the session revoked on B');
+});
+
+t.test('an API token revoked on replica A is refused on replica B, which had it cached', { skip: !(services.postgresUrl && services.redisUrl) && 'needs PostgreSQL and Redis' }, async (t) => {
+  const a = await startTestControlPlane(t, { env: RELAXED_LIMITS });
+  const dbB = await openDatabase({ databaseUrl: a.database.url!, dataDir: a.config.dataDir, entities, poolMax: 2 });
+  const storeB = createStore(a.config.REDIS_URL, a.storeKeyPrefix);
+  const b = await startControlPlane(a.config, { db: dbB, store: storeB });
+  t.teardown(async () => { await b.close(); await storeB.close(); await dbB.close(); });
+  const onB = (token: string) => fetch(`${b.url}/v1/cdn/endpoints`, { headers: bearer(token) });
+
+  const admin = await createAdmin(a);
+  const created = await a.request('POST', '/v1/cdn/api-tokens', { headers: bearer(admin.accessToken), json: { name: 'ci', role: 'viewer' } });
+  t.equal(created.status, 201);
+  for (let i = 0; i < 3; i++) t.equal((await onB(created.body.token)).status, 200, 'B resolves the token (and keeps it)');
+
+  t.equal((await a.request('DELETE', `/v1/cdn/api-tokens/${created.body.id}`, { headers: bearer(admin.accessToken) })).status, 204);
+  let status = 0;
+  for (let i = 0; i < 200 && status !== 401; i++) {
+    status = (await onB(created.body.token)).status;
+    if (status !== 401) await sleep(5);
+  }
+  t.equal(status, 401, 'B refuses it once the revocation is heard');
 });

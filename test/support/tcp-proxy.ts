@@ -11,11 +11,15 @@ export interface TcpProxy {
   refuseNew(refuse: boolean): void;
   /** Drops every established connection; new ones are accepted unless refuseNew(true). */
   drop(): void;
+  /** Stops (true) or resumes (false) carrying bytes on every connection, without closing any: a peer that went silent. */
+  freeze(frozen: boolean): void;
 }
 
 export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
   const sockets = new Set<net.Socket>();
   let refusing = false;
+  let frozen = false;
+  const pairs = new Set<[net.Socket, net.Socket]>();
   const server = net.createServer((client) => {
     if (refusing) {
       client.destroy();
@@ -23,8 +27,9 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     }
     const upstream = net.connect(targetPort, targetHost);
     sockets.add(client).add(upstream);
-    client.pipe(upstream).pipe(client);
-    const close = () => { client.destroy(); upstream.destroy(); sockets.delete(client); sockets.delete(upstream); };
+    pairs.add([client, upstream]);
+    if (!frozen) client.pipe(upstream).pipe(client);
+    const close = () => { client.destroy(); upstream.destroy(); sockets.delete(client); sockets.delete(upstream); pairs.forEach((p) => p[0] === client && pairs.delete(p)); };
     client.on('error', close).on('close', close);
     upstream.on('error', close).on('close', close);
   });
@@ -36,6 +41,14 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     },
     drop() {
       for (const socket of sockets) socket.destroy();
+    },
+    freeze(value: boolean) {
+      if (frozen === value) return;
+      frozen = value;
+      // Unpiped, a socket stops reading (its bytes wait in the kernel); piped again, they flow on.
+      for (const [client, upstream] of pairs) {
+        if (value) { client.unpipe(upstream); upstream.unpipe(client); } else client.pipe(upstream).pipe(client);
+      }
     },
     async cut() {
       for (const socket of sockets) socket.destroy();

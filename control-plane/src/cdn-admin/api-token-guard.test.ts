@@ -6,6 +6,7 @@ import t from 'tap';
 import { z } from 'zod';
 import { bearer, createAdmin, createLoggedInUser, createSuperadmin, query, RELAXED_LIMITS } from '../../../test/support/auth.ts';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
+import { eventually } from '../../../test/support/eventually.ts';
 import { data, routesFor } from '../http/route.ts';
 import type { Permission } from '../permissions/catalog.ts';
 
@@ -45,7 +46,7 @@ t.test('an operator token reads and purges but may not write', async (t) => {
   t.equal((await call('/v1/test/cdn-write', operator.token)).status, 403);
 });
 
-t.test('a token is judged on its role\'s stored permissions as they are now, read with the token (no cache)', async (t) => {
+t.test('a token is judged on its role\'s stored permissions as they are now: a change written in SQL applies once its notification arrives', async (t) => {
   const operator = await issue('operator');
   t.equal((await call('/v1/test/cdn-purge', operator.token)).status, 200);
   const [grant] = await query<{ id: string; resource_type: string | null; resource_id: string | null }>(cp,
@@ -54,8 +55,19 @@ t.test('a token is judged on its role\'s stored permissions as they are now, rea
   await query(cp, `delete from role_permission where id = ?`, [grant!.id]);
   t.teardown(() => query(cp, `insert into role_permission (id, role_name, permission, resource_type, resource_id) values (?, 'operator', 'cdn.purge', ?, ?)`,
     [grant!.id, grant!.resource_type, grant!.resource_id]));
-  t.equal((await call('/v1/test/cdn-purge', operator.token)).status, 403, 'the next request no longer may');
+  // Written past this replica's ORM (as another replica or the CLI would), the change reaches the cache by
+  // PostgreSQL's notification, a moment after the commit.
+  await eventually(async () => (await call('/v1/test/cdn-purge', operator.token)).status === 403, 'the purge permission is gone', 5_000);
+  t.pass('a later request no longer may');
   t.equal((await call('/v1/test/cdn-read', operator.token)).status, 200, 'its other permissions stand');
+});
+
+t.test('a token revoked in SQL (another replica, the CLI) is refused once the notification arrives', async (t) => {
+  const token = await issue('operator');
+  t.equal((await call('/v1/test/cdn-read', token.token)).status, 200, 'resolved, and cached');
+  await query(cp, `update cdn_api_token set status = 'revoked', revoked_at = now() where id = ?`, [token.id]);
+  await eventually(async () => (await call('/v1/test/cdn-read', token.token)).status === 401, 'the revoked token is refused', 5_000);
+  t.pass('refused');
 });
 
 t.test('an admin token writes', async (t) => {

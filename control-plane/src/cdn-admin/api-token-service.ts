@@ -14,6 +14,7 @@ import { MINUTE } from '../core/clock.ts';
 import type { CoreServices } from '../core/services.ts';
 import type { PermissionGrant } from '../permissions/catalog.ts';
 import type { RequestContext } from '../core/request-context.ts';
+import type { ApiTokenCache } from './api-token-cache.ts';
 import { issuedTokens, type MintedToken, type WithValue } from './issued-tokens.ts';
 import { ApiToken, type ApiTokenRole } from './api-token.entity.ts';
 import { responsibleUserId } from './actor.ts';
@@ -48,7 +49,7 @@ export async function createApiToken(app: CoreServices, rc: RequestContext, inpu
   });
 }
 
-/** Revoked at once and for good: the guard reads the status on every request, so in-flight use stops with the commit. */
+/** Revoked at once and for good: every replica drops the token from its cache when the revocation commits (api-token-cache.ts). */
 export async function revokeApiToken(rc: RequestContext, id: string): Promise<ApiToken> {
   return apiTokens.revoke(rc, id, new Date());
 }
@@ -65,7 +66,7 @@ export async function rotateApiToken(app: CoreServices, rc: RequestContext, id: 
   }));
 }
 
-interface TokenRow {
+export interface TokenRow {
   id: string;
   role: ApiTokenRole;
   status: string;
@@ -86,22 +87,32 @@ const TOKEN_SQL = `
   from cdn_api_token t left join app_user u on u.id = t.created_by where t.token_hash = ?`;
 
 /**
- * The guard's resolver: one indexed statement on the pool per request (no
- * cache, so a revocation applies to the next request), and `last_used_at`
- * written at most once per token and minute: a Redis key set only if absent
- * elects the one request that writes it, and a replica that has seen the
- * token within the minute does not ask again. Unknown, malformed, revoked,
- * expired tokens and tokens whose issuer is deactivated are all null (401).
+ * The guard's resolver. A token this replica resolved lately is taken from
+ * the cache (api-token-cache.ts: dropped on every replica when a token, its
+ * issuer's status or a role's permissions change, and off while that cannot
+ * be heard); otherwise one indexed statement on the pool. Status, expiry and
+ * issuer are judged on every call. `last_used_at` is written at most once per
+ * token and minute: a Redis key set only if absent elects the one request
+ * that writes it, and a replica that has seen the token within the minute
+ * does not ask again. Unknown, malformed, revoked, expired tokens and tokens
+ * whose issuer is deactivated are all null (401); unknown ones are not cached.
  */
-export function apiTokenResolver(app: CoreServices): ApiTokenResolver {
+export function apiTokenResolver(app: CoreServices, cache?: ApiTokenCache<TokenRow>): ApiTokenResolver {
   const hasher = createTokenHasher(app.tokenPepper);
   const seenRecently = new LRUCache<string, true>({ max: 10_000, ttl: LAST_USED_RESOLUTION_MS });
   return async (_em, presented) => {
     if (!isApiTokenFormat(presented)) return null;
+    const hash = hasher.hash(presented);
     const connection = app.db.orm.em.getConnection();
-    const [row] = await connection.execute<TokenRow[]>(TOKEN_SQL, [hasher.hash(presented)]);
+    let row = cache?.get(hash);
+    if (!row) {
+      const generation = cache?.generation ?? 0;
+      [row] = await connection.execute<TokenRow[]>(TOKEN_SQL, [hash]);
+      if (!row) return null;
+      cache?.remember(hash, row, generation);
+    }
     const now = app.clock.now();
-    if (!row || row.status !== 'active' || (row.expires_at !== null && new Date(row.expires_at) <= now)) return null;
+    if (row.status !== 'active' || (row.expires_at !== null && new Date(row.expires_at) <= now)) return null;
     // A token acts for the admin who issued it: while that admin is deactivated (suspended) or erased, it is refused too.
     if (row.creator_status === 'suspended' || row.creator_status === 'deleted') return null;
     if (!seenRecently.has(row.id)) {

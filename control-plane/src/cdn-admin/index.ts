@@ -6,7 +6,8 @@ import type { AuthServices } from '../auth/services.ts';
 import { adminUserRoutes } from './admin-user-routes.ts';
 import { ApiToken } from './api-token.entity.ts';
 import { apiTokenRoutes } from './api-token-routes.ts';
-import { apiTokenResolver } from './api-token-service.ts';
+import { ApiTokenCache } from './api-token-cache.ts';
+import { apiTokenResolver, type TokenRow } from './api-token-service.ts';
 import { auditLogRoutes } from './audit-log-routes.ts';
 import { acceptInvitationRoute } from './invitation-routes.ts';
 
@@ -15,6 +16,7 @@ export const cdnAdmin = {
   entities: [ApiToken],
   routes: [...adminUserRoutes, acceptInvitationRoute, ...apiTokenRoutes, ...auditLogRoutes],
   async start(app: AuthServices) {
-    return { services: { resolveApiToken: apiTokenResolver(app) } };
+    const cache = await ApiTokenCache.start<TokenRow>(app.db, app.log);
+    return { services: { resolveApiToken: apiTokenResolver(app, cache) }, close: () => cache.close() };
   },
 };

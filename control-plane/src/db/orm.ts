@@ -12,6 +12,8 @@ export interface Database {
   embedded: boolean;
   /** The embedded PGlite directory (its owner's lock and command socket derive from it); undefined on PostgreSQL. */
   embeddedDir?: string;
+  /** The PostgreSQL server's URL, for connections of their own outside the pool (db/listener.ts); undefined on the embedded database. */
+  url?: string;
   /** Round-trip time of `select 1` in milliseconds; throws when the database does not answer. */
   ping(): Promise<number>;
   close(): Promise<void>;
@@ -78,6 +80,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
     orm,
     embedded: Boolean(embedded),
     embeddedDir: embedded?.dir,
+    url: embedded ? undefined : url,
     async ping() {
       const started = performance.now();
       await orm.em.fork().getConnection().execute('select 1');

@@ -24,6 +24,7 @@ import { Migration0021ConfigVersions } from './0021-config-versions.ts';
 import { Migration0022EdgeChannel } from './0022-edge-channel.ts';
 import { Migration0023EdgeAgentTokens } from './0023-edge-agent-tokens.ts';
 import { Migration0024PurgeAckCounts } from './0024-purge-ack-counts.ts';
+import { Migration0025ApiTokenAuthNotify } from './0025-api-token-auth-notify.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -49,4 +50,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0022-edge-channel', class: Migration0022EdgeChannel },
   { name: '0023-edge-agent-tokens', class: Migration0023EdgeAgentTokens },
   { name: '0024-purge-ack-counts', class: Migration0024PurgeAckCounts },
+  { name: '0025-api-token-auth-notify', class: Migration0025ApiTokenAuthNotify },
 ];
