@@ -227,9 +227,11 @@ interface Durable {
 }
 
 async function startDurable(url: string, server: FloorServer): Promise<Durable> {
-  const db = new pg.Client({ connectionString: url });
-  await db.connect();
+  // A pool, as the control plane has: the acks of one purge may still be written when the next purge comes.
+  const db = new pg.Pool({ connectionString: url, max: 2 });
   await db.query(DURABLE_SCHEMA);
+  // One floor process per N runs on the run's database: each counts its own purges.
+  await db.query('truncate bench_floor_purge, bench_floor_ack');
   const open = new Map<string, { expected: number; nodes: string[] }>();
   let writing = Promise.resolve();
   const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
