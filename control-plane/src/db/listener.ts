@@ -103,8 +103,11 @@ export async function listen(url: string, channel: string, handlers: ListenerHan
     }
     if (current !== client || closed) return;
     setLive(true);
+    let probing = false;
     probe = setInterval(() => {
-      probeOnce().catch((error: Error) => fail(current, error));
+      if (probing) return;
+      probing = true;
+      probeOnce().catch((error: Error) => fail(current, error)).finally(() => { probing = false; });
     }, probeMs);
     probe.unref();
   };
