@@ -551,7 +551,7 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
     }
     say('');
     say(`Purge → the purge record reads \`completed\` with edge_nodes_completed = edge_nodes_total = N (GET /v1/cdn/purge/{id} every ${POLL_MS} ms once every agent acked; `
-      + `acks are written coalesced, once they pause for 5 ms and at most 25 ms after the first), ${COMPLETION_ROUNDS} further rounds per N after the measured ones, times from the POST:`);
+      + `acks are written coalesced: those of a purge just fanned out once its last awaited ack arrives, others once they pause for 5 ms, all at most 50 ms after the first), ${COMPLETION_ROUNDS} further rounds per N after the measured ones, times from the POST:`);
     say('');
     say('| agents | all acked p50 / p99 ms | API reads completed p50 / p99 / max ms | completed_at p50 / p99 ms | completed read − acked, p50 ms |');
     say('|---:|---|---|---|---:|');

@@ -602,12 +602,17 @@ export class ChannelHub {
   /** Writes the purges each live stream lacks: from memory in this call, or (a stream far behind, or one mid-catch-up) through #syncPurges. */
   #pushPurges(added: readonly EncodedPurge[]): void {
     const first = added[0]!.sequence;
+    const last = added.at(-1)!.sequence;
+    let written = 0;
     for (const stream of this.#streams.values()) {
       if (!stream.live) continue;
       if (stream.purge.syncing) void this.#safely('purge fan-out', () => this.#syncPurges(stream));
       else if (stream.purge.pushed === first - 1) this.#pushAll(stream, added); // the usual case: up to date until these
       else if (!this.#pushRecent(stream)) void this.#safely('purge fan-out', () => this.#syncPurges(stream));
+      if (stream.purge.pushed === last) written++;
     }
+    // Their acks are written the moment the streams written to have all answered (channel-writer.ts).
+    for (const purge of added) this.#writer.expectAcks(purge.id, written);
   }
 
   #pushAll(stream: AgentStream, purges: readonly EncodedPurge[]): void {

@@ -8,7 +8,7 @@
 // agents' answers.
 import { randomUUID } from 'node:crypto';
 import { pino } from 'pino';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { RELAXED_LIMITS, query } from '../../../test/support/auth.ts';
 import { caller, cdnCallers, makeEndpoint } from '../../../test/support/cdn.ts';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
@@ -387,12 +387,9 @@ t.test('the acks of purges finished over an hour ago are deleted by the retentio
   t.match(await purgeRow(old.id), { status: 'completed', edge_nodes_completed: 2, edge_nodes_failed: 0 }, 'nor counted');
 });
 
-t.test('the writer: acks arriving closer than the ack delay apart are written together once they pause, at most the longest delay after the first; heartbeats wait for their own flush', async (t) => {
-  // Delays twenty times the production ones (ACK_FLUSH_DELAY_MS, ACK_MAX_DELAY_MS), so a busy host's late timers do not split a burst.
-  const ackDelayMs = 100;
-  const ackMaxDelayMs = 500;
+/** A writer on the test control plane's database that records every statement it sends (through em.execute or bound, through the connection's client). */
+function recordingWriter(t: Test, ackDelayMs: number, ackMaxDelayMs: number) {
   const statements: string[] = [];
-  // Every statement the writer sends, through em.execute or with bound parameters (executeBound, through the connection's client).
   const em = () => {
     const fork = cp.app.db.orm.em.fork();
     const execute = fork.execute.bind(fork);
@@ -407,10 +404,18 @@ t.test('the writer: acks arriving closer than the ack delay apart are written to
   };
   const writer = new ChannelWriter({ em: em as never, clock: { now: () => new Date() } as never, log: pino({ level: 'silent' }), replicaId: 'writer-test', hooks: { configOrFleetChanged: async () => {} }, ackDelayMs, ackMaxDelayMs });
   t.teardown(() => writer.close());
+  return { writer, statements, ackStatements: () => statements.filter((s) => s.includes('cdn_purge_ack')).length };
+}
+
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+t.test('the writer: acks arriving closer than the ack delay apart are written together once they pause, at most the longest delay after the first; heartbeats wait for their own flush', async (t) => {
+  // Delays twenty times the production ones (ACK_FLUSH_DELAY_MS, ACK_MAX_DELAY_MS), so a busy host's late timers do not split a burst.
+  const ackDelayMs = 100;
+  const ackMaxDelayMs = 500;
+  const { writer, statements, ackStatements } = recordingWriter(t, ackDelayMs, ackMaxDelayMs);
   const stream = { nodeId: randomUUID(), connectedAt: new Date() } as AgentStream;
   const ack = () => writer.purgeAck({ purge_id: randomUUID(), sequence: 1, node_id: stream.nodeId, ok: true, error: null });
-  const ackStatements = () => statements.filter((s) => s.includes('cdn_purge_ack')).length;
-  const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
   writer.node(stream, { last_seen_at: new Date() }, false);
   for (let i = 0; i < 8; i++) {
@@ -433,6 +438,32 @@ t.test('the writer: acks arriving closer than the ack delay apart are written to
 
   await writer.flush();
   t.ok(statements.some((s) => s.includes('last_seen_at')), 'an explicit flush writes the heartbeat too');
+});
+
+t.test('the writer: the acks of a purge awaited by count are written the moment the last one arrives, however they pause; the rest when the longest delay is up', async (t) => {
+  // A pause of 50 ms would write acks nobody awaits; the longest delay (20 s) is far beyond this test's waits,
+  // so a statement seen within them was written because the last awaited ack came.
+  const { writer, ackStatements } = recordingWriter(t, 50, 20_000);
+  const nodes = [randomUUID(), randomUUID(), randomUUID()];
+  const ack = (purgeId: string, node: string) => writer.purgeAck({ purge_id: purgeId, sequence: 1, node_id: node, ok: true, error: null });
+  const purge = randomUUID();
+  writer.expectAcks(purge, 3);
+  ack(purge, nodes[0]!);
+  await pause(300);
+  ack(purge, nodes[1]!);
+  await pause(300);
+  t.equal(ackStatements(), 0, 'pauses six times the ack delay: nothing written while acks are awaited');
+  ack(purge, nodes[2]!);
+  await eventually(() => ackStatements() === 1, 'written when the last awaited ack arrived', 5_000);
+  await pause(100);
+  t.equal(ackStatements(), 1, 'in one statement');
+
+  const capped = recordingWriter(t, 50, 300);
+  const stalled = randomUUID();
+  capped.writer.expectAcks(stalled, 2);
+  capped.writer.purgeAck({ purge_id: stalled, sequence: 1, node_id: nodes[0]!, ok: true, error: null });
+  await eventually(() => capped.ackStatements() === 1, 'an awaited ack that never comes: the others are written when the longest delay is up', 5_000);
+  t.pass('written by the longest delay');
 });
 
 t.test('regression: a flush of acks reads the acks of its purges through the index, not every ack ever stored', async (t) => {

@@ -1,10 +1,12 @@
 // The control channel's writes to PostgreSQL, coalesced: acknowledgements,
 // heartbeats and origin probes are buffered in memory and written in a few
 // set-based statements per flush, whatever the number of agents (issue 12:
-// purge to 1,000 agents all acked under 150 ms). Acks are flushed once they
-// pause for 5 milliseconds, at most 25 after the first one (a thousand acks
-// of one purge arrive over tens of milliseconds: one or two flushes, not one
-// every 5 ms; a flush in progress collects the next batch meanwhile);
+// purge to 1,000 agents all acked under 150 ms). The acks of a purge this
+// replica just fanned out are awaited by count (the hub says how many streams
+// it wrote it to): they are flushed the moment the last one arrives, or 50
+// milliseconds after the first if some never come. Other acks (a catch-up,
+// a prefetch) are flushed once they pause for 5 milliseconds, within the same
+// 50. A flush in progress collects the next batch meanwhile;
 // heartbeats and origin probes wait up to a second and ride with no earlier
 // flush (each is a round trip of its own; each node's latest overwrites its
 // earlier ones, so a node costs at most one row per flush). Changes that move
@@ -23,10 +25,12 @@ import type { AgentStream } from './channel-stream.ts';
 import type { EdgeNodeStatus } from './nodes-entity.ts';
 import { originsReportedBy, refreshOriginStatus } from './nodes-service.ts';
 
-/** Acknowledgements are written once none has arrived for this long... */
+/** Acknowledgements nobody counts on are written once none has arrived for this long... */
 export const ACK_FLUSH_DELAY_MS = 5;
-/** ...or this long after the first one buffered, whichever comes first. */
-export const ACK_MAX_DELAY_MS = 25;
+/** ...and every acknowledgement at most this long after the first one buffered (awaited ones at once when the last arrives). */
+export const ACK_MAX_DELAY_MS = 50;
+/** Purges whose acks are awaited by count, at most (the oldest are forgotten: their acks then wait for a pause). */
+const AWAITED_PURGES = 1_000;
 /** Delay before heartbeats and origin probes are written. */
 export const HEARTBEAT_FLUSH_DELAY_MS = 1_000;
 
@@ -69,6 +73,10 @@ export class ChannelWriter {
   #purgesApplied = new Map<AgentStream, number>();
   /** Purge acks by purge, then node. */
   #purgeAcks = new Map<string, Map<string, PurgeAckRow>>();
+  /** Acks still to come of purges this replica just fanned out, by purge id (expectAcks). */
+  readonly #awaited = new Map<string, number>();
+  /** Every ack of an awaited purge has arrived: flush now. */
+  #ackComplete = false;
   #prefetch = new Map<string, PrefetchAnswer>();
   #probes = new Map<string, OriginProbe>();
   #offlineNodes = new Set<string>();
@@ -139,8 +147,23 @@ export class ChannelWriter {
     this.#purgesApplied = new Map();
   }
 
+  /** The hub wrote purge `purgeId` to `streams` streams: its acks are flushed as soon as that many have arrived. */
+  expectAcks(purgeId: string, streams: number): void {
+    if (streams <= 0) return;
+    if (this.#awaited.size >= AWAITED_PURGES) this.#awaited.delete(this.#awaited.keys().next().value!);
+    this.#awaited.set(purgeId, streams);
+  }
+
   purgeAck(ack: PurgeAckRow): void {
     this.#bufferAck(ack, true);
+    const left = this.#awaited.get(ack.purge_id);
+    if (left !== undefined) {
+      if (left > 1) this.#awaited.set(ack.purge_id, left - 1);
+      else {
+        this.#awaited.delete(ack.purge_id);
+        this.#ackComplete = true;
+      }
+    }
     this.#acked();
   }
 
@@ -192,10 +215,25 @@ export class ChannelWriter {
     this.#arm();
   }
 
-  /** When the next flush is due: the earliest of what is buffered (acks: once they pause, within ACK_MAX_DELAY_MS). */
+  /**
+   * When the next flush is due: the earliest of what is buffered. Acks: at once when an awaited purge has all of
+   * its acks; while one buffered is still awaited, ACK_MAX_DELAY_MS after the first; otherwise once they pause.
+   */
   #due(): number {
-    const acks = this.#ackFirst === Infinity ? Infinity : Math.min(this.#ackLast + this.#ackDelayMs, this.#ackFirst + this.#ackMaxDelayMs);
+    let acks = Infinity;
+    if (this.#ackComplete) acks = Date.now();
+    else if (this.#ackFirst !== Infinity) {
+      acks = this.#ackFirst + this.#ackMaxDelayMs;
+      if (!this.#awaitingBuffered()) acks = Math.min(acks, this.#ackLast + this.#ackDelayMs);
+    }
     return Math.min(acks, this.#urgentDue, this.#routineDue);
+  }
+
+  /** Whether acks of a buffered purge are still to come (its flush waits for them rather than for a pause). */
+  #awaitingBuffered(): boolean {
+    if (!this.#awaited.size) return false;
+    for (const purgeId of this.#purgeAcks.keys()) if (this.#awaited.has(purgeId)) return true;
+    return false;
   }
 
   /**
@@ -229,6 +267,7 @@ export class ChannelWriter {
     if (!urgent) {
       this.#urgentDue = this.#ackFirst = Infinity;
       this.#ackLast = -Infinity;
+      this.#ackComplete = false;
       if (!(routine && (this.#nodes.size > 0 || this.#probes.size > 0 || this.#purgesApplied.size > 0))) return this.#arm();
     }
     this.#flushing = this.#flushOnce(routine).catch((error: unknown) => {
@@ -265,6 +304,7 @@ export class ChannelWriter {
     this.#configChanged = this.#fleetChanged = false;
     this.#ackFirst = this.#urgentDue = Infinity;
     this.#ackLast = -Infinity;
+    this.#ackComplete = false;
     const em = this.#em();
     const now = this.#clock.now();
     try {
