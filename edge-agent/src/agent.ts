@@ -164,14 +164,16 @@ export class EdgeAgent {
   }
 
   /**
-   * Called on Welcome when the Hello said the cache was empty: every purge up to `sequence` is moot. What was
-   * cached between the Hello and now (fetched before purges the control plane counted in `sequence`) is
-   * dropped, then `sequence` is taken as applied; the open purges that follow are acknowledged as replays.
+   * Called on Welcome when the Hello said the cache was empty, or when the control plane says the agent missed
+   * too many purges to replay (`reset`): every purge up to `sequence` is moot. The whole cache is dropped (for
+   * an empty cache, what was cached between the Hello and now, fetched before purges the control plane counted
+   * in `sequence`), then `sequence` is taken as applied; the open purges that follow are acknowledged as replays.
    */
-  startFromPurge(sequence: number): void {
+  startFromPurge(sequence: number, reset = false): void {
     if (sequence <= this.purgeSequence) return;
     for (const endpointId of this.store.endpointIds()) this.store.purgeAll(endpointId);
-    this.logger.info({ purge_sequence: sequence, previous: this.purgeSequence }, 'cache empty at connect: starting from the platform\'s latest purge');
+    this.logger.info({ purge_sequence: sequence, previous: this.purgeSequence },
+      reset ? 'missed too many purges to replay: cache dropped, starting from the platform\'s latest purge' : 'cache empty at connect: starting from the platform\'s latest purge');
     this.notePurgeSequence(sequence);
   }
 

@@ -325,6 +325,32 @@ t.test('an agent whose cache was empty at Hello takes the Welcome\'s purge seque
   t.equal((await edge.get('/a')).headers['x-cache-status'], 'MISS', 'a later purge applies');
 });
 
+t.test('an agent told it missed too many purges to replay drops its whole cache, takes the Welcome\'s purge sequence as applied and serves again at once', async (t) => {
+  const { fake, origin, edge, client } = await setup(t);
+  fake.onHello = (s) => fake.send(s, fullPush(1, config(origin.port, 'v1')));
+  client.start();
+  const first = await fake.waitForStream(1);
+  t.equal((await fake.hello(first)).acceptsCacheReset, true, 'its Hello says it obeys a reset');
+  await ackOf(fake, first, AckKind.CONFIG, 1);
+  await edge.get('/a');
+  await edge.get('/b');
+  t.equal((await edge.get('/a')).headers['x-cache-status'], 'HIT');
+
+  // Away for long: the platform is 50,000 purges further on; the control plane says to drop the cache instead.
+  fake.onHello = null;
+  fake.welcome = { heartbeatIntervalMs: 60_000, trafficReportIntervalMs: 60_000, purgeSequence: 50_000, configVersion: 1, resetCache: true };
+  first.call.emit('error', { code: status.UNAVAILABLE, details: 'replica going away' });
+  const second = await fake.waitForStream(2);
+  t.equal((await fake.hello(second)).cacheEmpty, false, 'it held cached objects');
+  await fake.waitFor(() => client.connected && edge.agent.appliedPurgeSequence === 50_000, 'the Welcome\'s purge sequence taken as applied');
+  t.equal(edge.agent.catchingUp, false, 'no catch-up: everything the purges could concern is gone');
+  const before = origin.count('/a');
+  t.equal((await edge.get('/a')).headers['x-cache-status'], 'MISS', 'what it cached before is dropped');
+  t.equal(origin.count('/a'), before + 1);
+  t.equal((await edge.get('/b')).headers['x-cache-status'], 'MISS');
+  t.equal((await edge.get('/a')).headers['x-cache-status'], 'HIT', 'and it caches again');
+});
+
 t.test('a prefetch job runs and is acked with its counts and failed URLs', async (t) => {
   const { fake, origin, edge, client } = await setup(t);
   fake.onHello = (s) => fake.send(s, fullPush(1, config(origin.port, 'v1')));

@@ -25,6 +25,7 @@ export interface WelcomeFields {
   trafficReportIntervalMs?: number;
   purgeSequence?: number;
   configVersion?: number;
+  resetCache?: boolean;
 }
 
 export class FakeControlPlane {
@@ -85,6 +86,7 @@ export class FakeControlPlane {
             trafficReportIntervalMs: w.trafficReportIntervalMs ?? 60_000,
             purgeSequence: BigInt(w.purgeSequence ?? 0),
             configVersion: BigInt(w.configVersion ?? 0),
+            resetCache: w.resetCache ?? false,
           }),
         });
         this.onHello?.(stream, msg.message.value);

@@ -88,6 +88,7 @@ export interface HelloInit {
   configVersion?: number;
   purgeSequence?: number;
   cacheEmpty?: boolean;
+  acceptsCacheReset?: boolean;
 }
 
 const WAIT_MS = 20_000;
@@ -135,7 +136,7 @@ export class TestAgent {
       value: {
         nodeId: init.nodeId ?? this.nodeId, hostname: init.hostname ?? `edge-${this.nodeId.slice(0, 8)}`, region: init.region ?? 'eu-west',
         agentVersion: init.agentVersion ?? '1.0.0', configVersion: BigInt(init.configVersion ?? 0), purgeSequence: BigInt(init.purgeSequence ?? 0),
-        cacheEmpty: init.cacheEmpty ?? false,
+        cacheEmpty: init.cacheEmpty ?? false, acceptsCacheReset: init.acceptsCacheReset ?? false,
       },
     });
   }

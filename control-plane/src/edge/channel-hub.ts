@@ -332,7 +332,7 @@ export class ChannelHub {
       const queued = early!;
       early = null;
       for (const message of queued) this.#onMessage(stream, message);
-      await this.#open(stream, first.message.value.cacheEmpty);
+      await this.#open(stream, first.message.value.cacheEmpty, first.message.value.acceptsCacheReset);
     };
     opening().catch((error: unknown) => {
       if (error instanceof StreamRefused) {
@@ -390,19 +390,23 @@ export class ChannelHub {
 
   /**
    * Welcome, then the configuration the agent lacks, then the purges after its own (only those still open when
-   * its cache is empty: it has no use for the finished ones), then live.
+   * its cache is empty, or when it missed too many and is told to drop its cache: it has no use for the
+   * finished ones), then live.
    */
-  async #open(stream: AgentStream, cacheEmpty: boolean): Promise<void> {
+  async #open(stream: AgentStream, cacheEmpty: boolean, acceptsReset: boolean): Promise<void> {
     if (!this.#config.target) await this.#config.refresh();
-    const opening = await withTimeout(this.#feed.opening(stream.purge.pushed, cacheEmpty), OPENING_TIMEOUT_MS,
+    const opening = await withTimeout(this.#feed.opening(stream.purge.pushed, cacheEmpty, acceptsReset), OPENING_TIMEOUT_MS,
       () => new StreamRefused(GrpcStatus.UNAVAILABLE, 'reading the purges to send timed out'));
     if (stream.closed) return;
+    if (opening.reset) {
+      this.#log.info({ node_id: stream.nodeId, purge_sequence: stream.purge.pushed, latest: opening.latest }, 'edge node missed too many purges to replay: told to drop its cache');
+    }
     stream.write(encodeResponse(create(ConnectResponseSchema, {
       message: {
         case: 'welcome',
         value: {
           nodeId: stream.nodeId, heartbeatIntervalMs: this.#services.config.EDGE_HEARTBEAT_INTERVAL_MS, trafficReportIntervalMs: TRAFFIC_REPORT_INTERVAL_MS,
-          purgeSequence: BigInt(opening.latest), configVersion: BigInt(this.#config.target?.version ?? 0),
+          purgeSequence: BigInt(opening.latest), configVersion: BigInt(this.#config.target?.version ?? 0), resetCache: opening.reset,
         },
       },
     })));

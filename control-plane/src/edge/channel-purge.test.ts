@@ -18,7 +18,7 @@ import { PurgeType, type Purge } from '../../../shared/gen/edge/v1/control_pb.ts
 import { PURGE_SUBMITTED_CHANNEL } from '../cdn/announcements.ts';
 import { executeBound } from '../db/bulk.ts';
 import { purgeAckRetentionJob } from './channel-jobs.ts';
-import { PURGE_PAGE, PurgeFeed, evaluatePurges, recordPurgeAcks } from './channel-purges.ts';
+import { PURGE_PAGE, PURGE_REPLAY_LIMIT, PurgeFeed, evaluatePurges, recordPurgeAcks } from './channel-purges.ts';
 import { announcedPurge } from './channel-hub.ts';
 import { NO_TARGET_REASON } from './channel-prefetch.ts';
 import type { AgentStream } from './channel-stream.ts';
@@ -324,6 +324,37 @@ t.test('an agent whose cache is empty is sent the purges still open, not the pla
   t.equal(latest.purgeSequence, BigInt(after.sequence));
   t.equal(purgesOf(none), 0, 'with no purge open, an empty agent is sent none');
   for (const agent of [empty, cached, none]) agent.close();
+});
+
+t.test('an agent holding a cache that missed more purges than are worth replaying is told to drop its cache and sent the open ones; one that cannot obey gets them all', async (t) => {
+  await query(cp, `update cdn_purge_request set status = 'completed', completed_at = now() where status in ('pending', 'in_progress')`);
+  const latestBefore = Number((await query<{ s: string }>(cp, `select coalesce(max(sequence), 0) as s from cdn_purge_request`))[0]!.s);
+  // PURGE_REPLAY_LIMIT + 5 finished purges, then one still open.
+  await query(cp, `
+    insert into cdn_purge_request (id, distribution_id, sequence, purge_type, paths, tags, status, edge_nodes_total, edge_nodes_completed, created_at, updated_at, completed_at)
+    select gen_random_uuid(), ?, nextval('cdn_purge_sequence'), 'path', jsonb_build_array('/old/' || i), '[]'::jsonb, 'completed', 1, 1, now(), now(), now()
+    from generate_series(1, ?) i`, [endpoint.id, PURGE_REPLAY_LIMIT + 5]);
+  const open = (await query<{ id: string; sequence: string }>(cp,
+    `insert into cdn_purge_request (id, distribution_id, sequence, purge_type, paths, tags, status, edge_nodes_total, edge_nodes_completed, created_at, updated_at)
+     values (gen_random_uuid(), ?, nextval('cdn_purge_sequence'), 'all', '[]', '[]', 'in_progress', 1, 0, now(), now()) returning id, sequence`, [endpoint.id]))[0]!;
+  t.teardown(() => query(cp, `update cdn_purge_request set status = 'completed', completed_at = now() where id = ?`, [open.id]));
+  const purgesOf = (agent: TestAgent) => agent.kinds().filter((k) => k === 'purge').length;
+
+  const { agent: away, welcome } = await connect({ hostname: 'edge-away', purgeSequence: latestBefore, acceptsCacheReset: true });
+  t.equal(welcome.resetCache, true, 'told to drop its cache');
+  t.equal(welcome.purgeSequence, BigInt(open.sequence), 'and to take the latest purge as applied');
+  t.equal((await away.next('purge')).purgeId, open.id, 'then sent the purge still open, which must count it');
+  await new Promise((r) => setTimeout(r, 200));
+  t.equal(purgesOf(away), 1, 'and none of the finished ones');
+
+  const { agent: near, welcome: nearWelcome } = await connect({ hostname: 'edge-near', purgeSequence: Number(open.sequence) - 3, acceptsCacheReset: true });
+  t.equal(nearWelcome.resetCache, false, 'an agent a few purges behind replays them');
+  t.equal((await near.next('purge')).sequence, BigInt(Number(open.sequence) - 2));
+
+  const { agent: old, welcome: oldWelcome } = await connect({ hostname: 'edge-old', purgeSequence: latestBefore });
+  t.equal(oldWelcome.resetCache, false, 'an agent whose Hello does not accept a reset is never told to drop its cache');
+  t.equal((await old.next('purge')).sequence, BigInt(latestBefore + 1), 'it is sent every purge it missed, from its own on');
+  for (const agent of [away, near, old]) agent.close();
 });
 
 /** Two nodes online with no stream (acks recorded directly), offline again after the test; the other online nodes' ids. */

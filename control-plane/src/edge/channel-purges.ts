@@ -38,6 +38,12 @@ const PURGE_COLUMNS = 'id, sequence, distribution_id, purge_type, paths, tags';
 
 /** How many purges one database read brings (catch-up pages, and loads of new purges). */
 export const PURGE_PAGE = 500;
+/**
+ * An agent holding a cache that missed more purges than this drops its cache instead of replaying them
+ * (Welcome.reset_cache, when its Hello accepts it): a node back after a long absence is not sent, and
+ * does not ack, a million purges one by one, all of which a purge of everything covers.
+ */
+export const PURGE_REPLAY_LIMIT = 10_000;
 /** How many recent purges the feed keeps encoded in memory. */
 const RING_SIZE = 4_096;
 
@@ -165,21 +171,25 @@ export class PurgeFeed {
 
   /**
    * What a stream opening now needs, read in one statement (one snapshot): the platform's latest purge
-   * sequence (Welcome.purge_sequence), where the stream starts (`start`: the agent's own sequence; for an
-   * agent whose cache is empty, just before the oldest purge still open, or the latest when none is: it
-   * needs no finished purge, and the open ones must be able to count it), and the first page of purges
-   * after that. A new agent is not sent the platform's whole purge history.
+   * sequence (Welcome.purge_sequence), where the stream starts (`start`), and the first page of purges
+   * after that. It starts at the agent's own sequence, except:
+   *   - an agent whose cache is empty starts just before the oldest purge still open, or at the latest when
+   *     none is: it needs no finished purge, and the open ones must be able to count it;
+   *   - an agent holding a cache that missed more than PURGE_REPLAY_LIMIT purges, and that obeys a reset
+   *     (`acceptsReset`), starts there too and is told to drop its whole cache instead (`reset`).
+   * A new agent is not sent the platform's whole purge history, nor is one back from a long absence.
    */
-  async opening(agentSequence: number, cacheEmpty = false): Promise<{ latest: number; start: number; purges: EncodedPurge[] }> {
-    const rows = await this.#em().execute<(Partial<PurgeRow> & { latest: string; start: string })[]>(
-      `select l.latest::text as latest, s.start::text as start, p.* from (select coalesce(max(sequence), 0) as latest from cdn_purge_request) l
-       cross join lateral (select case when ? then greatest(?, coalesce(
+  async opening(agentSequence: number, cacheEmpty = false, acceptsReset = false): Promise<{ latest: number; start: number; reset: boolean; purges: EncodedPurge[] }> {
+    const rows = await this.#em().execute<(Partial<PurgeRow> & { latest: string; start: string; reset: boolean })[]>(
+      `select l.latest::text as latest, s.start::text as start, r.reset, p.* from (select coalesce(max(sequence), 0) as latest from cdn_purge_request) l
+       cross join lateral (select not ?::boolean and ?::boolean and l.latest - ? > ${PURGE_REPLAY_LIMIT} as reset) r
+       cross join lateral (select case when ?::boolean or r.reset then greatest(?, coalesce(
          (select min(sequence) - 1 from cdn_purge_request where status in ('pending', 'in_progress')), l.latest)) else ? end as start) s
        left join lateral (select ${PURGE_COLUMNS} from cdn_purge_request where sequence > s.start order by sequence limit ${PURGE_PAGE}) p on true`,
-      [cacheEmpty, agentSequence, agentSequence],
+      [cacheEmpty, acceptsReset, agentSequence, cacheEmpty, agentSequence, agentSequence],
     );
     const purges = rows.filter((r) => r.id).map((row) => this.#bySequence.get(Number(row.sequence)) ?? encodePurge(row as PurgeRow));
-    return { latest: Number(rows[0]?.latest ?? 0), start: Number(rows[0]?.start ?? agentSequence), purges };
+    return { latest: Number(rows[0]?.latest ?? 0), start: Number(rows[0]?.start ?? agentSequence), reset: rows[0]?.reset === true, purges };
   }
 }
 

@@ -251,7 +251,7 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
   private onWelcome(session: Session, welcome: Welcome): void {
     if (session.welcome !== null) return;
     session.welcome = welcome;
-    if (session.cacheEmpty) this.agent.startFromPurge(Number(welcome.purgeSequence));
+    if (session.cacheEmpty || welcome.resetCache) this.agent.startFromPurge(Number(welcome.purgeSequence), welcome.resetCache);
     this.agent.beginPurgeCatchUp(Number(welcome.purgeSequence));
     this.logger.info({
       control_plane: this.options.url, node_id: this.options.nodeId, config_version: this.agent.controlConfigVersion,

@@ -38,6 +38,8 @@ export function helloMessage(h: HelloFields): ConnectRequest {
       value: create(HelloSchema, {
         nodeId: h.nodeId, hostname: h.hostname, region: h.region, agentVersion: h.agentVersion,
         configVersion: big(h.configVersion), purgeSequence: big(h.purgeSequence), cacheEmpty: h.cacheEmpty ?? false,
+        // This agent drops its cache when Welcome.reset_cache says it missed too many purges to replay.
+        acceptsCacheReset: true,
       }),
     },
   });
