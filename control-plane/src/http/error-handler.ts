@@ -6,13 +6,14 @@ import { ApiError, ContractViolation } from './errors.ts';
 import type { RequestState } from './request-state.ts';
 import { undeclaredError } from './route.ts';
 
-export function fromKnownError(error: unknown, route?: { ifMatch?: unknown }, sentIfMatch = false): ApiError | undefined {
+export function fromKnownError(error: unknown, preconditioned = false): ApiError | undefined {
   if (error instanceof ApiError) return error;
-  // A stale version: the client's If-Match when it sent one to a route that takes it; otherwise another
-  // writer (a request, or the platform itself: the edge activating an endpoint) changed the record while
-  // this request ran — a conflict to retry, never a failed precondition the client did not set.
+  // A stale version: the client's If-Match when it sent one to a route that takes it (`preconditioned`,
+  // RequestState); otherwise another writer (a request, or the platform itself: the edge activating an
+  // endpoint) changed the record while this request ran — a conflict to retry, never a failed precondition
+  // the client did not set.
   if (error instanceof OptimisticLockError) {
-    return route?.ifMatch && sentIfMatch ? new ApiError('PRECONDITION_FAILED') : new ApiError('CONFLICT', 'The record kept changing while this request ran; retry');
+    return preconditioned ? new ApiError('PRECONDITION_FAILED') : new ApiError('CONFLICT', 'The record kept changing while this request ran; retry');
   }
   if (error instanceof NotFoundError) return new ApiError('NOT_FOUND');
   if (error instanceof UniqueConstraintViolationException) return new ApiError('CONFLICT', 'A resource with these values already exists');
@@ -51,7 +52,7 @@ export function errorBody(error: ApiError, requestId: string): Record<string, un
  */
 export function respondWithError(ctx: Context, error: unknown, checkContract: boolean): void {
   const state = ctx.state as RequestState;
-  let apiError = fromKnownError(error, state.route, Boolean(ctx.get('if-match')));
+  let apiError = fromKnownError(error, state.preconditioned);
   if (apiError && checkContract && undeclaredError(state.route, apiError.code)) {
     error = new ContractViolation(state.route!, `answered error ${apiError.code}, which it does not declare`);
     apiError = undefined;

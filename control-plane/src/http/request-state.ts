@@ -24,6 +24,11 @@ export class RequestState implements RequestContext {
   route: RouteDefinition | undefined = undefined;
   /** Path pattern of whatever matched, declared route or system endpoint (metrics and logs). */
   routePath = 'unmatched';
+  /**
+   * The client sent If-Match to a route that takes it (the router decides, once): a stale version is then
+   * the client's failed precondition (412), otherwise another writer's change to retry (409).
+   */
+  preconditioned = false;
   readonly #services: RequestStateServices;
   readonly #ctx: Context;
   #log: Logger | undefined;

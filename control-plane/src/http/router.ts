@@ -197,6 +197,7 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
     const rc = ctx.state as RequestState;
     rc.route = route;
     rc.routePath = route.path;
+    rc.preconditioned = Boolean(route.ifMatch && ctx.get('if-match'));
     const authorization = ctx.req.headers.authorization ?? '';
     // A public route without credentials has nobody to authenticate.
     const authenticate = () => (isPublic && authorization === '' ? undefined : access.authenticate(rc, authorization, route.access));
@@ -228,8 +229,8 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
       }
       const checked = validateWithFiles({ params, query: ctx.query, body: requestBody }, route, ctx);
       if (checksPermission) await access.authorize(rc, route.access, checked.input);
-      if (route.ifMatch && ctx.get('if-match')) {
-        const current = await route.ifMatch({ ...(checked.input as { params: never; query: never; body: never }), rc, app });
+      if (rc.preconditioned) {
+        const current = await route.ifMatch!({ ...(checked.input as { params: never; query: never; body: never }), rc, app });
         assertIfMatch(ctx.get('if-match'), current);
       }
       return checked;
@@ -245,7 +246,7 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
     // fresh unit of work, unless the client sent the route's If-Match: then the precondition failed (412). The
     // lost run's changes were rolled back, and what it does outside the database waits for the commit
     // (afterCommit) or is undone.
-    const reruns = takesBody && !(route.ifMatch && ctx.get('if-match'));
+    const reruns = takesBody && !rc.preconditioned;
     const run = async (): Promise<SentReply & { etag?: string; contentType?: string }> => {
       for (let attempt = 1; ; attempt++) {
         let value: unknown;
