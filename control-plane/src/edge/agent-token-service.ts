@@ -112,17 +112,18 @@ export function agentTokenVerifier(app: Pick<CoreServices, 'db' | 'tokenPepper' 
       if (typeof presented !== 'string' || !isAgentTokenFormat(presented)) return null;
       const now = app.clock.now();
       const hash = hasher.hash(presented);
-      // The version moves with last_used_at, so a cached ETag of the record does not hide the new time.
+      // The token that may open a stream (one statement of the active predicate), and its use recorded only when the
+      // last one is over a minute old; the version moves with last_used_at, so a cached ETag does not hide the new time.
       const [row] = await app.db.orm.em.getConnection().execute<{ id: string }[]>(
-        `with used as (
-           update cdn_agent_token set last_used_at = ?, version = version + 1
-           where token_hash = ? and status = 'active' and (expires_at is null or expires_at > ?) and (last_used_at is null or last_used_at <= ?)
-           returning id
+        `with valid as (
+           select id from cdn_agent_token where token_hash = ? and status = 'active' and (expires_at is null or expires_at > ?)
+         ),
+         used as (
+           update cdn_agent_token t set last_used_at = ?, version = t.version + 1
+           from valid where t.id = valid.id and (t.last_used_at is null or t.last_used_at <= ?)
          )
-         select id from used
-         union all
-         select id from cdn_agent_token where token_hash = ? and status = 'active' and (expires_at is null or expires_at > ?) and not exists (select 1 from used)`,
-        [now, hash, now, new Date(now.getTime() - AGENT_TOKEN_USE_RESOLUTION_MS), hash, now]);
+         select id from valid`,
+        [hash, now, now, new Date(now.getTime() - AGENT_TOKEN_USE_RESOLUTION_MS)]);
       return row ? { id: row.id } : null;
     },
   };
