@@ -3,7 +3,6 @@
 // for revocation on every request) or a machine API token (`cdn_...`, resolved
 // by the CDN administration module). Authorization: the rule's permission evaluated against
 // the caller's stored roles, exact → type-scoped → global.
-import type { EntityManager } from '@mikro-orm/postgresql';
 import { pendingDeletionSql } from '../accounts/deletion-request.entity.ts';
 import type { Actor, RequestContext } from '../core/request-context.ts';
 import type { Database } from '../db/orm.ts';
@@ -16,8 +15,11 @@ import { API_TOKEN_PREFIX } from './primitives/opaque-tokens.ts';
 import { TokenVerificationError } from './primitives/signing-keys.ts';
 import type { TokenService } from './token-service.ts';
 
-/** Resolves a machine API token to its caller (the CDN administration module provides one as a service). */
-export type ApiTokenResolver = (em: EntityManager, token: string) => Promise<(Actor & { type: 'api_token' }) | null>;
+/**
+ * Resolves a machine API token to its caller (the CDN administration module provides one as a service). It takes
+ * no entity manager: a request's is forked on first use, and a token-authenticated read never needs one.
+ */
+export type ApiTokenResolver = (token: string) => Promise<(Actor & { type: 'api_token' }) | null>;
 
 /** Where the guard finds the resolver: the composition root's services, filled by a capability started after auth. */
 export interface ApiTokenResolverSource {
@@ -87,7 +89,7 @@ export class TokenAccessControl implements AccessControl {
   async #resolve(rc: RequestContext, token: string): Promise<Actor> {
     if (token.startsWith(API_TOKEN_PREFIX)) {
       const resolve = this.#apiTokens.resolveApiToken;
-      const caller = resolve ? await resolve(rc.em, token) : null;
+      const caller = resolve ? await resolve(token) : null;
       if (!caller) throw new ApiError('UNAUTHORIZED', 'API token invalid or revoked');
       return caller;
     }

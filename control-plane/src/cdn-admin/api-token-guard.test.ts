@@ -115,3 +115,15 @@ t.test('regression: the tokens of a deactivated admin are refused until the admi
   t.equal((await cp.request('POST', `/v1/cdn/admin/users/${issuer.id}/reactivate`, { headers: bearer(superadmin.accessToken) })).status, 200);
   t.equal((await call('/v1/test/cdn-read', token)).status, 200, 'the token was never revoked: it works again');
 });
+
+t.test('regression: a call with a known API token forks no entity manager (the resolver took the request\'s, forking one per call)', async (t) => {
+  const token = await issue('viewer');
+  t.equal((await call('/v1/test/cdn-read', token.token)).status, 200, 'resolved, and cached');
+  const em = cp.app.db.orm.em;
+  const fork = em.fork.bind(em);
+  let forks = 0;
+  em.fork = ((...args: Parameters<typeof fork>) => { forks++; return fork(...args); }) as typeof em.fork;
+  t.teardown(() => { em.fork = fork; });
+  for (let i = 0; i < 3; i++) t.equal((await call('/v1/test/cdn-read', token.token)).status, 200);
+  t.equal(forks, 0, 'authentication, authorization and the answer, with no unit of work');
+});
