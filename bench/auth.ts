@@ -12,6 +12,9 @@
 //               and the revocation check, answering from the token
 //   users/me    GET /v1/users/me: the above plus the stored-permission query and a user read
 //   plain pg    plain Koa route running the same two SQL queries through `pg` (PostgreSQL only)
+//   API token   GET /v1/bench/cdn with a viewer's `Bearer cdn_...`: the token's resolution (cached
+//               per replica) and its role's grants, against the public route sent a header of the
+//               token's size (PostgreSQL only)
 // The control plane carries a full-size route table (the product's routes plus
 // fillers up to ROUTE_TABLE_SIZE), so route matching is measured at the size
 // the finished API will have.
@@ -209,6 +212,26 @@ async function main(): Promise<void> {
       await waitFor(`http://127.0.0.1:${PG_PORT}/me`);
     }
 
+    // A viewer API token, issued by a superadmin (on PostgreSQL only: the embedded database has one owner,
+    // the control plane, and there the token cache is off anyway).
+    let apiToken: string | undefined;
+    if (env.DATABASE_URL) {
+      const { openDatabase } = await import('../control-plane/src/db/orm.ts');
+      const { entities } = await import('../control-plane/src/capabilities.ts');
+      const { createAdminCommand } = await import('../control-plane/src/admin/create-admin.ts');
+      const db = await openDatabase({ databaseUrl: env.DATABASE_URL, dataDir, entities, migrate: false });
+      const adminEmail = `bench-admin-${process.pid}@example.com`;
+      await createAdminCommand.run({ db, publicUrl: '', io: { out: () => {}, err: () => {} } }, { email: adminEmail, password: PASSWORD, role: 'superadmin' });
+      await db.close();
+      const adminLogin = await login(adminEmail);
+      const adminToken = ((await adminLogin.json()) as { data: { access_token: string } }).data.access_token;
+      const created = await fetch(`${base}/v1/cdn/api-tokens`, {
+        method: 'POST', headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bench', role: 'viewer' }),
+      });
+      if (created.status !== 201) throw new Error(`API token: ${created.status} ${await created.text()}`);
+      apiToken = ((await created.json()) as { token: string }).token;
+    }
+
     // 1. Throughput: each target warmed up, then measured.
     const targets: [string, string, Record<string, string>, number?][] = [
       ['bare Koa route (GET /me)', `http://127.0.0.1:${BARE_PORT}/me`, {}, bare.pid],
@@ -219,6 +242,11 @@ async function main(): Promise<void> {
       // The public route again, sent a header as long as the access token: the authenticated route's
       // twin in bytes, so their ratio is what authentication costs, not what a bigger request costs.
       ['public route with a token-sized header (GET /v1/bench/public)', `${base}/v1/bench/public`, { 'X-Padding': 'p'.repeat(accessToken.length) }, cp.pid],
+      // A machine API token on a CDN read, and its twin in bytes.
+      ...(apiToken ? [
+        ['API-token route (GET /v1/bench/cdn: cdn_ token, cached resolution, role grants)', `${base}/v1/bench/cdn`, { Authorization: `Bearer ${apiToken}` }, cp.pid],
+        ['public route with an API-token-sized header (GET /v1/bench/public)', `${base}/v1/bench/public`, { 'X-Padding': 'p'.repeat(apiToken.length) }, cp.pid],
+      ] as [string, string, Record<string, string>, number?][] : []),
     ];
     // The host is noisy (a shared VM): targets are measured in interleaved rounds
     // and each reports its median round, so a slow spell hits every target alike.
@@ -277,6 +305,9 @@ async function main(): Promise<void> {
       return ca && cb ? `${((ca / cb) * 100).toFixed(0)}%` : 'n/a';
     };
     const paddedIndex = throughput.findIndex(([name]) => name.startsWith('public route with a token-sized header'));
+    const apiIndex = throughput.findIndex(([name]) => name.startsWith('API-token route'));
+    const apiPaddedIndex = throughput.findIndex(([name]) => name.startsWith('public route with an API-token-sized header'));
+    const apiRatio = apiIndex >= 0 && apiPaddedIndex >= 0 ? throughput[apiIndex]![1].rps / throughput[apiPaddedIndex]![1].rps : NaN;
     console.log(`by CPU per request: public / plain Koa ${cpuRatio(0, 1)}; me-like / same-sized public ${cpuRatio(paddedIndex, 2)} (/ public without the header ${cpuRatio(1, 2)}); users/me / plain Koa + pg ${throughput[4] ? cpuRatio(4, 3) : 'n/a'}`);
 
     // 2. Logins: the control plane may now use both cores (argon2 runs on the libuv pool).
@@ -321,6 +352,7 @@ async function main(): Promise<void> {
       `| request frame, public route p99 / plain Koa p99 | | ${(pair('public route / plain Koa')?.p99 ?? NaN).toFixed(2)}× | ${p99Ratio.toFixed(2)}× | ≤ 2× |`,
       `| authenticated (me-like) / the public route sent a header of the token's size | ${cpuRatio(paddedIndex, 2)} | — | ${(authRatio * 100).toFixed(0)}% | ≥ 90% |`,
       `| authenticated (me-like) / the public route without that header (for reference) | ${cpuRatio(1, 2)} | — | ${((ratio / stackRatio) * 100).toFixed(0)}% | |`,
+      `| API token (cdn_…, resolution cached) / the public route sent a header of its size | ${apiIndex >= 0 ? cpuRatio(apiPaddedIndex, apiIndex) : 'n/a'} | — | ${apiIndex >= 0 ? `${(apiRatio * 100).toFixed(0)}%` : 'n/a (no PostgreSQL)'} | |`,
       `| GET /v1/users/me / plain Koa + pg running the same two queries | ${throughput[4] ? cpuRatio(4, 3) : 'n/a'} | ${pair('users/me / plain Koa + pg') ? `${(pair('users/me / plain Koa + pg')!.ratio * 100).toFixed(0)}%` : 'n/a'} | ${pgRatio === undefined ? 'n/a' : `${(pgRatio * 100).toFixed(0)}%`} | ≥ 80% |`,
       '',
       'Authentication is compared with the public route sent a header as long as the access token (so both requests carry the same bytes; receiving and parsing a 540-byte header costs the server about as much as checking the token, and is not authentication). Side by side does not apply to two routes of one process: its requests interleave, so their rates come out equal whatever they cost.',
@@ -422,11 +454,21 @@ if (args[0] === '--serve-bare') {
       return { id: '00000000-0000-4000-8000-000000000000', roles: ['subscriber'] };
     },
   });
+  // A CDN read for a machine API token (`Bearer cdn_...`): the token's resolution (cached per replica,
+  // cdn-admin/api-token-cache.ts) and its role's grants, then the same answer from the caller.
+  const benchCdn = defineRoute({
+    method: 'get', path: '/v1/bench/cdn', tags: ['Bench'], access: { permission: 'cdn.read' },
+    summary: 'API-token route for the benchmark', responses: { 200: data(meRecord) },
+    async handler({ rc }) {
+      const caller = requireActor(rc);
+      return { id: caller.id, roles: caller.roles };
+    },
+  });
   // Fillers up to the route table the finished API will have (DESIGN.md §6: about 170 operations).
   const { routes: productRoutes } = await import('../control-plane/src/capabilities.ts');
   const resources = ['endpoints', 'origins', 'routes', 'cache-rules', 'response-headers-policies', 'log-drains', 'domains', 'signing-keys', 'ip-rules', 'api-tokens', 'audit-logs', 'config/versions', 'edge-nodes', 'purge', 'prefetch', 'plans', 'subscriptions', 'invoices', 'coupons', 'gift-cards', 'notifications', 'profiles', 'payment-methods'];
   const fillers = [];
-  for (let i = 0; fillers.length + productRoutes.length + 2 < ROUTE_TABLE_SIZE; i++) {
+  for (let i = 0; fillers.length + productRoutes.length + 3 < ROUTE_TABLE_SIZE; i++) {
     const resource = resources[i % resources.length]!;
     const scope = i < resources.length ? '/v1/cdn' : i < 2 * resources.length ? '/v1/admin' : `/v1/x${i}`;
     const variants = [['get', `${scope}/${resource}`], ['post', `${scope}/${resource}`], ['get', `${scope}/${resource}/:id`], ['patch', `${scope}/${resource}/:id`], ['delete', `${scope}/${resource}/:id`], ['post', `${scope}/${resource}/:id/enable`]] as const;
@@ -434,7 +476,7 @@ if (args[0] === '--serve-bare') {
       fillers.push(defineRoute({ method, path: routePath, tags: ['Bench'], access: 'public', summary: 'filler', responses: { 200: data(meRecord) }, async handler() { return { id: 'x', roles: [] }; } }));
     }
   }
-  const cp = await startControlPlane(config, { extraRoutes: [benchMe, benchPublic, ...fillers], storeKeyPrefix: `bench:${process.pid}:` });
+  const cp = await startControlPlane(config, { extraRoutes: [benchMe, benchPublic, benchCdn, ...fillers], storeKeyPrefix: `bench:${process.pid}:` });
   process.on('SIGTERM', () => { void cp.close().finally(() => process.exit(0)); });
 } else {
   await main();

@@ -100,16 +100,16 @@ const TOKEN_SQL = `
 export function apiTokenResolver(app: CoreServices, cache?: ApiTokenCache<TokenRow>): ApiTokenResolver {
   const hasher = createTokenHasher(app.tokenPepper);
   const seenRecently = new LRUCache<string, true>({ max: 10_000, ttl: LAST_USED_RESOLUTION_MS });
-  return async (_em, presented) => {
+  return async (presented) => {
     if (!isApiTokenFormat(presented)) return null;
-    const hash = hasher.hash(presented);
     const connection = app.db.orm.em.getConnection();
-    let row = cache?.get(hash);
+    // Keyed by the value itself, as verified access tokens are: a call with a cached token skips the HMAC too.
+    let row = cache?.get(presented);
     if (!row) {
       const generation = cache?.generation ?? 0;
-      [row] = await connection.execute<TokenRow[]>(TOKEN_SQL, [hash]);
+      [row] = await connection.execute<TokenRow[]>(TOKEN_SQL, [hasher.hash(presented)]);
       if (!row) return null;
-      cache?.remember(hash, row, generation);
+      cache?.remember(presented, row, generation);
     }
     const now = app.clock.now();
     if (row.status !== 'active' || (row.expires_at !== null && new Date(row.expires_at) <= now)) return null;
