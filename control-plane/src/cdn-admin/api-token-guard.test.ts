@@ -18,7 +18,9 @@ const probe = (permission: Permission) => routesFor()({
   },
 });
 
-const cp = await startTestControlPlane(t, { env: RELAXED_LIMITS, extraRoutes: [probe('cdn.read'), probe('cdn.purge'), probe('cdn.write')] });
+// Real time, which a test may move forward (`clock.skewMs`): the last test does, so nothing after it sees the jump.
+const clock = { skewMs: 0, now: () => new Date(Date.now() + clock.skewMs) };
+const cp = await startTestControlPlane(t, { env: RELAXED_LIMITS, clock, extraRoutes: [probe('cdn.read'), probe('cdn.purge'), probe('cdn.write')] });
 const admin = await createAdmin(cp);
 
 async function issue(role: string, expires_at?: string): Promise<{ id: string; token: string }> {
@@ -87,7 +89,9 @@ t.test('a revoked token is 401 on the next request', async (t) => {
 t.test('an expired token is 401', async (t) => {
   const token = await issue('viewer', new Date(Date.now() + 60_000).toISOString());
   t.equal((await call('/v1/test/cdn-read', token.token)).status, 200);
+  // Moved into the past in SQL (past this replica's ORM): the cached resolution goes with the change's notification.
   await query(cp, `update cdn_api_token set expires_at = now() - interval '1 second' where id = ?`, [token.id]);
+  await eventually(async () => (await call('/v1/test/cdn-read', token.token)).status === 401, 'the expired token is refused', 5_000);
   t.equal((await call('/v1/test/cdn-read', token.token)).status, 401);
 });
 
@@ -126,4 +130,12 @@ t.test('regression: a call with a known API token forks no entity manager (the r
   t.teardown(() => { em.fork = fork; });
   for (let i = 0; i < 3; i++) t.equal((await call('/v1/test/cdn-read', token.token)).status, 200);
   t.equal(forks, 0, 'authentication, authorization and the answer, with no unit of work');
+});
+
+t.test('a cached token is refused once its expiry passes, with no change to hear of (the expiry is judged on every call)', async (t) => {
+  const token = await issue('viewer', new Date(clock.now().getTime() + 60_000).toISOString());
+  t.equal((await call('/v1/test/cdn-read', token.token)).status, 200, 'resolved, and cached with its expiry');
+  t.equal((await call('/v1/test/cdn-read', token.token)).status, 200, 'from the cache');
+  clock.skewMs += 2 * 60_000;
+  t.equal((await call('/v1/test/cdn-read', token.token)).status, 401, 'two minutes on: expired, though nothing changed in the database');
 });
