@@ -25,7 +25,7 @@ t.test('on PostgreSQL', { skip: !postgresUrl && 'PostgreSQL not reachable' }, as
   const test = await createTestDatabase({ postgresUrl, throughProxy: true });
   t.teardown(() => test.dispose());
   const sql = (text: string) => test.db.orm.em.getConnection().execute(text);
-  const cache = await ApiTokenCache.start<Row>(test.db, undefined, { probeMs: 200, timeoutMs: 300, retryMs: 100 });
+  const cache = await ApiTokenCache.start<Row>(test.db, undefined, { probeMs: 200, timeoutMs: 2_000, retryMs: 100 });
   t.teardown(() => cache.close());
   t.equal(cache.live, true, 'live once the listener is subscribed');
 
@@ -101,7 +101,7 @@ t.test('on PostgreSQL', { skip: !postgresUrl && 'PostgreSQL not reachable' }, as
     cache.remember('j', { id: 'j' }, cache.generation);
     test.proxy!.freeze(true);
     t.teardown(() => test.proxy!.freeze(false));
-    await eventually(() => !cache.live, 'the probe gave up on the silent connection', 5_000);
+    await eventually(() => !cache.live, 'the probe gave up on the silent connection', 10_000);
     t.equal(cache.get('j'), undefined);
     test.proxy!.freeze(false);
     test.proxy!.drop();

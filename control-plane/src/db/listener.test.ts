@@ -17,7 +17,7 @@ t.test('on PostgreSQL', { skip: !postgresUrl && 'PostgreSQL not reachable' }, as
   const messages: string[] = [];
   const states: boolean[] = [];
   const listener = await listen(test.url, 'listener_test', { message: (m) => messages.push(m), state: (live) => states.push(live) },
-    { probeMs: 20, timeoutMs: 300, retryMs: 50 });
+    { probeMs: 20, timeoutMs: 2_000, retryMs: 50 });
   t.teardown(() => listener.close());
   t.equal(listener.live, true);
   t.same(states, [true]);
