@@ -182,11 +182,12 @@ export class PurgeFeed {
   async opening(agentSequence: number, cacheEmpty = false, acceptsReset = false): Promise<{ latest: number; start: number; reset: boolean; purges: EncodedPurge[] }> {
     const rows = await this.#em().execute<(Partial<PurgeRow> & { latest: string; start: string; reset: boolean })[]>(
       `select l.latest::text as latest, s.start::text as start, r.reset, p.* from (select coalesce(max(sequence), 0) as latest from cdn_purge_request) l
-       cross join lateral (select not ?::boolean and ?::boolean and l.latest - ? > ${PURGE_REPLAY_LIMIT} as reset) r
-       cross join lateral (select case when ?::boolean or r.reset then greatest(?, coalesce(
-         (select min(sequence) - 1 from cdn_purge_request where status in ('pending', 'in_progress')), l.latest)) else ? end as start) s
+       cross join (select ?::boolean as empty, ?::boolean as accepts_reset, ?::bigint as own) a
+       cross join lateral (select not a.empty and a.accepts_reset and l.latest - a.own > ${PURGE_REPLAY_LIMIT} as reset) r
+       cross join lateral (select case when a.empty or r.reset then greatest(a.own, coalesce(
+         (select min(sequence) - 1 from cdn_purge_request where status in ('pending', 'in_progress')), l.latest)) else a.own end as start) s
        left join lateral (select ${PURGE_COLUMNS} from cdn_purge_request where sequence > s.start order by sequence limit ${PURGE_PAGE}) p on true`,
-      [cacheEmpty, acceptsReset, agentSequence, cacheEmpty, agentSequence, agentSequence],
+      [cacheEmpty, acceptsReset, agentSequence],
     );
     const purges = rows.filter((r) => r.id).map((row) => this.#bySequence.get(Number(row.sequence)) ?? encodePurge(row as PurgeRow));
     return { latest: Number(rows[0]?.latest ?? 0), start: Number(rows[0]?.start ?? agentSequence), reset: rows[0]?.reset === true, purges };
