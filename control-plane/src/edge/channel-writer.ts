@@ -229,6 +229,13 @@ export class ChannelWriter {
     return Math.min(acks, this.#urgentDue, this.#routineDue);
   }
 
+  /** Nothing urgent is due any more: a flush takes what was buffered, or nothing was (acks and urgent changes). */
+  #clearDue(): void {
+    this.#ackFirst = this.#urgentDue = Infinity;
+    this.#ackLast = -Infinity;
+    this.#ackComplete = false;
+  }
+
   /** Whether acks of a buffered purge are still to come (its flush waits for them rather than for a pause). */
   #awaitingBuffered(): boolean {
     if (!this.#awaited.size) return false;
@@ -265,9 +272,7 @@ export class ChannelWriter {
     const routine = everything || this.#routineDue <= Date.now();
     const urgent = this.#purgeAcks.size > 0 || this.#prefetch.size > 0 || this.#urgentNodes || this.#fleetChanged || this.#configChanged;
     if (!urgent) {
-      this.#urgentDue = this.#ackFirst = Infinity;
-      this.#ackLast = -Infinity;
-      this.#ackComplete = false;
+      this.#clearDue();
       if (!(routine && (this.#nodes.size > 0 || this.#probes.size > 0 || this.#purgesApplied.size > 0))) return this.#arm();
     }
     this.#flushing = this.#flushOnce(routine).catch((error: unknown) => {
@@ -302,9 +307,7 @@ export class ChannelWriter {
     this.#prefetch = new Map();
     this.#offlineNodes = new Set();
     this.#configChanged = this.#fleetChanged = false;
-    this.#ackFirst = this.#urgentDue = Infinity;
-    this.#ackLast = -Infinity;
-    this.#ackComplete = false;
+    this.#clearDue();
     const em = this.#em();
     const now = this.#clock.now();
     try {
