@@ -15,7 +15,7 @@ import { AckKind, PurgeType } from '../../shared/gen/edge/v1/control_pb.ts';
 import { CONTROL_FLOW_CONTROL_WINDOW_BYTES } from '../../shared/src/proto/edge-control.ts';
 import { ControlClient, parseControlPlaneUrl } from '../src/control/control-client.ts';
 import { agentVersion } from '../src/control/node-identity.ts';
-import { FakeControlPlane, deltaPush, fullPush, prefetchPush, purgePush, type FakeStream } from './control-fake.ts';
+import { FakeControlPlane, deltaPush, fullPush, prefetchPush, purgePush, type FakeStream, type WelcomeFields } from './control-fake.ts';
 import { startAgent, startOrigin, HOST, type Origin, type TestAgent } from './helpers.ts';
 
 const TOKEN = 'agent-token-0123456789abcdef';
@@ -267,23 +267,34 @@ t.test('purges apply in order and are acked; a replay is acked without effect; a
   t.equal(edge.agent.appliedPurgeSequence, 3, 'counted as seen, so it does not hold a catch-up');
 });
 
+/** A client on its first stream, configuration 1 applied, /a and /b fetched into its cache. */
+async function connectedWithCache(t: Test) {
+  const ctx = await setup(t);
+  ctx.fake.onHello = (s) => ctx.fake.send(s, fullPush(1, config(ctx.origin.port, 'v1')));
+  ctx.client.start();
+  const first = await ctx.fake.waitForStream(1);
+  await ackOf(ctx.fake, first, AckKind.CONFIG, 1);
+  await ctx.edge.get('/a');
+  await ctx.edge.get('/b');
+  return { ...ctx, first };
+}
+
+/** The client's stream drops ('replica going away'); its next Hello is answered with `welcome` alone. The new stream. */
+async function reconnectWith(fake: FakeControlPlane, welcome: WelcomeFields): Promise<FakeStream> {
+  const count = fake.streams.length;
+  fake.onHello = null;
+  fake.welcome = welcome;
+  fake.streams[count - 1]!.call.emit('error', { code: status.UNAVAILABLE, details: 'replica going away' });
+  return fake.waitForStream(count + 1);
+}
+
 t.test('catch-up: after a Welcome ahead of the applied purge sequence nothing is served from the cache until the missed purges are applied', async (t) => {
-  const { fake, origin, edge, client } = await setup(t);
-  // First connection: configuration, two cached objects.
-  fake.onHello = (s) => fake.send(s, fullPush(1, config(origin.port, 'v1')));
-  client.start();
-  const first = await fake.waitForStream(1);
-  await ackOf(fake, first, AckKind.CONFIG, 1);
-  await edge.get('/a');
-  await edge.get('/b');
+  const { fake, origin, edge, client } = await connectedWithCache(t);
   t.equal((await edge.get('/a')).headers['x-cache-status'], 'HIT');
   t.equal((await edge.get('/b')).headers['x-cache-status'], 'HIT');
 
   // The stream drops; meanwhile purge 1 (/a) is issued. The next Welcome says 1, the purge is held back by the test.
-  fake.onHello = null;
-  fake.welcome = { heartbeatIntervalMs: 60_000, trafficReportIntervalMs: 60_000, purgeSequence: 1, configVersion: 1 };
-  first.call.emit('error', { code: status.UNAVAILABLE, details: 'replica going away' });
-  const second = await fake.waitForStream(2);
+  const second = await reconnectWith(fake, { heartbeatIntervalMs: 60_000, trafficReportIntervalMs: 60_000, purgeSequence: 1, configVersion: 1 });
   const again = await fake.hello(second);
   t.equal(again.configVersion, 1n, 'resumes from the version held');
   t.equal(again.cacheEmpty, false, 'it holds cached objects: every purge it missed must come');
@@ -326,21 +337,12 @@ t.test('an agent whose cache was empty at Hello takes the Welcome\'s purge seque
 });
 
 t.test('an agent told it missed too many purges to replay drops its whole cache, takes the Welcome\'s purge sequence as applied and serves again at once', async (t) => {
-  const { fake, origin, edge, client } = await setup(t);
-  fake.onHello = (s) => fake.send(s, fullPush(1, config(origin.port, 'v1')));
-  client.start();
-  const first = await fake.waitForStream(1);
+  const { fake, origin, edge, client, first } = await connectedWithCache(t);
   t.equal((await fake.hello(first)).acceptsCacheReset, true, 'its Hello says it obeys a reset');
-  await ackOf(fake, first, AckKind.CONFIG, 1);
-  await edge.get('/a');
-  await edge.get('/b');
   t.equal((await edge.get('/a')).headers['x-cache-status'], 'HIT');
 
   // Away for long: the platform is 50,000 purges further on; the control plane says to drop the cache instead.
-  fake.onHello = null;
-  fake.welcome = { heartbeatIntervalMs: 60_000, trafficReportIntervalMs: 60_000, purgeSequence: 50_000, configVersion: 1, resetCache: true };
-  first.call.emit('error', { code: status.UNAVAILABLE, details: 'replica going away' });
-  const second = await fake.waitForStream(2);
+  const second = await reconnectWith(fake, { heartbeatIntervalMs: 60_000, trafficReportIntervalMs: 60_000, purgeSequence: 50_000, configVersion: 1, resetCache: true });
   t.equal((await fake.hello(second)).cacheEmpty, false, 'it held cached objects');
   await fake.waitFor(() => client.connected && edge.agent.appliedPurgeSequence === 50_000, 'the Welcome\'s purge sequence taken as applied');
   t.equal(edge.agent.catchingUp, false, 'no catch-up: everything the purges could concern is gone');
