@@ -55,8 +55,14 @@ export function createApp<S extends HttpServices>(app: S, options: AppOptions<S>
     const state = new RequestState(stateServices, ctx, requestId);
     ctx.state = state;
     try {
-      if (globalLimit > 0) await applyGlobalLimit(ctx, state, app, globalLimit);
-      if (!(await router.dispatch(ctx))) throw new ApiError('NOT_FOUND', 'No such route');
+      const match = router.match(ctx);
+      // Decided on the route matched (or on no route: unknown paths spend the budget too), not on the path's spelling.
+      if (globalLimit > 0 && (!match.found || match.counted)) await applyGlobalLimit(ctx, state, app, globalLimit);
+      if (!match.found) {
+        if (match.allow) throw new ApiError('METHOD_NOT_ALLOWED', 'Method not allowed on this path', { headers: { allow: match.allow } });
+        throw new ApiError('NOT_FOUND', 'No such route');
+      }
+      await match.run();
     } catch (error) {
       respondWithError(ctx, error, checkContract);
     } finally {
@@ -92,13 +98,13 @@ export function createApp<S extends HttpServices>(app: S, options: AppOptions<S>
 }
 
 /**
- * The per-client budget on the API (route-specific limits come on top). It
- * fails open: with Redis down the API still answers (and readiness says why);
- * the limits of sensitive routes (login, register...) fail closed instead.
+ * The per-client budget on the API (route-specific limits come on top): every
+ * request to an API route but readiness, and every request that matches no
+ * route. It fails open: with Redis down the API still answers (and readiness
+ * says why); the limits of sensitive routes (login, register...) fail closed
+ * instead.
  */
 async function applyGlobalLimit(ctx: Koa.Context, state: RequestState, app: HttpServices, limit: number): Promise<void> {
-  const path = ctx.path;
-  if (!path.startsWith('/v1/') || path.startsWith('/v1/cdn/health/')) return;
   let result: RateLimitResult | undefined;
   try {
     result = await consumeRateLimit(app.store, `global:${ctx.ip}`, limit, 60);

@@ -40,6 +40,7 @@ export function errorBody(error: ApiError, requestId: string): Record<string, un
     message: error.message,
     request_id: requestId,
     ...(error.errors ? { errors: error.errors } : {}),
+    ...(error.errorsOmitted > 0 ? { errors_omitted: error.errorsOmitted } : {}),
     ...error.details,
   };
 }

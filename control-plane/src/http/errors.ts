@@ -54,20 +54,32 @@ const defaultMessages: Partial<Record<ErrorCode, string>> = {
   SERVICE_UNAVAILABLE: 'A dependency is unavailable; retry later',
 };
 
+/**
+ * The most `errors` entries an error body carries; entries beyond it are left
+ * out and counted in `errors_omitted`, so no input can make the answer grow
+ * with it (100,000 bad strings gave an 8 MB 400).
+ */
+export const MAX_FIELD_ERRORS = 50;
+
 export class ApiError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
+  /** At most MAX_FIELD_ERRORS entries. */
   readonly errors?: FieldError[];
+  /** How many field errors were left out of `errors` (0 when none were). */
+  readonly errorsOmitted: number;
   /** Extra response headers, e.g. Retry-After. */
   readonly headers?: Record<string, string>;
   /** Extra members of the error body (e.g. validation_errors of a failed publish). */
   readonly details?: Record<string, unknown>;
 
-  constructor(code: ErrorCode, message?: string, options: { errors?: FieldError[]; headers?: Record<string, string>; details?: Record<string, unknown> } = {}) {
+  constructor(code: ErrorCode, message?: string, options: { errors?: FieldError[]; errorsOmitted?: number; headers?: Record<string, string>; details?: Record<string, unknown> } = {}) {
     super(message ?? defaultMessages[code] ?? code);
     this.code = code;
     this.status = errorStatus[code];
-    this.errors = options.errors;
+    const errors = options.errors;
+    this.errors = errors && errors.length > MAX_FIELD_ERRORS ? errors.slice(0, MAX_FIELD_ERRORS) : errors;
+    this.errorsOmitted = (options.errorsOmitted ?? 0) + (errors ? errors.length - this.errors!.length : 0);
     this.headers = options.headers;
     this.details = options.details;
   }

@@ -107,10 +107,94 @@ t.test('regression: /V1/ bypassed the per-address limit; routing is case-sensiti
   const statuses: number[] = [];
   for (let i = 0; i < 4; i++) statuses.push((await limited.request('POST', '/v1/auth/login', { json: { email: 'x@example.com', password: 'whatever' } })).status);
   t.same(statuses, [401, 401, 401, 429], 'the fourth request in the minute is refused');
-  const upper = await limited.request('POST', '/V1/auth/login', { json: { email: 'x@example.com', password: 'whatever' } });
+  const upper = await cp.request('POST', '/V1/auth/login', { json: { email: 'x@example.com', password: 'whatever' } });
   t.equal(upper.status, 404, '/V1/ is no route');
   t.equal(upper.body.code, 'NOT_FOUND');
+  t.equal((await limited.request('POST', '/V1/auth/login', { json: { email: 'x@example.com', password: 'whatever' } })).status, 429, 'and spends the budget like any path');
   t.equal((await cp.request('GET', '/v1/users/ME', { headers: bearer(user.accessToken) })).status, 404);
+});
+
+t.test('regression: a body nested 20,000 levels deep overflowed the stack (500 before authentication); refused with 400 naming the limit', async (t) => {
+  const deep = (levels: number) => '{"a":'.repeat(levels) + '1' + '}'.repeat(levels);
+  const arrays = (levels: number) => '['.repeat(levels) + ']'.repeat(levels);
+  const routes: [string, string, Record<string, string>][] = [
+    ['POST', '/v1/auth/login', {}],
+    ['POST', '/v1/auth/register', {}],
+    ['POST', '/v1/auth/password/forgot', {}],
+    ['PATCH', '/v1/users/me', bearer(user.accessToken)],
+    ['POST', '/v1/admin/plans', asAdmin()],
+  ];
+  for (const [method, path, headers] of routes) {
+    for (const body of [deep(20_000), deep(100_000), arrays(100_000), deep(65)]) {
+      const res = await cp.request(method, path, { headers: { ...headers, 'content-type': 'application/json' }, body });
+      t.equal(res.status, 400, `${method} ${path}, ${body.length} bytes`);
+      t.equal(res.body.code, 'VALIDATION_ERROR');
+      t.match(res.body.message, /nested deeper than 64 levels/);
+      t.same(res.body.errors, [{ field: '(body)', message: 'Objects and arrays may be nested at most 64 levels deep' }]);
+    }
+  }
+  // 64 levels is within the limit: the body reaches validation, which names the unknown field.
+  const within = await cp.request('POST', '/v1/auth/login', { headers: { 'content-type': 'application/json' }, body: deep(64) });
+  t.equal(within.status, 400);
+  t.equal(within.body.message, 'One or more fields failed validation');
+  t.ok(within.body.errors.some((e: { field: string }) => e.field === 'a'), JSON.stringify(within.body.errors));
+  // Brackets inside strings are text, not nesting.
+  const text = await cp.request('PATCH', '/v1/users/me', { headers: bearer(user.accessToken), json: { display_name: '['.repeat(80) } });
+  t.equal(text.status, 200, 'a string of 80 brackets is a string');
+});
+
+t.test('regression: validation errors were unbounded (8.2 MB for 100,000 NUL strings); at most 50 entries and the count of the rest', async (t) => {
+  const strings = Array.from({ length: 100_000 }, () => '\u0000');
+  const res = await cp.request('POST', '/v1/auth/login', { json: { email: 'x@example.com', password: 'x', extra: strings } });
+  t.equal(res.status, 400);
+  t.equal(res.body.errors.length, 50);
+  t.equal(res.body.errors_omitted, 99_950);
+  t.same(res.body.errors[0], { field: 'extra[0]', message: 'Must not contain control characters such as NUL' });
+  t.equal(res.body.errors[49].field, 'extra[49]', 'the first 50, in order');
+  t.ok(res.text.length < 10_000, `${res.text.length} bytes`);
+  // Schema errors are capped the same way; a short list carries no count.
+  const many = await cp.request('PATCH', '/v1/users/me', { headers: bearer(user.accessToken), json: Object.fromEntries(Array.from({ length: 120 }, (_, i) => [`unknown_${i}`, 1])) });
+  t.equal(many.status, 400);
+  t.equal(many.body.errors.length, 50);
+  t.equal(many.body.errors_omitted, 70);
+  const few = await cp.request('PATCH', '/v1/users/me', { headers: bearer(user.accessToken), json: { unknown: 1 } });
+  t.equal(few.body.errors.length, 1);
+  t.notOk('errors_omitted' in few.body);
+});
+
+t.test('regression: percent-encoded spellings of /v1 skipped the per-address limit; the matched route decides', async (t) => {
+  const spellings = ['/%761/plans', '/v%31/plans', '/%76%31/plans', '/v1/%70lans', '/%76%31/%70%6C%61%6E%73', '/v%31/%70%6c%61%6e%73'];
+  const limited = await startTestControlPlane(t, { env: { RATE_LIMIT_PER_MINUTE: String(spellings.length + 1) } });
+  const remaining: string[] = [];
+  for (const path of ['/v1/plans', ...spellings]) {
+    const res = await limited.request('GET', path);
+    t.equal(res.status, 200, `${path} reaches GET /v1/plans`);
+    remaining.push(res.headers.get('ratelimit-remaining') ?? 'none');
+  }
+  t.same(remaining, Array.from({ length: spellings.length + 1 }, (_, i) => String(spellings.length - i)), 'each spelling spent the budget');
+  for (const path of ['/v1/plans', ...spellings]) {
+    const res = await limited.request('GET', path);
+    t.equal(res.status, 429, `${path} once the budget is spent`);
+    t.ok(Number(res.headers.get('retry-after')) >= 1);
+  }
+  t.equal((await limited.request('GET', '/%76%31/nothing-here')).status, 429, 'an unknown path spends the budget too');
+  t.equal((await limited.request('GET', '/v1/cdn/health/ready')).status < 429, true, 'readiness is outside the budget');
+  t.equal((await limited.request('GET', '/healthz')).status, 200, 'system endpoints are outside the budget');
+});
+
+t.test('regression: a subscriber\'s invalid body on an admin route got 400 with the schema\'s messages; authorization comes first', async (t) => {
+  const invalid = { name: '', price: -1, bogus: true };
+  const asSubscriber = await cp.request('POST', '/v1/admin/plans', { headers: bearer(user.accessToken), json: invalid });
+  t.equal(asSubscriber.status, 403, 'refused for who the caller is');
+  t.equal(asSubscriber.body.code, 'FORBIDDEN');
+  t.notOk(asSubscriber.body.errors, 'nothing about the schema');
+  const anonymous = await cp.request('POST', '/v1/admin/plans', { json: invalid });
+  t.equal(anonymous.status, 401);
+  const asAdminRes = await cp.request('POST', '/v1/admin/plans', { headers: asAdmin(), json: invalid });
+  t.equal(asAdminRes.status, 400, 'a caller who may is told what is wrong');
+  t.ok(asAdminRes.body.errors.some((e: { field: string }) => e.field === 'bogus'));
+  const query = await cp.request('GET', '/v1/admin/users?status=nonsense', { headers: bearer(user.accessToken) });
+  t.equal(query.status, 403, 'a bad query from a caller who may not list users');
 });
 
 t.test('a wrong method on a known path is 405 with Allow', async (t) => {

@@ -1,7 +1,7 @@
 // OpenAPI 3.1 generated from the route declarations: the same zod schemas
 // that validate requests describe them here, so the document cannot drift.
 import { z } from 'zod';
-import { errorStatus, type ErrorCode } from './errors.ts';
+import { errorStatus, MAX_FIELD_ERRORS, type ErrorCode } from './errors.ts';
 import { allowedErrorCodes, type Responses, type RouteDefinition } from './route.ts';
 
 type JsonSchema = Record<string, unknown>;
@@ -33,7 +33,11 @@ const errorBody: JsonSchema = {
     code: { type: 'string' },
     message: { type: 'string' },
     request_id: { type: 'string' },
-    errors: { type: 'array', items: { type: 'object', required: ['field', 'message'], properties: { field: { type: 'string' }, message: { type: 'string' } } } },
+    errors: {
+      type: 'array', maxItems: MAX_FIELD_ERRORS, description: `One entry per failing field, at most ${MAX_FIELD_ERRORS}`,
+      items: { type: 'object', required: ['field', 'message'], properties: { field: { type: 'string' }, message: { type: 'string' } } },
+    },
+    errors_omitted: { type: 'integer', minimum: 1, description: `Present when more than ${MAX_FIELD_ERRORS} fields failed: how many entries were left out of errors` },
   },
 };
 

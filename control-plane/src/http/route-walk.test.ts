@@ -1,9 +1,10 @@
 // Walks every operation in /openapi.json with malformed values in each of its
 // inputs — NUL and control characters in every string (path, query, body,
 // field names), values of the wrong type, tampered cursors, dates outside
-// what PostgreSQL stores, malformed bodies — as a superadmin (so requests get
-// past authorization) and anonymously. No answer may be a 5xx, and each
-// malformed request gets a 4xx. New routes join the walk by being declared.
+// what PostgreSQL stores, malformed bodies, bodies nested 100,000 levels
+// deep — as a superadmin (so requests get past authorization) and
+// anonymously. No answer may be a 5xx, and each malformed request gets a
+// 4xx. New routes join the walk by being declared.
 import http from 'node:http';
 import t from 'tap';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
@@ -28,6 +29,8 @@ const TAMPERED_CURSORS = [
   cursorOf('just a string'),
   '%%%',
 ];
+const DEEP_ARRAYS = '['.repeat(100_000) + ']'.repeat(100_000);
+const DEEP_OBJECTS = '{"a":'.repeat(100_000) + '1' + '}'.repeat(100_000);
 const BAD_DATES = ['0000-01-01T00:00:00Z', '-000001-01-01T00:00:00Z', '+275760-09-13T00:00:00Z', '2026-13-45T25:61:61Z'];
 
 /** A plausible value for a schema (valid where easy); only used around the one malformed value of a request. */
@@ -106,6 +109,9 @@ function probes(template: string, op: Operation): Probe[] {
     for (const raw of ['[]', '"text"', 'null', '1', '{"a":', '{"__proto__":{"x":1}}', JSON.stringify(JSON.parse('{"a":'.repeat(200) + '1' + '}'.repeat(200)))]) {
       add(`body ${raw.slice(0, 16)}`, fill(), '', raw);
     }
+    // Regression: 20,000 levels overflowed the stack of the unsafe-string scan (500, before authentication).
+    add('body nested 100,000 arrays deep', fill(), '', DEEP_ARRAYS);
+    add('body nested 100,000 objects deep', fill(), '', DEEP_OBJECTS);
     add('body of another media type', fill(), '', 'a=b', 'application/x-www-form-urlencoded');
   } else {
     add('a body where none is taken', fill(), '', JSON.stringify({ unexpected: NUL }));

@@ -1,9 +1,11 @@
 // Turns route declarations into request handlers on a radix-tree router
 // (find-my-way: matching costs the same with 20 routes or 2,000, and paths are
 // case-sensitive, so `/V1/...` is not `/v1/...`). Per request, in this order:
-// body parsing → authentication (401) → route rate limits → validation (400)
-// → authorization (403) → If-Match (412) → idempotency → handler → reply,
-// presented through the declared record and checked against the declaration.
+// body parsing (JSON nesting bounded) → authentication (401) → route rate
+// limits → authorization (403) → validation (400) → If-Match (412) →
+// idempotency → handler → reply, presented through the declared record and
+// checked against the declaration. A permission scoped to a resource id read
+// from the input is checked after validation instead.
 // A write whose update lost an optimistic-lock race runs again (CONFLICT_ATTEMPTS).
 // Upload (multipart) routes authenticate before receiving the body.
 import type { Context, Middleware } from 'koa';
@@ -20,12 +22,16 @@ import { enforceRateLimit, rateLimitHeaders } from './rate-limit.ts';
 import type { RequestState } from './request-state.ts';
 import { Reply, type HttpMethod, type MultipartSpec, type Responses, type ResponseSpec, type RouteDefinition, type SentReply, type UploadedFile } from './route.ts';
 import { idempotencyKeyHeader } from './schemas.ts';
+import { parseJsonBody } from './json-body.ts';
 import type { AccessControl, HttpServices } from './services.ts';
 import { issuesToFieldErrors, validateRequest } from './validation.ts';
 
 export type RequestHandler = (ctx: Context, params: Record<string, string>) => Promise<void>;
 
 const bodyMethods = new Set<HttpMethod>(['post', 'put', 'patch', 'delete']);
+
+/** The input a permission that does not read it is checked with (before validation). */
+const NO_INPUT = Object.freeze({ params: undefined, query: undefined, body: undefined });
 
 /** Runs of a write that keeps losing optimistic-lock races before it answers 409 CONFLICT. */
 export const CONFLICT_ATTEMPTS = 3;
@@ -66,11 +72,14 @@ function bodyParser(route: RouteDefinition, limit: number): Middleware {
       parsedMethods: ['POST', 'PUT', 'PATCH'] as never,
     });
   }
+  // JSON is received as text (size limit, Content-Encoding) and parsed by parseJsonBody, which bounds its nesting first.
   return koaBody({
-    json: true, jsonStrict: true, multipart: false, urlencoded: false, text: false, jsonLimit: limit,
+    json: false, multipart: false, urlencoded: false, text: true, textTypes: [...JSON_TYPES], textLimit: limit,
     parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'] as never,
   });
 }
+
+const JSON_TYPES = ['application/json', '+json'] as const;
 
 function hasBody(ctx: Context): boolean {
   const headers = ctx.req.headers;
@@ -127,7 +136,7 @@ function validateWithFiles(raw: Parameters<typeof validateRequest>[0], route: Ro
     input = validateRequest(raw, route);
   } catch (error) {
     if (error instanceof ApiError && error.code === 'VALIDATION_ERROR' && error.errors) {
-      throw new ApiError('VALIDATION_ERROR', undefined, { errors: [...error.errors, ...errors] });
+      throw new ApiError('VALIDATION_ERROR', undefined, { errors: [...error.errors, ...errors], errorsOmitted: error.errorsOmitted });
     }
     throw error;
   }
@@ -141,11 +150,13 @@ function readBody(route: RouteDefinition, limit: number): (ctx: Context) => Prom
   const wanted = route.multipart ? 'multipart/form-data' : 'application/json';
   return async (ctx) => {
     if (!hasBody(ctx)) return;
-    if (!ctx.is(wanted) && !(wanted === 'application/json' && ctx.is('+json'))) {
+    if (route.multipart ? !ctx.is(wanted) : !ctx.is([...JSON_TYPES])) {
       throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `Request body must be ${wanted}`);
     }
     if (!route.multipart) {
       await parse(ctx, async () => {});
+      const request = ctx.request as { body?: unknown };
+      request.body = parseJsonBody(typeof request.body === 'string' ? request.body : '');
       return;
     }
     try {
@@ -191,6 +202,7 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
   const etagged = Object.values(route.responses as Responses).some((spec) => spec.etag);
   const isPublic = route.access === 'public';
   const checksPermission = typeof route.access === 'object';
+  const authorizesFirst = typeof route.access === 'object' && route.access.resourceId === undefined;
   const uploads = route.multipart !== undefined;
 
   return async (ctx, params) => {
@@ -227,8 +239,11 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
         const result = await enforceRateLimit(app.store, `${rule.name}:${subject}`, limit, rule.windowSeconds);
         ctx.set(rateLimitHeaders(result));
       }
+      // Where the caller's identity alone decides (no resource id read from the input), a caller who may not call the
+      // route is refused before anything about the input is said; otherwise the permission is checked on the validated input.
+      if (authorizesFirst) await access.authorize(rc, route.access, NO_INPUT);
       const checked = validateWithFiles({ params, query: ctx.query, body: requestBody }, route, ctx);
-      if (checksPermission) await access.authorize(rc, route.access, checked.input);
+      if (checksPermission && !authorizesFirst) await access.authorize(rc, route.access, checked.input);
       if (rc.preconditioned) {
         const current = await route.ifMatch!({ ...(checked.input as { params: never; query: never; body: never }), rc, app });
         assertIfMatch(ctx.get('if-match'), current);
@@ -291,43 +306,58 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
   };
 }
 
+/**
+ * What a request's path and method found. `counted`: the route spends the
+ * per-client budget (every declared /v1 route but readiness), decided on the
+ * route matched, never on how the path was spelled (the router decodes
+ * percent-encoding: `/%76%31/plans` is `/v1/plans`).
+ */
+export type RouteMatch =
+  | { found: true; counted: boolean; run(): Promise<void> }
+  /** No route has this method and path; `allow` lists the methods the path has (405), if any. */
+  | { found: false; allow?: string };
+
 export interface Router {
-  /** Adds a plain handler (system endpoints: documents, metrics, pages). */
+  /** Adds a plain handler (system endpoints: documents, metrics, pages), outside the per-client budget. */
   on(method: HttpMethod, path: string, handler: RequestHandler): void;
-  /** Runs the handler of the matching route; false when no route has this path (404), 405 thrown when only the method is wrong. */
-  dispatch(ctx: Context): Promise<boolean>;
+  /** The route of the request. */
+  match(ctx: Context): RouteMatch;
 }
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD'] as const;
 
+/** Declared API routes spend the per-client budget; readiness probes do not. */
+const countsAgainstBudget = (path: string) => path.startsWith('/v1/') && !path.startsWith('/v1/cdn/health/');
+
 export function buildRouter<S extends HttpServices>(routes: readonly RouteDefinition<S>[], app: S, access: AccessControl): Router {
   const tree = FindMyWay({ caseSensitive: true, ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 256 });
-  const add = (method: HttpMethod, path: string, handler: RequestHandler) => {
-    tree.on(method.toUpperCase() as never, path, handler as never);
+  const add = (method: HttpMethod, path: string, handler: RequestHandler, counted: boolean) => {
+    const store = { counted };
+    tree.on(method.toUpperCase() as never, path, handler as never, store);
     // HEAD answers like GET (Koa sends no body for HEAD).
-    if (method === 'get') tree.on('HEAD', path, handler as never);
+    if (method === 'get') tree.on('HEAD', path, handler as never, store);
   };
   // Declared routes label their metrics themselves (compile); plain handlers are labelled here.
-  for (const route of routes) add(route.method, route.path, compile(route, app, access));
+  for (const route of routes) add(route.method, route.path, compile(route, app, access), countsAgainstBudget(route.path));
   const on = (method: HttpMethod, path: string, handler: RequestHandler) =>
     add(method, path, (ctx, params) => {
       (ctx.state as RequestState).routePath = path;
       return handler(ctx, params);
-    });
+    }, false);
 
   return {
     on,
-    async dispatch(ctx) {
+    match(ctx) {
       const found = tree.find(ctx.method as never, ctx.path);
       if (found) {
-        await (found.handler as unknown as RequestHandler)(ctx, found.params as Record<string, string>);
-        return true;
+        const handler = found.handler as unknown as RequestHandler;
+        const params = found.params as Record<string, string>;
+        return { found: true, counted: (found.store as { counted: boolean }).counted, run: () => handler(ctx, params) };
       }
       if (METHODS.some((m) => m !== ctx.method && tree.find(m as never, ctx.path))) {
-        const allowed = METHODS.filter((m) => tree.find(m as never, ctx.path)).join(', ');
-        throw new ApiError('METHOD_NOT_ALLOWED', 'Method not allowed on this path', { headers: { allow: allowed } });
+        return { found: false, allow: METHODS.filter((m) => tree.find(m as never, ctx.path)).join(', ') };
       }
-      return false;
+      return { found: false };
     },
   };
 }

@@ -8,7 +8,7 @@ import type { AccessRule, RouteInput } from './route.ts';
 export interface AccessControl {
   /** Establishes rc.actor from the Authorization header; throws 401 when the rule needs a caller and none is valid. */
   authenticate(rc: RequestContext, authorization: string, rule: AccessRule): Promise<void>;
-  /** Checks the rule's permission against stored roles and sets rc.access; throws 403. Runs after validation. */
+  /** Checks the rule's permission against stored roles and sets rc.access; throws 403. Runs before validation unless the rule reads a resource id from the input. */
   authorize(rc: RequestContext, rule: AccessRule, input: RouteInput): Promise<void>;
 }
 

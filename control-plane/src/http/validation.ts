@@ -6,7 +6,7 @@
 // strings may hold tab, line feed and carriage return. This holds for every
 // route at once, so no route can hand PostgreSQL a NUL (which it refuses).
 import { z } from 'zod';
-import { ApiError, type FieldError } from './errors.ts';
+import { ApiError, MAX_FIELD_ERRORS, type FieldError } from './errors.ts';
 
 export function issuesToFieldErrors(issues: z.core.$ZodIssue[], prefix?: string): FieldError[] {
   return issues.flatMap((issue) => {
@@ -44,19 +44,72 @@ export function unsafeStringReason(value: string, singleLine: boolean): string |
   return undefined;
 }
 
-/** Walks a decoded input (JSON body, query, params) and reports every unsafe string or key. */
-export function findUnsafeStrings(value: unknown, singleLine: boolean, path: PropertyKey[] = [], found: FieldError[] = []): FieldError[] {
-  if (typeof value === 'string') {
-    const reason = unsafeStringReason(value, singleLine);
-    if (reason) found.push({ field: joinPath(undefined, path), message: reason });
-  } else if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) findUnsafeStrings(value[i], singleLine, [...path, i], found);
-  } else if (value !== null && typeof value === 'object') {
-    for (const [key, member] of Object.entries(value)) {
-      const keyReason = unsafeStringReason(key, true);
-      // A key that is itself unsafe is named by its JSON form, so the error message stays printable.
-      if (keyReason) found.push({ field: joinPath(undefined, [...path, JSON.stringify(key)]), message: `Field name: ${keyReason}` });
-      else findUnsafeStrings(member, singleLine, [...path, key], found);
+/** A value still to visit, with how it was reached (the path is only spelled out for a value that fails). */
+interface Visit {
+  value: unknown;
+  key: PropertyKey | undefined;
+  parent: Visit | undefined;
+  /** Set for a key that is itself unsafe: reported in its place, its value not looked at. */
+  keyReason?: string;
+}
+
+function pathOf(visit: Visit): PropertyKey[] {
+  const path: PropertyKey[] = [];
+  for (let at: Visit | undefined = visit; at?.parent; at = at.parent) path.push(at.key!);
+  return path.reverse();
+}
+
+/**
+ * Field errors as validation collects them: the first MAX_FIELD_ERRORS
+ * spelled out, the rest only counted (their paths are never built), so a body
+ * of 100,000 bad strings costs a count, not 100,000 messages.
+ */
+export class FieldErrorList {
+  readonly entries: FieldError[] = [];
+  omitted = 0;
+
+  get size(): number {
+    return this.entries.length + this.omitted;
+  }
+
+  add(entry: () => FieldError): void {
+    if (this.entries.length < MAX_FIELD_ERRORS) this.entries.push(entry());
+    else this.omitted++;
+  }
+
+  toError(): ApiError {
+    return new ApiError('VALIDATION_ERROR', undefined, { errors: this.entries, errorsOmitted: this.omitted });
+  }
+}
+
+/**
+ * Walks a decoded input (JSON body, query, params) and reports every unsafe
+ * string or key, in document order. Iterative (a stack, no recursion), so no
+ * nesting can overflow the call stack; bodies are bounded at MAX_JSON_DEPTH
+ * anyway (json-body.ts).
+ */
+export function findUnsafeStrings(value: unknown, singleLine: boolean, found = new FieldErrorList()): FieldErrorList {
+  const stack: Visit[] = [{ value, key: undefined, parent: undefined }];
+  while (stack.length) {
+    const visit = stack.pop()!;
+    const current = visit.value;
+    if (visit.keyReason) {
+      const reason = visit.keyReason;
+      found.add(() => ({ field: joinPath(undefined, pathOf(visit)), message: `Field name: ${reason}` }));
+    } else if (typeof current === 'string') {
+      const reason = unsafeStringReason(current, singleLine);
+      if (reason) found.add(() => ({ field: joinPath(undefined, pathOf(visit)), message: reason }));
+    } else if (Array.isArray(current)) {
+      // Pushed last first, so members are reported in order.
+      for (let i = current.length - 1; i >= 0; i--) stack.push({ value: current[i], key: i, parent: visit });
+    } else if (current !== null && typeof current === 'object') {
+      const entries = Object.entries(current);
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [key, member] = entries[i]!;
+        // A key that is itself unsafe is named by its JSON form, so the error message stays printable.
+        const keyReason = unsafeStringReason(key, true);
+        stack.push(keyReason ? { value: undefined, key: JSON.stringify(key), parent: visit, keyReason } : { value: member, key, parent: visit });
+      }
     }
   }
   return found;
@@ -88,20 +141,20 @@ export function validateRequest(
 ): ValidatedInput {
   // Most requests carry no query, no body or neither: those parts cost nothing.
   const queryGiven = hasKeys(raw.query);
-  const errors: FieldError[] = [];
-  if (hasKeys(raw.params)) findUnsafeStrings(raw.params, true, [], errors);
-  if (queryGiven) findUnsafeStrings(raw.query, true, [], errors);
-  if (raw.body !== undefined) findUnsafeStrings(raw.body, false, [], errors);
-  if (errors.length) throw new ApiError('VALIDATION_ERROR', undefined, { errors });
+  const errors = new FieldErrorList();
+  if (hasKeys(raw.params)) findUnsafeStrings(raw.params, true, errors);
+  if (queryGiven) findUnsafeStrings(raw.query, true, errors);
+  if (raw.body !== undefined) findUnsafeStrings(raw.body, false, errors);
+  if (errors.size) throw errors.toError();
   const take = (schema: z.ZodType, value: unknown) => {
     const result = schema.safeParse(value);
     if (result.success) return result.data;
-    errors.push(...issuesToFieldErrors(result.error.issues));
+    for (const entry of issuesToFieldErrors(result.error.issues)) errors.add(() => entry);
     return undefined;
   };
   const params = schemas.params ? take(schemas.params, raw.params) : {};
   const query = schemas.query ? take(schemas.query, raw.query) : queryGiven ? take(NONE, raw.query) : {};
   const body = schemas.body ? take(schemas.body, raw.body ?? {}) : raw.body === undefined ? undefined : (take(NONE, raw.body), undefined);
-  if (errors.length) throw new ApiError('VALIDATION_ERROR', undefined, { errors });
+  if (errors.size) throw errors.toError();
   return { params, query, body };
 }
