@@ -18,6 +18,7 @@ const dnsAnswers: Record<string, string[]> = {
   'mixed.test': ['93.184.216.8', '192.168.0.5'],
   'metadata.test': ['169.254.169.254'],
   'v6private.test': ['fd12::1'],
+  'compatible.test': ['::7f00:1'],
 };
 (cp.app as unknown as CdnServices).cdnHostLookup = async (host) => dnsAnswers[host] ?? [];
 
@@ -71,6 +72,7 @@ t.test('the SSRF check refuses private, loopback, link-local, CGNAT and metadata
     ['mixed.test', 'private'], ['v6private.test', 'private'],
     ['169.254.169.254', 'special'], ['0xa9fea9fe', 'special'], ['fe80::1', 'special'], ['64:ff9b::a00:1', 'special'], ['100.100.100.200', 'special'],
     ['0.0.0.0', 'special'], ['224.0.0.1', 'special'], ['metadata.test', 'special'], ['::ffff:169.254.169.254', 'special'],
+    ...EMBEDDED_IPV4,
   ];
   const before = await cdnState(cp);
   for (const [host] of refused) {
@@ -93,6 +95,29 @@ t.test('the SSRF check refuses private, loopback, link-local, CGNAT and metadata
   t.equal(stored.body.host, '127.0.0.1', 'stored in the canonical form the edge dials');
   const ssrfOff = await send(admin, 'POST', '/v1/cdn/origins', { name: 'x', host: '127.0.0.1', ssrf_protection: false });
   t.equal(ssrfOff.status, 422, 'ssrf_protection false alone opens nothing');
+});
+
+// Every IPv6 form that embeds an IPv4 address (the IPv4-mapped one is judged as that address, above), refused as the edge refuses to dial it.
+const EMBEDDED_IPV4: [string, string][] = [
+  ['::7f00:1', 'special'], ['[::7f00:1]', 'special'], ['::a00:1', 'special'], ['::808:808', 'special'], ['compatible.test', 'special'],
+  ['::ffff:0:7f00:1', 'special'], ['64:ff9b::7f00:1', 'special'], ['64:ff9b:1::a00:1', 'special'], ['2002:7f00:1::1', 'special'],
+  ['2001:0:4136:e378:8000:63bf:80ff:fffe', 'special'],
+];
+
+t.test('regression: IPv4-compatible IPv6 (http://[::127.0.0.1] → ::7f00:1) was accepted; every embedded-IPv4 form is refused with 422', async (t) => {
+  const before = await cdnState(cp);
+  for (const url of ['http://[::127.0.0.1]:8080/', 'http://[::7f00:1]/', 'https://[::10.0.0.1]/', 'http://[64:ff9b::127.0.0.1]/', 'http://[2002:7f00:1::1]/']) {
+    for (const flags of [{}, { allow_private_network: true }]) {
+      const res = await send(admin, 'POST', '/v1/cdn/origins', { name: 'embedded', url, ...flags });
+      t.equal(res.status, 422, `${url} ${JSON.stringify(flags)}`);
+      t.equal(res.body.errors?.[0]?.field, 'url', url);
+    }
+  }
+  t.same(await cdnState(cp), before, 'nothing stored');
+  const o = await makeOrigin(cp, admin, { host: 'public.test' });
+  const patch = await send(admin, 'PATCH', `/v1/cdn/origins/${o.id}`, { host: '::7f00:1' });
+  t.equal(patch.status, 422, 'an update is checked alike');
+  t.equal((await send(admin, 'GET', `/v1/cdn/origins/${o.id}`)).body.host, 'public.test', 'and changes nothing');
 });
 
 t.test('public hosts, and names that do not resolve, are accepted (the edge checks again when it dials)', async (t) => {

@@ -56,9 +56,13 @@ export function isValidCidr(cidr: string): boolean {
  * - `special`: everything else: link-local (169.254.0.0/16, fe80::/10, where
  *   cloud metadata services answer), cloud metadata addresses that sit inside
  *   private ranges (100.100.100.200, fd00:ec2::254), unspecified, multicast,
- *   broadcast, documentation/benchmarking/reserved ranges, and IPv6 transition
- *   ranges that can embed another address (6to4, Teredo, NAT64). Not an
- *   address at all counts as special.
+ *   broadcast, documentation/benchmarking/reserved ranges, and every IPv6
+ *   form that embeds an IPv4 address but the mapped one (which is judged as
+ *   the IPv4 address it carries): IPv4-compatible (::/96 but :: and ::1,
+ *   deprecated by RFC 4291, which a stack may still dial as the IPv4 address),
+ *   IPv4-translated (::ffff:0:0/96), NAT64 (64:ff9b::/96, 64:ff9b:1::/48),
+ *   6to4 (2002::/16) and Teredo (2001::/32). Not an address at all counts as
+ *   special.
  */
 export type AddressClass = 'public' | 'private' | 'special';
 
@@ -68,11 +72,18 @@ const METADATA = new Set(['100.100.100.200', 'fd00:ec2::254']);
 export function addressClass(address: string): AddressClass {
   const addr = parseAddress(address);
   if (!addr) return 'special'; // not an address at all: refuse rather than guess
-  // ipaddr.js calls global unicast (v4 and v6) "unicast".
+  // ipaddr.js calls global unicast (v4 and v6) "unicast", IPv4-compatible addresses (::7f00:1) included.
   const range = addr.range();
-  if (range === 'unicast') return 'public';
+  if (range === 'unicast') return isIPv4Compatible(addr) ? 'special' : 'public';
   if (!PRIVATE_USE.has(range)) return 'special';
   return METADATA.has(addr.toString()) ? 'special' : 'private'; // toString() is the compact RFC 5952 form
+}
+
+/** ::/96 (the first 96 bits zero): the deprecated IPv4-compatible form, `::127.0.0.1` as URLs spell it `[::7f00:1]`. */
+function isIPv4Compatible(addr: Address): boolean {
+  if (addr.kind() !== 'ipv6') return false;
+  const parts = (addr as ipaddr.IPv6).parts;
+  return parts[0] === 0 && parts[1] === 0 && parts[2] === 0 && parts[3] === 0 && parts[4] === 0 && parts[5] === 0;
 }
 
 /** True for every address that is not globally routable unicast (private-use and special alike). */

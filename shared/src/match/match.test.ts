@@ -69,6 +69,15 @@ t.test('address classes and the origin guard: ssrf_protection: false alone opens
   for (const a of ['127.0.0.1', '10.0.0.1', '172.16.5.4', '192.168.1.1', '100.64.0.1', '::1', 'fc00::1', 'fd12::1', '::ffff:10.1.2.3']) t.equal(addressClass(a), 'private', a);
   for (const a of ['169.254.169.254', 'fe80::1', '100.100.100.200', 'fd00:ec2::254', '0.0.0.0', '::', '224.0.0.1', '255.255.255.255', '192.0.2.1', '2002::1', '64:ff9b::a00:1', 'garbage']) t.equal(addressClass(a), 'special', a);
   for (const a of ['8.8.8.8', '2606:4700::1111']) t.equal(addressClass(a), 'public', a);
+  // Regression: IPv4-compatible IPv6 (::/96) was public unicast to the classifier, so `http://[::127.0.0.1]` (host ::7f00:1) passed.
+  // Every form that embeds an IPv4 address is special, whatever address it carries; the mapped form is judged as its IPv4 address.
+  for (const a of ['::7f00:1', '::a00:1', '::a9fe:a9fe', '::808:808', '::0.0.0.2', '::ffff:0:7f00:1', '64:ff9b::7f00:1', '64:ff9b::808:808', '64:ff9b:1::7f00:1',
+    '2002:7f00:1::1', '2002:808:808::1', '2001:0:4136:e378:8000:63bf:80ff:fffe']) {
+    t.equal(addressClass(a), 'special', `${a} embeds an IPv4 address`);
+    t.equal(originAddressAllowed(a, true, true), false, `${a} refused with allow_private_network`);
+  }
+  t.equal(addressClass('::ffff:7f00:1'), 'private', 'IPv4-mapped: the IPv4 address it carries');
+  t.equal(addressClass('::ffff:808:808'), 'public');
   const cases: [string, boolean, boolean, boolean][] = [
     // address, allow_private_network, ssrf_protection, allowed
     ['8.8.8.8', false, true, true],
