@@ -130,6 +130,33 @@ t.test('PATCH /v1/admin/users/{id} changes roles with an audit record; superadmi
   t.same((await cp.request('GET', `/v1/admin/users/${people[1]!.id}`, { headers: asAdmin() })).body.data.roles, ['subscriber'], 'unchanged');
 });
 
+t.test('regression: a role change left the ETag and updated_at unchanged (304 to the old ETag, 200 to a stale If-Match); it moves the version now', async (t) => {
+  const target = await createUserDirect(cp);
+  const path = `/v1/admin/users/${target.id}`;
+  const before = await cp.request('GET', path, { headers: asAdmin() });
+  const etag = before.headers.get('etag')!;
+  t.equal((await cp.request('GET', path, { headers: asAdmin({ 'if-none-match': etag }) })).status, 304, 'unchanged: 304');
+
+  const changed = await cp.request('PATCH', path, { headers: asAdmin({ 'if-match': etag }), json: { roles: ['subscriber', 'partner'] } });
+  t.equal(changed.status, 200);
+  t.not(changed.headers.get('etag'), etag, 'a new ETag');
+  t.ok(new Date(changed.body.data.updated_at) > new Date(before.body.data.updated_at), 'updated_at moved');
+
+  const reread = await cp.request('GET', path, { headers: asAdmin({ 'if-none-match': etag }) });
+  t.equal(reread.status, 200, 'the old ETag no longer matches: the new roles are sent');
+  t.same(reread.body.data.roles, ['partner', 'subscriber']);
+  t.equal(reread.headers.get('etag'), changed.headers.get('etag'));
+
+  // A second administrator still holding the first version cannot overwrite the change.
+  const overwrite = await cp.request('PATCH', path, { headers: asAdmin({ 'if-match': etag }), json: { roles: ['subscriber'] } });
+  t.equal(overwrite.status, 412, 'a stale If-Match is refused');
+  t.same((await cp.request('GET', path, { headers: asAdmin() })).body.data.roles, ['partner', 'subscriber'], 'and changes nothing');
+
+  const same = await cp.request('PATCH', path, { headers: asAdmin({ 'if-match': changed.headers.get('etag')! }), json: { roles: ['partner', 'subscriber'] } });
+  t.equal(same.status, 200);
+  t.equal(same.headers.get('etag'), changed.headers.get('etag'), 'asking for the roles it holds changes nothing');
+});
+
 t.test('POST /v1/admin/users/{id}/suspend: tokens refused at once, login 403, notice e-mail, audit record', async (t) => {
   const victim = await createLoggedInUser(cp, { display_name: 'Victor' });
   t.equal((await cp.request('GET', '/v1/users/me', { headers: bearer(victim.accessToken) })).status, 200);

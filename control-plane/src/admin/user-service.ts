@@ -94,10 +94,15 @@ export async function updateUser(app: AuthServices, rc: RequestContext, userId: 
         throw new ApiError('CONFLICT', 'You cannot remove your own administrator role');
       }
       // Only the account roles listed in document 1 are managed here; CDN roles are kept.
+      let changed = false;
       for (const role of ASSIGNABLE) {
         if (wanted.has(role) && !current.includes(role)) await assignRole(em, user.id, role, { grantedBy: actor.id });
-        if (!wanted.has(role) && current.includes(role)) await removeRole(em, user.id, role);
+        else if (!wanted.has(role) && current.includes(role)) await removeRole(em, user.id, role);
+        else continue;
+        changed = true;
       }
+      // The record shows its roles: a change moves its version (ETag) and updated_at, though the roles live in user_role.
+      if (changed) user.updated_at = new Date();
       recordAudit(tx, { action: 'user.roles_changed', resource_type: 'user', resource_id: user.id, changes: { roles: { from: current, to: [...wanted].sort() } } });
     }
     if (input.status && input.status !== user.status) {
