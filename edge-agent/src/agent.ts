@@ -1,6 +1,7 @@
-// EdgeAgent: the agent process's state and the seam the control-stream client
-// drives. applyConfig / applyPurge / prefetch / healthReport / takeTrafficRollups
-// are all it needs; the HTTP data plane and /metrics hang off the same object.
+// EdgeAgent: the agent process's state, and what the control-stream client
+// drives (control/controlled-agent.ts, which it implements: applyConfigPush /
+// applyPurge / prefetch / healthReport / takeTrafficRollups and the purge
+// sequence); the HTTP data plane and /metrics hang off the same object.
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -9,11 +10,14 @@ import { Agent as UndiciAgent } from 'undici';
 import { parseConfigSnapshot, type ConfigSnapshot } from '../../shared/src/config/snapshot.ts';
 import { normalizePath } from '../../shared/src/match/path.ts';
 import { ConfigStore } from './control/config-store.ts';
+import {
+  ConfigRefusedError, type ConfigPushResult, type ControlledAgent, type HealthReport, type PrefetchResult, type PurgeCommand,
+} from './control/controlled-agent.ts';
 import { ConfigPushError, ResourceSet, type ConfigPush, type ConfigSource, type StagedConfig } from './control/resource-set.ts';
 import { createMetrics, type AgentMetrics } from './metrics/prometheus.ts';
 import { TrafficCounters, type TrafficRollup } from './metrics/traffic.ts';
 import { CacheStore } from './proxy/cache-store.ts';
-import { HealthProber, type OriginHealthState } from './proxy/health.ts';
+import { HealthProber } from './proxy/health.ts';
 import { OriginPools } from './proxy/origin-client.ts';
 import { Proxy } from './proxy/proxy.ts';
 import { compileRoutingTable, type RoutingTable } from './proxy/routing.ts';
@@ -47,50 +51,12 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 300_000;
 export const DEFAULT_REQUEST_BODY_IDLE_TIMEOUT_MS = 30_000;
 export const DEFAULT_UPLOAD_CONNECTIONS_PER_ORIGIN = 32;
 
-export type PurgeType = 'path' | 'wildcard' | 'tag' | 'all';
-
-export interface PurgeCommand {
-  sequence: number;
-  purge_id: string;
-  /** Empty string: every endpoint. */
-  endpoint_id: string;
-  type: PurgeType;
-  paths?: readonly string[];
-  tags?: readonly string[];
-}
-
-export interface PrefetchResult {
-  fetched: number;
-  failed: number;
-  failed_urls: { url: string; reason: string }[];
-}
-
-export interface HealthReport {
-  status: 'ok' | 'degraded';
-  configVersion: number;
-  purgeSequence: number;
-  cacheObjects: number;
-  cacheBytes: number;
-  origins: OriginHealthState[];
-}
-
-/** A configuration the agent will not serve; `message` is what the control client puts in its nack. */
-export class ConfigRefusedError extends Error {
-  override name = 'ConfigRefusedError';
-}
-
-export interface ConfigPushResult {
-  version: number;
-  /** Resources added, changed or removed. */
-  changed: number;
-  /** Endpoints compiled anew (the others were reused). */
-  compiled: number;
-}
+export { ConfigRefusedError, type ConfigPushResult, type HealthReport, type PrefetchResult, type PurgeCommand, type PurgeType } from './control/controlled-agent.ts';
 
 const EMPTY_TABLE: RoutingTable = { version: 0, byHost: new Map(), byId: new Map(), origins: new Map() };
 const PREFETCH_CONCURRENCY = 4;
 
-export class EdgeAgent {
+export class EdgeAgent implements ControlledAgent {
   readonly logger: Logger;
   readonly store: CacheStore;
   readonly traffic = new TrafficCounters();

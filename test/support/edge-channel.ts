@@ -1,7 +1,9 @@
 // Pieces for tests of the edge control channel: an in-test ConfigSource built
 // from resources (as the configuration side publishes them), an agent-token
-// verifier holding a few tokens, and a test agent: a real @grpc/grpc-js client
-// stream on its own connection, speaking the protocol by hand.
+// verifier holding a few tokens, the channel's writer with the purge feed's
+// acks mounted (for the tests of its timing), and a test agent: a real
+// @grpc/grpc-js client stream on its own connection, speaking the protocol
+// by hand.
 import { randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
@@ -10,6 +12,10 @@ import {
 } from '../../shared/gen/edge/v1/control_pb.ts';
 import { configDigest, encodeResource, type EncodedResource } from '../../shared/src/config/resources.ts';
 import { edgeControlService } from '../../shared/src/proto/edge-control.ts';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { PurgeAckBuffer } from '../../control-plane/src/edge/channel-purge-feed.ts';
+import type { PurgeAckRow } from '../../control-plane/src/edge/channel-purges.ts';
+import { ChannelWriter as Writer, type ChannelWriterOptions, type PartBatch } from '../../control-plane/src/edge/channel-writer.ts';
 import type { AgentTokenVerifier, ConfigSource, ManifestEntry, PublishedVersion } from '../../control-plane/src/edge/contracts.ts';
 import { CONFIG_PUBLISHED_CHANNEL } from '../../control-plane/src/edge/contracts.ts';
 import type { KeyValueStore } from '../../control-plane/src/store/index.ts';
@@ -70,6 +76,35 @@ export function policyResource(id: string, revision = 1): EncodedResource {
 
 export async function announceConfig(store: KeyValueStore, version: PublishedVersion): Promise<void> {
   await store.publish(CONFIG_PUBLISHED_CHANNEL, JSON.stringify({ version: version.version }));
+}
+
+/**
+ * The channel's writer (channel-writer.ts) with the purge feed's acknowledgements mounted as the channel
+ * mounts them, and `hooks.configOrFleetChanged` run after each flush that saw nodes come or go.
+ */
+export class ChannelWriter extends Writer {
+  readonly #acks: PurgeAckBuffer;
+
+  constructor(options: ChannelWriterOptions & { hooks?: { configOrFleetChanged(em: EntityManager): Promise<void> } }) {
+    super(options);
+    this.#acks = new PurgeAckBuffer(this);
+    const hooks = options.hooks;
+    if (hooks) {
+      this.add({
+        urgent: false,
+        routine: false,
+        take: (_routine, fleet): PartBatch | null => (fleet.changed ? { write: (em) => hooks.configOrFleetChanged(em), putBack: () => {} } : null),
+      });
+    }
+  }
+
+  purgeAck(ack: PurgeAckRow): void {
+    this.#acks.add(ack);
+  }
+
+  expectAcks(purgeId: string, streams: number): void {
+    this.#acks.expect(purgeId, streams);
+  }
 }
 
 /** A verifier of the tokens given (token → token id). */

@@ -12,13 +12,25 @@
 // again (the next publish supersedes it). A nack whose error starts with
 // `base_mismatch:` (the agent does not hold the base, or its digest differs
 // after applying) is answered once with a full push.
+//
+// As a feed of the session layer (channel-feed.ts), configuration adds the
+// active version to Welcome, pushes what the agent lacks when its stream
+// opens and after each publish (CONFIG_PUBLISHED_CHANNEL, and every tick),
+// takes the CONFIG acks, and owns the node columns config_version,
+// failed_config_version and config_error. After a flush that recorded an
+// applied or refused version, or that changed which nodes are online,
+// endpoints deploying → active and the version's propagation are reconciled.
 import { randomUUID } from 'node:crypto';
 import { create } from '@bufbuild/protobuf';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
-import { ConnectResponseSchema } from '../../../shared/gen/edge/v1/control_pb.ts';
+import { AckKind, ConnectResponseSchema, type Ack, type Hello } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { encodeResponse } from '../../../shared/src/proto/edge-control.ts';
+import { agentText, type ChannelContext, type Feed, type WelcomeFields } from './channel-feed.ts';
 import type { AgentStream } from './channel-stream.ts';
-import type { ConfigSource, PublishedVersion } from './contracts.ts';
+import type { FleetChange, PartBatch, WriterPart } from './channel-writer.ts';
+import { CONFIG_PUBLISHED_CHANNEL, type ConfigSource, type PublishedVersion } from './contracts.ts';
+import { reconcileDeployments } from './nodes-service.ts';
 
 /** The prefix of Ack.error by which an agent asks for a full push instead of a delta (agreed with the agent). */
 export const BASE_MISMATCH_PREFIX = 'base_mismatch:';
@@ -41,6 +53,27 @@ export interface ConfigAckOutcome {
 
 /** How many encodings of the current target are kept (one per base version still held by some node). */
 const MAX_ENCODINGS = 32;
+
+export interface InflightConfig {
+  version: number;
+  nonce: string;
+  full: boolean;
+}
+
+/** What the configuration feed keeps for one stream. */
+export interface ConfigState {
+  readonly stream: AgentStream;
+  /** The version the node applied (Hello, then acks). */
+  applied: number;
+  /** The highest version the node refused: nothing up to it is pushed again. */
+  failed: number;
+  /** The push awaiting its ack (one at a time; the next is diffed from what the ack confirms). */
+  inflight: InflightConfig | null;
+  /** A push is being prepared (encoding in progress). */
+  preparing: boolean;
+  /** Versions already answered with a full push after a base_mismatch nack (once each). */
+  fullRetried: Set<number>;
+}
 
 export class ConfigPusher {
   readonly #source: () => ConfigSource | undefined;
@@ -69,16 +102,15 @@ export class ConfigPusher {
   }
 
   /** Pushes the target to the stream if it lacks it and has not refused it, and nothing is in flight. */
-  async sync(stream: AgentStream): Promise<void> {
+  async sync(state: ConfigState): Promise<void> {
     const target = this.#target;
-    const state = stream.config;
-    if (!target || stream.closed || state.inflight || state.preparing) return;
+    if (!target || state.stream.closed || state.inflight || state.preparing) return;
     if (target.version === state.applied || target.version <= state.failed) return;
-    await this.#push(stream, target, false);
+    await this.#push(state, target, false);
   }
 
-  async #push(stream: AgentStream, target: PublishedVersion, forceFull: boolean): Promise<void> {
-    const state = stream.config;
+  async #push(state: ConfigState, target: PublishedVersion, forceFull: boolean): Promise<void> {
+    const { stream } = state;
     state.preparing = true;
     try {
       const base = forceFull || state.applied === 0 || state.applied >= target.version ? null : await this.#source()!.version(state.applied);
@@ -137,8 +169,7 @@ export class ConfigPusher {
    * Applies an agent's answer to its in-flight push. An answer that matches no push in flight (another
    * version or nonce) changes nothing. Returns what to record; the caller then syncs the stream again.
    */
-  answer(stream: AgentStream, ack: { version: number; nonce: string; ok: boolean; error: string }): ConfigAckOutcome | null {
-    const state = stream.config;
+  answer(state: ConfigState, ack: { version: number; nonce: string; ok: boolean; error: string }): ConfigAckOutcome | null {
     const inflight = state.inflight;
     if (!inflight || inflight.version !== ack.version || inflight.nonce !== ack.nonce) return null;
     state.inflight = null;
@@ -148,10 +179,125 @@ export class ConfigPusher {
     }
     if (ack.error.startsWith(BASE_MISMATCH_PREFIX) && !inflight.full && !state.fullRetried.has(ack.version) && this.#target) {
       // The agent cannot apply a delta on what it holds: the whole configuration, once.
-      void this.#push(stream, this.#target, true);
+      void this.#push(state, this.#target, true);
       return {};
     }
     state.failed = Math.max(state.failed, ack.version);
     return { refused: { version: ack.version, error: ack.error } };
+  }
+}
+
+/**
+ * After a flush that recorded an applied or refused version (`changed`), or that changed which nodes are
+ * online: endpoints deploying → active and the active version's propagation (nodes-service.ts).
+ */
+class DeploymentsToReconcile implements WriterPart {
+  readonly #source: () => ConfigSource | undefined;
+  changed = false;
+
+  constructor(source: () => ConfigSource | undefined) {
+    this.#source = source;
+  }
+
+  get urgent(): boolean {
+    return this.changed;
+  }
+
+  get routine(): boolean {
+    return false;
+  }
+
+  take(_routine: boolean, fleet: FleetChange): PartBatch | null {
+    if (!this.changed && !fleet.changed) return null;
+    const changed = this.changed;
+    this.changed = false;
+    return {
+      write: async (em: EntityManager, now: Date) => {
+        const source = this.#source();
+        if (source) await reconcileDeployments(em, source, now);
+      },
+      putBack: () => {
+        this.changed ||= changed;
+      },
+    };
+  }
+}
+
+/** The configuration feed of the control channel (see the header). */
+export class ConfigFeed implements Feed<ConfigState> {
+  readonly name = 'configuration';
+  readonly ackKinds = [AckKind.CONFIG];
+  readonly node = {
+    columns: {
+      config_version: { type: 'bigint', merge: 'latest' },
+      failed_config_version: { type: 'bigint', merge: 'max' },
+      config_error: { type: 'text', merge: 'nullable' },
+    },
+    fromHello: (hello: Hello) => ({ config_version: Number(hello.configVersion) }),
+    read: ['failed_config_version'],
+  } as const;
+  readonly subjects: Feed['subjects'];
+  readonly pusher: ConfigPusher;
+  readonly #context: ChannelContext;
+  readonly #states = new Set<ConfigState>();
+  readonly #reconcile: DeploymentsToReconcile;
+
+  constructor(context: ChannelContext, source: () => ConfigSource | undefined) {
+    this.#context = context;
+    this.pusher = new ConfigPusher(source, context.log);
+    this.#reconcile = context.writer.add(new DeploymentsToReconcile(source));
+    this.subjects = { [CONFIG_PUBLISHED_CHANNEL]: () => void context.safely('configuration push', () => this.#pushAll()) };
+  }
+
+  start(): void {
+    void this.#context.safely('reading the active configuration', () => this.pusher.refresh());
+  }
+
+  attach(stream: AgentStream, hello: Hello, row: Readonly<Record<string, unknown>>): ConfigState {
+    const state: ConfigState = {
+      stream, applied: Number(hello.configVersion), failed: Number(row.failed_config_version ?? 0), inflight: null, preparing: false, fullRetried: new Set(),
+    };
+    this.#states.add(state);
+    return state;
+  }
+
+  detach(_stream: AgentStream, state: ConfigState): void {
+    this.#states.delete(state);
+  }
+
+  async welcome(): Promise<WelcomeFields> {
+    if (!this.pusher.target) await this.pusher.refresh();
+    return { configVersion: BigInt(this.pusher.target?.version ?? 0) };
+  }
+
+  open(_stream: AgentStream, state: ConfigState): Promise<void> {
+    return this.pusher.sync(state);
+  }
+
+  onAck(stream: AgentStream, state: ConfigState, ack: Ack, version: number): void {
+    const outcome = this.pusher.answer(state, { version, nonce: ack.nonce, ok: ack.ok, error: ack.error });
+    if (!outcome) return;
+    const { writer } = this.#context;
+    if (outcome.applied !== undefined) {
+      writer.node(stream, { config_version: outcome.applied, config_error: null }, true);
+      this.#reconcile.changed = true;
+    }
+    if (outcome.refused) {
+      const error = agentText(outcome.refused.error) || 'refused without a reason';
+      writer.node(stream, { failed_config_version: outcome.refused.version, config_error: error }, true);
+      this.#reconcile.changed = true;
+      this.#context.log.warn({ node_id: stream.nodeId, version: outcome.refused.version, error }, 'edge node refused a configuration version');
+    }
+    void this.#context.safely('configuration push', () => this.pusher.sync(state));
+  }
+
+  poll(): Promise<void> {
+    return this.#pushAll();
+  }
+
+  /** Reads the active version and pushes it to every stream welcomed that lacks it. */
+  async #pushAll(): Promise<void> {
+    await this.pusher.refresh();
+    for (const state of this.#states) if (state.stream.welcomed) void this.#context.safely('configuration push', () => this.pusher.sync(state));
   }
 }

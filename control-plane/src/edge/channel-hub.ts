@@ -1,42 +1,33 @@
-// The agents' streams held by this control-plane replica and everything that
-// happens on them (DESIGN.md §7, §9; issue 12): authentication, Hello and the
-// node's registration, Welcome, the configuration and the purges the agent
-// lacks, then live pushes of publishes, purges and prefetch jobs, the agents'
-// acknowledgements and heartbeats, and the node going offline when its stream
-// ends. Work is announced through the store's pub/sub (Redis across
-// replicas), so each replica pushes to the agents it holds; what a replica may
-// have missed (a lost message, a Redis outage) is picked up by a poll on every
-// tick. Acknowledgements are recorded in PostgreSQL, so counts include every
-// replica's agents.
-import { randomBytes } from 'node:crypto';
-import os from 'node:os';
+// The control channel's session layer on this replica (DESIGN.md §7, §9;
+// issues 12 and 21): the agents' streams and what every stream has whatever
+// it carries — authentication, Hello and the node's registration, one stream
+// per node (takeover here, and on other replicas through pub/sub), messages
+// sent before the stream is registered, revocation of agent tokens,
+// heartbeats and liveness (the sweep of silent nodes), Welcome, the tick, the
+// pub/sub plumbing and the dispatch of what agents send. What a stream
+// carries comes from feeds (channel-feed.ts: configuration, purges, prefetch,
+// origin health, traffic reports), which plug in through the Feed interface;
+// this file knows none of them. Work is announced through the store's pub/sub
+// (Redis across replicas), so each replica pushes to the agents it holds;
+// what a replica may have missed (a lost message, a Redis outage) is picked
+// up by the feeds' polls on every tick.
 import { create } from '@bufbuild/protobuf';
-import type { EntityManager } from '@mikro-orm/postgresql';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import {
-  AckKind, ConnectResponseSchema, type Ack, type ConnectRequest, type Heartbeat, type Hello,
-} from '../../../shared/gen/edge/v1/control_pb.ts';
+import { ConnectResponseSchema, type ConnectRequest, type Heartbeat, type Hello } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { encodeResponse } from '../../../shared/src/proto/edge-control.ts';
-import { PREFETCH_SUBMITTED_CHANNEL, PURGE_SUBMITTED_CHANNEL } from '../cdn/announcements.ts';
-import { HEALTH_STATUSES, type HealthStatus } from '../cdn/cdn.entities.ts';
-import { HOUR, SECOND } from '../core/clock.ts';
+import { SECOND } from '../core/clock.ts';
 import { withTimeout } from '../core/timeout.ts';
-import { isStorableDate } from '../http/schemas.ts';
-import { ConfigPusher } from './channel-config.ts';
-import { evaluatePrefetchJobs, openJobsFor, prepareDispatch } from './channel-prefetch.ts';
-import { PurgeFeed, type EncodedPurge, type PurgeRow } from './channel-purges.ts';
+import type { Config } from '../config/config.ts';
+import type { KeyValueStore } from '../store/index.ts';
+import { UUID, safeNumber, type ChannelContext, type Feed, type WelcomeFields } from './channel-feed.ts';
 import { AgentStream, endCall, type AgentCall } from './channel-stream.ts';
-import { ChannelWriter } from './channel-writer.ts';
-import { AGENT_TOKEN_REVOKED_CHANNEL, CONFIG_PUBLISHED_CHANNEL, type AgentTokenVerifier, type ConfigSource } from './contracts.ts';
-import { reconcileDeployments, sweepSilentNodes } from './nodes-service.ts';
-import type { EdgeServices } from './services.ts';
+import { AGENT_TOKEN_REVOKED_CHANNEL, type AgentTokenVerifier } from './contracts.ts';
+import { sweepSilentNodes } from './nodes-service.ts';
 
 /** Published when a node's stream opens, with {node_id, replica_id, connected_at (ms)}: another replica still holding an older stream of it closes that one. */
 export const NODE_CONNECTED_CHANNEL = 'edge:node-connected';
 
-/** Told to agents in Welcome (traffic reports are accepted and not stored yet). */
-export const TRAFFIC_REPORT_INTERVAL_MS = 60_000;
 /** How long an agent has to send Hello after its stream opens. */
 export const HELLO_TIMEOUT_MS = 10 * SECOND;
 /** Bound on each database or token check an opening stream waits for. */
@@ -47,28 +38,8 @@ const REVOKED_MEMORY_MS = HELLO_TIMEOUT_MS + 3 * OPENING_TIMEOUT_MS;
 export const SILENT_INTERVALS = 3;
 /** Messages an agent may send before its stream is registered (Hello and little else). */
 const MAX_EARLY_MESSAGES = 64;
-/** How long a prefetch job waits for a node that can take it; then it fails, naming why for each URL. */
-export const PREFETCH_TARGET_WAIT_MS = HOUR;
-/** At most this many origin probes are taken from one heartbeat. */
-const MAX_PROBES_PER_HEARTBEAT = 1_000;
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
-const CONTROL_ALL = /[\u0000-\u001f\u007f-\u009f]/g;
-
-/** An agent's free text (errors, reasons) made safe to store and show: no control characters, bounded. */
-export function agentText(text: string, max = 2_000): string {
-  const clean = text.replace(CONTROL_ALL, ' ').trim();
-  return clean.length > max ? `${clean.slice(0, max - 1)}…` : clean;
-}
-
-const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
-const safeNumber = (value: bigint): number | null => (value > MAX_SAFE ? null : Number(value));
-const msDate = (ms: bigint): Date | null => {
-  if (ms <= 0n || ms > MAX_SAFE) return null;
-  const date = new Date(Number(ms));
-  return isStorableDate(date) ? date : null;
-};
 
 /** Why a Hello cannot register a node (the field and the rule), or null. */
 export function helloProblem(hello: Hello): string | null {
@@ -79,18 +50,6 @@ export function helloProblem(hello: Hello): string | null {
   if (safeNumber(hello.configVersion) === null) return 'config_version is out of range';
   if (safeNumber(hello.purgeSequence) === null) return 'purge_sequence is out of range';
   return null;
-}
-
-const PURGE_TYPES = new Set(['path', 'wildcard', 'tag', 'all']);
-const strings = (value: unknown): value is string[] => Array.isArray(value) && value.every((v) => typeof v === 'string');
-
-/** The purge an announcement carries (cdn/announcements.ts), checked; null when it carries none or it is malformed (then it is read from the database). */
-export function announcedPurge(value: unknown): (PurgeRow & { sequence: number }) | null {
-  if (!value || typeof value !== 'object') return null;
-  const p = value as Record<string, unknown>;
-  if (typeof p.id !== 'string' || !UUID.test(p.id) || typeof p.distribution_id !== 'string' || !UUID.test(p.distribution_id)) return null;
-  if (!Number.isSafeInteger(p.sequence) || (p.sequence as number) <= 0 || !PURGE_TYPES.has(p.purge_type as string) || !strings(p.paths) || !strings(p.tags)) return null;
-  return { id: p.id, sequence: p.sequence as number, distribution_id: p.distribution_id, purge_type: p.purge_type as PurgeRow['purge_type'], paths: p.paths, tags: p.tags };
 }
 
 /** The bearer token of a call's `authorization` metadata, or null. */
@@ -110,20 +69,34 @@ class StreamRefused extends Error {
   }
 }
 
+export interface ChannelHubOptions {
+  context: ChannelContext;
+  store: KeyValueStore;
+  config: Pick<Config, 'EDGE_HEARTBEAT_INTERVAL_MS' | 'SHUTDOWN_TIMEOUT_MS'>;
+  /** Read when a stream opens: the service that provides it may start after the channel, and tests replace it. */
+  tokens: () => AgentTokenVerifier | undefined;
+  /** In the order they open on a stream and are polled. */
+  feeds: readonly Feed<any>[];
+  /** This process's id on the nodes it holds (cdn_edge_node.replica_id). */
+  replicaId: string;
+}
+
 export class ChannelHub {
-  readonly replicaId = `${os.hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
-  readonly #services: EdgeServices;
-  readonly #log: Logger;
+  readonly replicaId: string;
+  readonly #context: ChannelContext;
+  readonly #store: KeyValueStore;
+  readonly #config: ChannelHubOptions['config'];
+  readonly #tokens: () => AgentTokenVerifier | undefined;
+  readonly #feeds: readonly Feed<any>[];
+  /** The feed (its index) taking each ack kind. */
+  readonly #byAck: (number | undefined)[] = [];
+  readonly #byMessage = new Map<string, number>();
   readonly #streams = new Map<string, AgentStream>();
   readonly #byToken = new Map<string, Set<AgentStream>>();
   /** Agent tokens revoked lately (ms): a stream verified before the revocation but registered after it is refused. */
   readonly #revokedAt = new Map<string, number>();
-  readonly #feed: PurgeFeed;
-  readonly #config: ConfigPusher;
-  readonly #writer: ChannelWriter;
-  /** Prefetch jobs this replica has handed out: job id → when. */
-  readonly #dispatched = new Map<string, number>();
   readonly #unsubscribe: (() => Promise<void> | void)[] = [];
+  #registrationReturning: string | null = null;
   #tick: NodeJS.Timeout | null = null;
   #polling: Promise<void> | null = null;
   /** Resolves once every subscription is in place (tests wait for it before announcing work). */
@@ -131,38 +104,29 @@ export class ChannelHub {
   #lastConnectMs = 0;
   #closing = false;
 
-  constructor(services: EdgeServices) {
-    this.#services = services;
-    this.#log = services.log.child({ component: 'edge-channel' });
-    const em = () => services.db.orm.em.fork() as EntityManager;
-    this.#feed = new PurgeFeed(em);
-    this.#config = new ConfigPusher(() => this.#source, this.#log);
-    this.#writer = new ChannelWriter({
-      em, clock: services.clock, log: this.#log, replicaId: this.replicaId,
-      hooks: {
-        configOrFleetChanged: async (em) => {
-          const source = this.#source;
-          if (source) await reconcileDeployments(em, source, services.clock.now());
-        },
-      },
-    });
+  constructor(options: ChannelHubOptions) {
+    this.replicaId = options.replicaId;
+    this.#context = options.context;
+    this.#store = options.store;
+    this.#config = options.config;
+    this.#tokens = options.tokens;
+    this.#feeds = options.feeds;
+    for (const [index, feed] of this.#feeds.entries()) {
+      for (const kind of feed.ackKinds ?? []) {
+        if (this.#byAck[kind] !== undefined) throw new Error(`ack kind ${kind} is taken by two feeds`);
+        this.#byAck[kind] = index;
+      }
+      for (const message of feed.messages ?? []) this.#byMessage.set(message, index);
+      if (feed.node) this.#context.writer.addNodeColumns(feed.node.columns);
+    }
   }
 
-  // The two seams are read when used: the services that provide them may start after the channel, and tests replace them.
-  get #source(): ConfigSource | undefined {
-    return (this.#services as Partial<EdgeServices>).edgeConfig;
-  }
-
-  get #tokens(): AgentTokenVerifier | undefined {
-    return (this.#services as Partial<EdgeServices>).edgeAgentTokens;
-  }
-
-  get #em(): EntityManager {
-    return this.#services.db.orm.em.fork() as EntityManager;
+  get #log(): Logger {
+    return this.#context.log;
   }
 
   get #now(): Date {
-    return this.#services.clock.now();
+    return this.#context.clock.now();
   }
 
   /** The streams held now (tests and diagnostics). */
@@ -171,17 +135,15 @@ export class ChannelHub {
   }
 
   /**
-   * Subscribes and starts the tick. Nothing here waits for PostgreSQL or Redis (the control plane starts,
-   * and reports its readiness, while they are down): the subscriptions complete when Redis answers, and
-   * the purge feed and the active version are read by the first fan-out or tick.
+   * Subscribes, starts the feeds and the tick. Nothing here waits for PostgreSQL or Redis (the control plane
+   * starts, and reports its readiness, while they are down): the subscriptions complete when Redis answers,
+   * and the feeds read what they need on their first use or tick.
    */
   start(): void {
-    void this.#safely('purge feed', () => this.#feed.load());
-    void this.#safely('reading the active configuration', () => this.#config.refresh());
-    const { store } = this.#services;
+    for (const feed of this.#feeds) feed.start?.();
     const pending: Promise<unknown>[] = [];
     const on = (channel: string, handler: (message: Record<string, unknown>) => void) => {
-      pending.push(store.subscribe(channel, (raw) => {
+      pending.push(this.#store.subscribe(channel, (raw) => {
         let message: Record<string, unknown>;
         try {
           message = JSON.parse(raw);
@@ -194,46 +156,33 @@ export class ChannelHub {
         else this.#unsubscribe.push(unsubscribe);
       }, (error: unknown) => this.#closing || this.#log.error({ err: error, channel }, 'edge channel: subscribing failed')));
     };
-    on(PURGE_SUBMITTED_CHANNEL, (m) => this.#purgeAnnounced(m));
-    on(PREFETCH_SUBMITTED_CHANNEL, (m) => typeof m.job_id === 'string' && UUID.test(m.job_id) && void this.#safely('prefetch fan-out', () => this.#dispatchPrefetch(m.job_id as string)));
-    on(CONFIG_PUBLISHED_CHANNEL, () => void this.#safely('configuration push', () => this.#pushConfig()));
     on(AGENT_TOKEN_REVOKED_CHANNEL, (m) => typeof m.id === 'string' && this.#revoke(m.id));
     on(NODE_CONNECTED_CHANNEL, (m) => this.#connectedElsewhere(m));
+    for (const feed of this.#feeds) for (const [channel, handler] of Object.entries(feed.subjects ?? {})) on(channel, handler);
     this.subscribed = Promise.all(pending).then(() => {});
     // Messages published while the subscription was down are lost: catch up when it is back.
     let wasLive = true;
-    this.#unsubscribe.push(store.onSubscriptionState((live) => {
+    this.#unsubscribe.push(this.#store.onSubscriptionState((live) => {
       if (live && !wasLive) {
-        void this.#safely('re-checking agent tokens', () => this.recheckTokens());
+        void this.#context.safely('re-checking agent tokens', () => this.recheckTokens());
         void this.poll();
       }
       wasLive = live;
     }));
-    const interval = this.#services.config.EDGE_HEARTBEAT_INTERVAL_MS;
-    this.#tick = setInterval(() => this.#polling || void this.poll(), interval);
+    this.#tick = setInterval(() => this.#polling || void this.poll(), this.#config.EDGE_HEARTBEAT_INTERVAL_MS);
     this.#tick.unref();
   }
 
-  async #safely(what: string, work: () => Promise<unknown>): Promise<void> {
-    try {
-      await work();
-    } catch (error) {
-      if (!this.#closing) this.#log.error({ err: error }, `edge channel: ${what} failed`);
-    }
-  }
-
   /**
-   * The periodic catch-up of every replica: silent nodes, purges, the active version and prefetch jobs it
-   * may have missed. One runs at a time (a call during one waits for it, then runs again: tests rely on it).
+   * The periodic catch-up of every replica: silent nodes, then each feed's poll (what it may have missed).
+   * One runs at a time (a call during one waits for it, then runs again: tests rely on it).
    */
   async poll(): Promise<void> {
     while (this.#polling) await this.#polling;
     if (this.#closing) return;
     this.#polling = (async () => {
-      await this.#safely('sweeping silent nodes', () => this.sweep());
-      await this.#safely('purge fan-out', () => this.#fanOutPurges());
-      await this.#safely('configuration push', () => this.#pushConfig());
-      await this.#safely('prefetch poll', () => this.#pollPrefetch());
+      await this.#context.safely('sweeping silent nodes', () => this.sweep());
+      for (const feed of this.#feeds) if (feed.poll) await this.#context.safely(`${feed.name} poll`, () => feed.poll!());
     })().finally(() => {
       this.#polling = null;
     });
@@ -247,7 +196,7 @@ export class ChannelHub {
   async recheckTokens(): Promise<number> {
     const ids = [...this.#byToken.keys()];
     if (!ids.length) return 0;
-    const rows = await this.#em.getConnection().execute<{ id: string }[]>(
+    const rows = await this.#context.em().getConnection().execute<{ id: string }[]>(
       `select id from cdn_agent_token where id in (${ids.map(() => '?').join(', ')}) and status = 'active' and (expires_at is null or expires_at > ?)`,
       [...ids, this.#now]);
     const active = new Set(rows.map((r) => r.id));
@@ -263,18 +212,18 @@ export class ChannelHub {
   /** Marks offline the nodes whose heartbeats stopped (3 intervals), on any replica. */
   async sweep(): Promise<string[]> {
     const now = this.#now;
-    const silentSince = new Date(now.getTime() - SILENT_INTERVALS * this.#services.config.EDGE_HEARTBEAT_INTERVAL_MS);
-    const gone = await sweepSilentNodes(this.#em, silentSince, now);
+    const silentSince = new Date(now.getTime() - SILENT_INTERVALS * this.#config.EDGE_HEARTBEAT_INTERVAL_MS);
+    const gone = await sweepSilentNodes(this.#context.em(), silentSince, now);
     if (gone.length) {
       this.#log.info({ nodes: gone.length }, 'edge nodes marked offline: no heartbeat');
-      this.#writer.nodesWentOffline(gone);
+      this.#context.writer.nodesWentOffline(gone);
     }
     return gone;
   }
 
   /** Writes buffered acknowledgements and heartbeats now (tests; shutdown). */
   flush(): Promise<void> {
-    return this.#writer.flush();
+    return this.#context.writer.flush();
   }
 
   // ---- streams -------------------------------------------------------------
@@ -308,7 +257,7 @@ export class ChannelHub {
     const opening = async () => {
       const token = bearerToken(call);
       if (!token) throw new StreamRefused(GrpcStatus.UNAUTHENTICATED, 'missing agent token (metadata authorization: Bearer <token>)');
-      const verifier = this.#tokens;
+      const verifier = this.#tokens();
       if (!verifier) throw new StreamRefused(GrpcStatus.UNAUTHENTICATED, 'agent tokens cannot be checked on this control plane');
       const verifying = Date.now();
       const verified = await withTimeout(verifier.verify(token), OPENING_TIMEOUT_MS, () => new StreamRefused(GrpcStatus.UNAVAILABLE, 'checking the agent token timed out'));
@@ -321,9 +270,10 @@ export class ChannelHub {
       if (ended) return;
       const first = early!.shift()!;
       if (first.message.case !== 'hello') throw new StreamRefused(GrpcStatus.INVALID_ARGUMENT, 'the first message must be Hello');
-      const problem = helloProblem(first.message.value);
+      const hello = first.message.value;
+      const problem = helloProblem(hello);
       if (problem) throw new StreamRefused(GrpcStatus.INVALID_ARGUMENT, `Hello: ${problem}`);
-      stream = await withTimeout(this.#register(call, first.message.value, verified.id), OPENING_TIMEOUT_MS,
+      stream = await withTimeout(this.#register(call, hello, verified.id), OPENING_TIMEOUT_MS,
         () => new StreamRefused(GrpcStatus.UNAVAILABLE, 'registering the node timed out'));
       if (ended) return this.#gone(stream);
       // A revocation announced between the token's check and now found no stream of it to close: this one closes now.
@@ -332,7 +282,7 @@ export class ChannelHub {
       const queued = early!;
       early = null;
       for (const message of queued) this.#onMessage(stream, message);
-      await this.#open(stream, first.message.value.cacheEmpty, first.message.value.acceptsCacheReset);
+      await this.#open(stream);
     };
     opening().catch((error: unknown) => {
       if (error instanceof StreamRefused) {
@@ -352,26 +302,38 @@ export class ChannelHub {
     return new Date(this.#lastConnectMs);
   }
 
-  /** Upserts the node as online on this replica and takes over from an older stream of it here. */
+  /** What the registration statement reads back for the feeds (their node columns, as text). */
+  #returning(): string {
+    if (this.#registrationReturning === null) {
+      const read = this.#feeds.flatMap((feed) => feed.node?.read ?? []);
+      this.#registrationReturning = read.length ? read.map((column) => `${column}::text as ${column}`).join(', ') : 'id';
+    }
+    return this.#registrationReturning;
+  }
+
+  /** Upserts the node as online on this replica (with what the feeds take from Hello), takes over from an older stream of it here, and attaches the feeds. */
   async #register(call: AgentCall, hello: Hello, tokenId: string): Promise<AgentStream> {
     const nodeId = hello.nodeId.toLowerCase();
     const connectedAt = this.#connectTime();
     const now = this.#now;
-    const [row] = await this.#em.execute<{ failed_config_version: string | null }[]>(
-      `insert into cdn_edge_node (id, hostname, region, status, agent_version, config_version, failed_config_version, config_error, purge_sequence,
-         last_seen_at, connected_at, replica_id, agent_token_id, cache_objects, cache_bytes, created_at, updated_at)
-       values (?, ?, ?, 'online', ?, ?, null, null, ?, ?, ?, ?, ?, 0, 0, ?, ?)
-       on conflict (id) do update set hostname = excluded.hostname, region = excluded.region, status = 'online', agent_version = excluded.agent_version,
-         config_version = excluded.config_version, purge_sequence = excluded.purge_sequence, last_seen_at = excluded.last_seen_at,
-         connected_at = excluded.connected_at, replica_id = excluded.replica_id, agent_token_id = excluded.agent_token_id, updated_at = excluded.updated_at
-       returning failed_config_version::text`,
-      [nodeId, hello.hostname, hello.region, hello.agentVersion, Number(hello.configVersion), Number(hello.purgeSequence),
-        now, connectedAt, this.replicaId, tokenId, now, now],
+    const own: Record<string, unknown> = {
+      id: nodeId, hostname: hello.hostname, region: hello.region, status: 'online', agent_version: hello.agentVersion,
+      last_seen_at: now, connected_at: connectedAt, replica_id: this.replicaId, agent_token_id: tokenId, created_at: now, updated_at: now,
+    };
+    const fromFeeds: Record<string, unknown> = {};
+    for (const feed of this.#feeds) Object.assign(fromFeeds, feed.node?.fromHello?.(hello));
+    const values = { ...own, ...fromFeeds };
+    const names = Object.keys(values);
+    // A new row starts with empty cache counts; an existing one keeps its created_at and counts until the first heartbeat.
+    const updated = names.filter((name) => name !== 'id' && name !== 'created_at');
+    const [row] = await this.#context.em().execute<Record<string, unknown>[]>(
+      `insert into cdn_edge_node (${names.join(', ')}) values (${names.map(() => '?').join(', ')})
+       on conflict (id) do update set ${updated.map((name) => `${name} = excluded.${name}`).join(', ')}
+       returning ${this.#returning()}`,
+      names.map((name) => values[name]),
     );
     const stream = new AgentStream({ call, nodeId, tokenId, connectedAt, hostname: hello.hostname });
-    stream.config.applied = Number(hello.configVersion);
-    stream.config.failed = Number(row?.failed_config_version ?? 0);
-    stream.purge.pushed = Number(hello.purgeSequence);
+    for (const feed of this.#feeds) stream.feedStates.push(feed.attach(stream, hello, row ?? {}));
     const older = this.#streams.get(nodeId);
     if (older) {
       this.#forget(older);
@@ -381,102 +343,48 @@ export class ChannelHub {
     let byToken = this.#byToken.get(tokenId);
     if (!byToken) this.#byToken.set(tokenId, (byToken = new Set()));
     byToken.add(stream);
-    this.#services.store.publish(NODE_CONNECTED_CHANNEL, JSON.stringify({ node_id: nodeId, replica_id: this.replicaId, connected_at: connectedAt.getTime() }))
+    this.#store.publish(NODE_CONNECTED_CHANNEL, JSON.stringify({ node_id: nodeId, replica_id: this.replicaId, connected_at: connectedAt.getTime() }))
       .catch(() => {});
-    this.#writer.fleetChanged();
-    this.#log.info({ node_id: nodeId, hostname: hello.hostname, region: hello.region, config_version: stream.config.applied, purge_sequence: stream.purge.pushed }, 'edge node connected');
+    this.#context.writer.fleetChanged();
+    this.#log.info({ node_id: nodeId, hostname: hello.hostname, region: hello.region, ...fromFeeds }, 'edge node connected');
     return stream;
   }
 
-  /**
-   * Welcome, then the configuration the agent lacks, then the purges after its own (only those still open when
-   * its cache is empty, or when it missed too many and is told to drop its cache: it has no use for the
-   * finished ones), then live.
-   */
-  async #open(stream: AgentStream, cacheEmpty: boolean, acceptsReset: boolean): Promise<void> {
-    if (!this.#config.target) await this.#config.refresh();
-    const opening = await withTimeout(this.#feed.opening(stream.purge.pushed, cacheEmpty, acceptsReset), OPENING_TIMEOUT_MS,
-      () => new StreamRefused(GrpcStatus.UNAVAILABLE, 'reading the purges to send timed out'));
-    if (stream.closed) return;
-    if (opening.reset) {
-      this.#log.info({ node_id: stream.nodeId, purge_sequence: stream.purge.pushed, latest: opening.latest }, 'edge node missed too many purges to replay: told to drop its cache');
+  /** Welcome (with what each feed adds), then each feed's opening in feed order. */
+  async #open(stream: AgentStream): Promise<void> {
+    const fields: WelcomeFields = {};
+    for (const [index, feed] of this.#feeds.entries()) {
+      if (!feed.welcome) continue;
+      Object.assign(fields, await withTimeout(Promise.resolve(feed.welcome(stream, stream.feedStates[index])), OPENING_TIMEOUT_MS,
+        () => new StreamRefused(GrpcStatus.UNAVAILABLE, `preparing the ${feed.name} to send timed out`)));
     }
+    if (stream.closed) return;
     stream.write(encodeResponse(create(ConnectResponseSchema, {
-      message: {
-        case: 'welcome',
-        value: {
-          nodeId: stream.nodeId, heartbeatIntervalMs: this.#services.config.EDGE_HEARTBEAT_INTERVAL_MS, trafficReportIntervalMs: TRAFFIC_REPORT_INTERVAL_MS,
-          purgeSequence: BigInt(opening.latest), configVersion: BigInt(this.#config.target?.version ?? 0), resetCache: opening.reset,
-        },
-      },
+      message: { case: 'welcome', value: { ...fields, nodeId: stream.nodeId, heartbeatIntervalMs: this.#config.EDGE_HEARTBEAT_INTERVAL_MS } },
     })));
     stream.welcomed = true;
-    stream.purge.pushed = Math.max(stream.purge.pushed, opening.start);
-    await this.#config.sync(stream);
-    for (const purge of opening.purges) {
-      if (purge.sequence <= stream.purge.pushed) continue;
-      if (!stream.write(purge.bytes)) return;
-      stream.purge.pushed = purge.sequence;
-    }
-    stream.live = true;
-    await this.#syncPurges(stream);
-    await this.#resendPrefetch(stream);
-  }
-
-  /**
-   * The prefetch jobs still awaiting this node's answer (sent on an earlier stream, or handed out while
-   * this one was opening): sent again, so a reconnect does not leave a job waiting for an answer that
-   * no stream would accept. Fetching a URL twice is harmless.
-   */
-  async #resendPrefetch(stream: AgentStream): Promise<void> {
-    for (const job of await openJobsFor(this.#em, stream.nodeId)) {
+    for (const [index, feed] of this.#feeds.entries()) {
       if (stream.closed) return;
-      if (stream.prefetch.has(job.jobId)) continue;
-      stream.prefetch.set(job.jobId, new Set(job.urls));
-      stream.write(job.bytes);
+      if (feed.open) await feed.open(stream, stream.feedStates[index]);
     }
   }
 
-  /** Writes to the stream every purge after the last one it got, in order: from memory when the feed reaches back, else from the database. */
-  async #syncPurges(stream: AgentStream): Promise<void> {
-    const state = stream.purge;
-    if (state.syncing) {
-      state.again = true;
-      return;
-    }
-    state.syncing = true;
-    try {
-      do {
-        state.again = false;
-        for (;;) {
-          if (stream.closed) return;
-          const recent = this.#feed.after(state.pushed);
-          const batch = recent ?? await this.#feed.page(state.pushed);
-          for (const purge of batch) {
-            if (purge.sequence <= state.pushed) continue;
-            if (!stream.write(purge.bytes)) return;
-            state.pushed = purge.sequence;
-          }
-          if (recent || !batch.length) break;
-        }
-      } while (state.again);
-    } finally {
-      state.syncing = false;
-    }
-  }
-
+  /** Takes the stream out of the maps, and out of the feeds (once). */
   #forget(stream: AgentStream): void {
+    if (stream.forgotten) return;
+    stream.forgotten = true;
     if (this.#streams.get(stream.nodeId) === stream) this.#streams.delete(stream.nodeId);
     const byToken = this.#byToken.get(stream.tokenId);
     byToken?.delete(stream);
     if (byToken?.size === 0) this.#byToken.delete(stream.tokenId);
+    for (const [index, feed] of this.#feeds.entries()) feed.detach?.(stream, stream.feedStates[index]);
   }
 
   /** The stream ended (either side, or the connection): the node is offline unless it has reconnected since (the write is guarded by connected_at). */
   #gone(stream: AgentStream): void {
     stream.closed = true;
     this.#forget(stream);
-    this.#writer.node(stream, { status: 'offline' }, true);
+    this.#context.writer.node(stream, { status: 'offline' }, true);
     this.#log.info({ node_id: stream.nodeId }, 'edge node stream ended');
   }
 
@@ -500,197 +408,49 @@ export class ChannelHub {
 
   #onMessage(stream: AgentStream, message: ConnectRequest): void {
     if (stream.closed) return;
-    switch (message.message.case) {
-      case 'ack': return this.#onAck(stream, message.message.value);
-      case 'heartbeat': return this.#onHeartbeat(stream, message.message.value);
-      case 'trafficReport': return; // Accepted and dropped until traffic analytics store them (nothing is buffered).
+    const body = message.message;
+    switch (body.case) {
+      case 'ack': {
+        const version = safeNumber(body.value.version);
+        const index = this.#byAck[body.value.kind];
+        if (version === null || index === undefined) return;
+        return this.#feeds[index]!.onAck?.(stream, stream.feedStates[index], body.value, version);
+      }
+      case 'heartbeat': return this.#onHeartbeat(stream, body.value);
       case 'hello': return stream.end(GrpcStatus.INVALID_ARGUMENT, 'Hello may be sent once per stream');
-      default: return;
+      case undefined: return;
+      default: {
+        const index = this.#byMessage.get(body.case);
+        if (index !== undefined) this.#feeds[index]!.onMessage?.(stream, stream.feedStates[index], body);
+      }
     }
   }
 
-  #onAck(stream: AgentStream, ack: Ack): void {
-    const version = safeNumber(ack.version);
-    if (version === null) return;
-    switch (ack.kind) {
-      case AckKind.CONFIG: {
-        const outcome = this.#config.answer(stream, { version, nonce: ack.nonce, ok: ack.ok, error: ack.error });
-        if (!outcome) return;
-        if (outcome.applied !== undefined) this.#writer.node(stream, { config_version: outcome.applied, clear_error: true }, true);
-        if (outcome.refused) {
-          const error = agentText(outcome.refused.error) || 'refused without a reason';
-          this.#writer.node(stream, { failed_config_version: outcome.refused.version, config_error: error }, true);
-          this.#log.warn({ node_id: stream.nodeId, version: outcome.refused.version, error }, 'edge node refused a configuration version');
-        }
-        void this.#safely('configuration push', () => this.#config.sync(stream));
-        return;
-      }
-      case AckKind.PURGE: {
-        // Only for a purge this stream was sent (its sequence); the purge id is checked against it when stored.
-        if (!UUID.test(ack.id) || version <= 0 || version > stream.purge.pushed) return;
-        // Acks are stored in one statement per flush; the node's purge_sequence rides with its heartbeat-rate writes.
-        this.#writer.purgeAck({ purge_id: ack.id.toLowerCase(), sequence: version, node_id: stream.nodeId, ok: ack.ok, error: ack.ok ? null : agentText(ack.error) || 'failed' });
-        if (ack.ok) this.#writer.purgeApplied(stream, version);
-        return;
-      }
-      case AckKind.PREFETCH: {
-        const jobId = ack.id.toLowerCase();
-        const urls = stream.prefetch.get(jobId);
-        if (!urls) return;
-        stream.prefetch.delete(jobId);
-        const seen = new Set<string>();
-        const failedUrls = ack.failedUrls.filter((f) => urls.has(f.url) && !seen.has(f.url) && seen.add(f.url))
-          .map((f) => ({ url: f.url, reason: agentText(f.reason, 300) || 'failed' }));
-        const error = !ack.ok && !failedUrls.length ? agentText(ack.error, 300) || 'failed' : null;
-        this.#writer.prefetchAnswer({
-          job_id: jobId, node_id: stream.nodeId, fetched: error ? 0 : urls.size - failedUrls.length, failed: error ? urls.size : failedUrls.length,
-          failed_urls: failedUrls, error, acked_at: this.#now,
-        });
-        return;
-      }
-      default: return;
-    }
-  }
-
+  /** Liveness (last seen, draining, the cache's size), then whatever the feeds read from the heartbeat. */
   #onHeartbeat(stream: AgentStream, heartbeat: Heartbeat): void {
-    const now = this.#now;
     const draining = heartbeat.status === 'draining';
     const changed = draining !== stream.draining;
     stream.draining = draining;
-    const purges = safeNumber(heartbeat.purgeSequence);
-    // The applied configuration version comes from acks alone (as in xDS); the heartbeat's copy is informational.
-    this.#writer.node(stream, {
-      last_seen_at: now,
+    this.#context.writer.node(stream, {
+      last_seen_at: this.#now,
       status: draining ? 'draining' : 'online',
-      purge_sequence: purges !== null && purges <= stream.purge.pushed ? purges : null,
       cache_objects: safeNumber(heartbeat.cacheObjects) ?? Number.MAX_SAFE_INTEGER,
       cache_bytes: safeNumber(heartbeat.cacheBytes) ?? Number.MAX_SAFE_INTEGER,
     }, changed);
-    for (const probe of heartbeat.origins.slice(0, MAX_PROBES_PER_HEARTBEAT)) {
-      if (!UUID.test(probe.originId)) continue;
-      this.#writer.originProbe({
-        origin_id: probe.originId.toLowerCase(),
-        node_id: stream.nodeId,
-        status: (HEALTH_STATUSES as readonly string[]).includes(probe.status) ? probe.status as HealthStatus : 'unknown',
-        latency_ms: Math.min(probe.latencyMs, 2_147_483_647),
-        last_success_at: msDate(probe.lastSuccessAtMs),
-        last_failure_at: msDate(probe.lastFailureAtMs),
-        failure_reason: agentText(probe.failureReason, 500) || null,
-        consecutive_failures: Math.min(probe.consecutiveFailures, 2_147_483_647),
-        checked_at: msDate(probe.checkedAtMs) ?? now,
-      });
-    }
-  }
-
-  // ---- live fan-out ---------------------------------------------------------
-
-  /**
-   * A purge was stored (here or on another replica). Announced with its content and next in sequence, it
-   * is pushed at once, in this call, without reading the database; otherwise the feed reads what it lacks.
-   */
-  #purgeAnnounced(message: Record<string, unknown>): void {
-    const row = announcedPurge(message.purge);
-    const added = row && Number(message.sequence) === row.sequence ? this.#feed.offer(row) : null;
-    if (added) {
-      if (added.length) this.#pushPurges(added);
-      return;
-    }
-    void this.#safely('purge fan-out', () => this.#fanOutPurges());
-  }
-
-  async #fanOutPurges(): Promise<void> {
-    const added = await this.#feed.load();
-    if (added.length) this.#pushPurges(added);
-  }
-
-  /** Writes the purges each live stream lacks: from memory in this call, or (a stream far behind, or one mid-catch-up) through #syncPurges. */
-  #pushPurges(added: readonly EncodedPurge[]): void {
-    const first = added[0]!.sequence;
-    const last = added.at(-1)!.sequence;
-    let written = 0;
-    for (const stream of this.#streams.values()) {
-      if (!stream.live) continue;
-      if (stream.purge.syncing) void this.#safely('purge fan-out', () => this.#syncPurges(stream));
-      else if (stream.purge.pushed === first - 1) this.#pushAll(stream, added); // the usual case: up to date until these
-      else if (!this.#pushRecent(stream)) void this.#safely('purge fan-out', () => this.#syncPurges(stream));
-      if (stream.purge.pushed === last) written++;
-    }
-    // Their acks are written the moment the streams written to have all answered (channel-writer.ts).
-    for (const purge of added) this.#writer.expectAcks(purge.id, written);
-  }
-
-  #pushAll(stream: AgentStream, purges: readonly EncodedPurge[]): void {
-    for (const purge of purges) {
-      if (!stream.write(purge.bytes)) return;
-      stream.purge.pushed = purge.sequence;
-    }
-  }
-
-  /** Writes the purges after the stream's last from the feed's memory; false when the feed does not reach back that far. */
-  #pushRecent(stream: AgentStream): boolean {
-    const recent = this.#feed.after(stream.purge.pushed);
-    if (!recent) return false;
-    this.#pushAll(stream, recent);
-    return true;
-  }
-
-  async #pushConfig(): Promise<void> {
-    await this.#config.refresh();
-    for (const stream of this.#streams.values()) if (stream.welcomed) void this.#safely('configuration push', () => this.#config.sync(stream));
-  }
-
-  async #dispatchPrefetch(jobId: string): Promise<void> {
-    if (this.#dispatched.has(jobId)) return;
-    this.#dispatched.set(jobId, Date.now());
-    const now = this.#now;
-    let dispatch;
-    try {
-      dispatch = await prepareDispatch(this.#em, this.#source, jobId, now);
-    } catch (error) {
-      this.#dispatched.delete(jobId); // the next poll tries again
-      throw error;
-    }
-    if (!dispatch) return;
-    // No node could take it yet (none online holds the endpoint): it waits, and the poll hands it out again.
-    if (!dispatch.targets.size) {
-      this.#dispatched.delete(jobId);
-      return;
-    }
-    const urls = new Set(dispatch.urls);
-    for (const nodeId of dispatch.targets) {
-      const stream = this.#streams.get(nodeId);
-      if (!stream?.welcomed) continue;
-      stream.prefetch.set(dispatch.jobId, urls);
-      stream.write(dispatch.bytes);
-    }
-  }
-
-  /** Hands out the open jobs this replica has not (jobs submitted within the wait); fails the jobs no node could take within it. */
-  async #pollPrefetch(): Promise<void> {
-    const cutoff = Date.now() - 2 * PREFETCH_TARGET_WAIT_MS;
-    for (const [id, at] of this.#dispatched) if (at < cutoff) this.#dispatched.delete(id);
-    const now = this.#now;
-    const waitStart = new Date(now.getTime() - PREFETCH_TARGET_WAIT_MS);
-    const open = await this.#em.execute<{ id: string }[]>(`select id from cdn_prefetch_job where status in ('pending', 'in_progress') and created_at > ?`, [waitStart]);
-    for (const { id } of open) if (!this.#dispatched.has(id)) await this.#dispatchPrefetch(id);
-    const untaken = await this.#em.execute<{ id: string }[]>(
-      `select j.id from cdn_prefetch_job j where j.status = 'pending' and j.created_at <= ?
-         and not exists (select 1 from cdn_prefetch_result r where r.job_id = j.id) limit 100`,
-      [waitStart],
-    );
-    if (untaken.length) await evaluatePrefetchJobs(this.#em, untaken.map((j) => j.id), now);
+    for (const [index, feed] of this.#feeds.entries()) feed.onHeartbeat?.(stream, stream.feedStates[index], heartbeat);
   }
 
   /** Ends every stream (agents reconnect to another replica) and writes what is buffered. */
   async close(): Promise<void> {
     this.#closing = true;
+    this.#context.closing = true;
     if (this.#tick) clearInterval(this.#tick);
     const bound = (work: Promise<unknown>, what: string) =>
-      withTimeout(work, this.#services.config.SHUTDOWN_TIMEOUT_MS, () => new Error(`${what} timed out`)).catch((error: unknown) => {
+      withTimeout(work, this.#config.SHUTDOWN_TIMEOUT_MS, () => new Error(`${what} timed out`)).catch((error: unknown) => {
         this.#log.warn({ err: error }, `edge channel shutdown: ${what} failed`);
       });
     await bound(Promise.all(this.#unsubscribe.splice(0).map((unsubscribe) => unsubscribe())), 'unsubscribing');
     for (const stream of [...this.#streams.values()]) stream.end(GrpcStatus.UNAVAILABLE, 'control plane shutting down');
-    await bound(this.#writer.close(), 'writing what agents acknowledged');
+    await bound(this.#context.writer.close(), 'writing what agents acknowledged');
   }
 }

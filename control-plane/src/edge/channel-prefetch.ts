@@ -7,15 +7,29 @@
 // answered fetched it, failed when any node failed it (failed_urls names the
 // reason and the node); the job completes when every target answered or went
 // offline, and fails when every URL failed.
+//
+// As a feed of the session layer (channel-feed.ts): jobs are handed out when
+// announced (PREFETCH_SUBMITTED_CHANNEL) and on every tick (those this
+// replica has not handed out, and those no node could take within the wait
+// fail); a stream that opens gets the jobs still awaiting its node's answer;
+// PREFETCH acks are buffered in the channel's writer and stored per flush.
 import { randomUUID } from 'node:crypto';
 import { create } from '@bufbuild/protobuf';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { ConnectResponseSchema } from '../../../shared/gen/edge/v1/control_pb.ts';
+import { AckKind, ConnectResponseSchema, type Ack } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { encodeResponse } from '../../../shared/src/proto/edge-control.ts';
+import { PREFETCH_SUBMITTED_CHANNEL } from '../cdn/announcements.ts';
 import type { FailedUrl } from '../cdn/purge-entity.ts';
+import { HOUR } from '../core/clock.ts';
 import { idList, ids, recordset } from '../db/bulk.ts';
+import { UUID, agentText, type ChannelContext, type Feed } from './channel-feed.ts';
+import type { AgentStream } from './channel-stream.ts';
+import type { ChannelWriter, FleetChange, PartBatch, WriterPart } from './channel-writer.ts';
 import type { ConfigSource } from './contracts.ts';
 import { ONLINE } from './nodes-service.ts';
+
+/** How long a prefetch job waits for a node that can take it; then it fails, naming why for each URL. */
+export const PREFETCH_TARGET_WAIT_MS = HOUR;
 
 export interface PrefetchDispatch {
   jobId: string;
@@ -140,5 +154,155 @@ export async function evaluatePrefetchJobs(em: EntityManager, jobIds: readonly s
        where id = ? and status in ('pending', 'in_progress')`,
       [status, fetched, failedUrls.length, JSON.stringify(failedUrls), finished ? now : null, now, jobId],
     );
+  }
+}
+
+/** Answers buffered in the channel's writer (one per job and node); when nodes went offline, the jobs waiting on them are counted again. */
+class PrefetchAnswerBuffer implements WriterPart {
+  readonly #writer: ChannelWriter;
+  #answers = new Map<string, PrefetchAnswer>();
+
+  constructor(writer: ChannelWriter) {
+    this.#writer = writer;
+    writer.add(this);
+  }
+
+  get urgent(): boolean {
+    return this.#answers.size > 0;
+  }
+
+  get routine(): boolean {
+    return false;
+  }
+
+  add(answer: PrefetchAnswer): void {
+    this.#answers.set(`${answer.job_id}|${answer.node_id}`, answer);
+    this.#writer.acked();
+  }
+
+  take(_routine: boolean, fleet: FleetChange): PartBatch | null {
+    if (!this.#answers.size && !fleet.offline.length) return null;
+    const answers = [...this.#answers.values()];
+    this.#answers = new Map();
+    return {
+      write: async (em, now) => {
+        if (answers.length) await evaluatePrefetchJobs(em, await recordPrefetchAnswers(em, answers), now);
+        if (fleet.offline.length) await evaluatePrefetchJobs(em, await openJobsOf(em, fleet.offline), now);
+      },
+      putBack: () => {
+        for (const a of answers) if (!this.#answers.has(`${a.job_id}|${a.node_id}`)) this.#answers.set(`${a.job_id}|${a.node_id}`, a);
+      },
+    };
+  }
+}
+
+/** What the prefetch feed keeps for one stream: the jobs sent and not yet answered (job id → its URLs: an answer may only name these). */
+export interface PrefetchState {
+  readonly stream: AgentStream;
+  readonly jobs: Map<string, ReadonlySet<string>>;
+}
+
+export class PrefetchFeed implements Feed<PrefetchState> {
+  readonly name = 'prefetch jobs';
+  readonly ackKinds = [AckKind.PREFETCH];
+  readonly subjects: Feed['subjects'];
+  readonly #context: ChannelContext;
+  readonly #source: () => ConfigSource | undefined;
+  readonly #answers: PrefetchAnswerBuffer;
+  /** The stream of each node held here. */
+  readonly #byNode = new Map<string, PrefetchState>();
+  /** Prefetch jobs this replica has handed out: job id → when. */
+  readonly #dispatched = new Map<string, number>();
+
+  constructor(context: ChannelContext, source: () => ConfigSource | undefined) {
+    this.#context = context;
+    this.#source = source;
+    this.#answers = new PrefetchAnswerBuffer(context.writer);
+    this.subjects = {
+      [PREFETCH_SUBMITTED_CHANNEL]: (m) => {
+        if (typeof m.job_id === 'string' && UUID.test(m.job_id)) void context.safely('prefetch fan-out', () => this.#dispatch(m.job_id as string));
+      },
+    };
+  }
+
+  attach(stream: AgentStream): PrefetchState {
+    const state: PrefetchState = { stream, jobs: new Map() };
+    this.#byNode.set(stream.nodeId, state);
+    return state;
+  }
+
+  detach(stream: AgentStream, state: PrefetchState): void {
+    if (this.#byNode.get(stream.nodeId) === state) this.#byNode.delete(stream.nodeId);
+  }
+
+  /**
+   * The jobs still awaiting this node's answer (sent on an earlier stream, or handed out while this one was
+   * opening): sent again, so a reconnect does not leave a job waiting for an answer that no stream would
+   * accept. Fetching a URL twice is harmless.
+   */
+  async open(stream: AgentStream, state: PrefetchState): Promise<void> {
+    for (const job of await openJobsFor(this.#context.em(), stream.nodeId)) {
+      if (stream.closed) return;
+      if (state.jobs.has(job.jobId)) continue;
+      state.jobs.set(job.jobId, new Set(job.urls));
+      stream.write(job.bytes);
+    }
+  }
+
+  onAck(stream: AgentStream, state: PrefetchState, ack: Ack): void {
+    const jobId = ack.id.toLowerCase();
+    const urls = state.jobs.get(jobId);
+    if (!urls) return;
+    state.jobs.delete(jobId);
+    const seen = new Set<string>();
+    const failedUrls = ack.failedUrls.filter((f) => urls.has(f.url) && !seen.has(f.url) && seen.add(f.url))
+      .map((f) => ({ url: f.url, reason: agentText(f.reason, 300) || 'failed' }));
+    const error = !ack.ok && !failedUrls.length ? agentText(ack.error, 300) || 'failed' : null;
+    this.#answers.add({
+      job_id: jobId, node_id: stream.nodeId, fetched: error ? 0 : urls.size - failedUrls.length, failed: error ? urls.size : failedUrls.length,
+      failed_urls: failedUrls, error, acked_at: this.#context.clock.now(),
+    });
+  }
+
+  async #dispatch(jobId: string): Promise<void> {
+    if (this.#dispatched.has(jobId)) return;
+    this.#dispatched.set(jobId, Date.now());
+    let dispatch;
+    try {
+      dispatch = await prepareDispatch(this.#context.em(), this.#source(), jobId, this.#context.clock.now());
+    } catch (error) {
+      this.#dispatched.delete(jobId); // the next poll tries again
+      throw error;
+    }
+    if (!dispatch) return;
+    // No node could take it yet (none online holds the endpoint): it waits, and the poll hands it out again.
+    if (!dispatch.targets.size) {
+      this.#dispatched.delete(jobId);
+      return;
+    }
+    const urls = new Set(dispatch.urls);
+    for (const nodeId of dispatch.targets) {
+      const state = this.#byNode.get(nodeId);
+      if (!state?.stream.welcomed) continue;
+      state.jobs.set(dispatch.jobId, urls);
+      state.stream.write(dispatch.bytes);
+    }
+  }
+
+  /** Hands out the open jobs this replica has not (jobs submitted within the wait); fails the jobs no node could take within it. */
+  async poll(): Promise<void> {
+    const cutoff = Date.now() - 2 * PREFETCH_TARGET_WAIT_MS;
+    for (const [id, at] of this.#dispatched) if (at < cutoff) this.#dispatched.delete(id);
+    const now = this.#context.clock.now();
+    const waitStart = new Date(now.getTime() - PREFETCH_TARGET_WAIT_MS);
+    const em = this.#context.em();
+    const open = await em.execute<{ id: string }[]>(`select id from cdn_prefetch_job where status in ('pending', 'in_progress') and created_at > ?`, [waitStart]);
+    for (const { id } of open) if (!this.#dispatched.has(id)) await this.#dispatch(id);
+    const untaken = await em.execute<{ id: string }[]>(
+      `select j.id from cdn_prefetch_job j where j.status = 'pending' and j.created_at <= ?
+         and not exists (select 1 from cdn_prefetch_result r where r.job_id = j.id) limit 100`,
+      [waitStart],
+    );
+    if (untaken.length) await evaluatePrefetchJobs(em, untaken.map((j) => j.id), now);
   }
 }

@@ -13,16 +13,15 @@ import { RELAXED_LIMITS, query } from '../../../test/support/auth.ts';
 import { caller, cdnCallers, makeEndpoint } from '../../../test/support/cdn.ts';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { eventually } from '../../../test/support/eventually.ts';
-import { TestConfigSource, agentConnector, announceConfig, endpointResource, testTokens, type TestAgent } from '../../../test/support/edge-channel.ts';
+import { ChannelWriter, TestConfigSource, agentConnector, announceConfig, endpointResource, testTokens, type TestAgent } from '../../../test/support/edge-channel.ts';
 import { PurgeType, type Purge } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { PURGE_SUBMITTED_CHANNEL } from '../cdn/announcements.ts';
 import { executeBound } from '../db/bulk.ts';
 import { purgeAckRetentionJob } from './channel-jobs.ts';
-import { PURGE_PAGE, PURGE_REPLAY_LIMIT, PurgeFeed, evaluatePurges, recordPurgeAcks } from './channel-purges.ts';
-import { announcedPurge } from './channel-hub.ts';
+import { announcedPurge } from './channel-purge-feed.ts';
+import { PURGE_PAGE, PURGE_REPLAY_LIMIT, PurgeRing as PurgeFeed, evaluatePurges, recordPurgeAcks } from './channel-purges.ts';
 import { NO_TARGET_REASON } from './channel-prefetch.ts';
 import type { AgentStream } from './channel-stream.ts';
-import { ChannelWriter } from './channel-writer.ts';
 
 const source = new TestConfigSource();
 const cp = await startTestControlPlane(t, {

@@ -1,14 +1,16 @@
-// Purge fan-out (DESIGN.md §5 purge bullet, §7): purges reach every stream in
-// sequence order, each encoded once and the same bytes written to every
-// stream; an agent that reconnects gets every purge after the last one it
-// applied, from the database. The purge sequence is commit order
-// (cdn/purge-service.ts), so "everything after n" read from the database can
-// never miss one that commits later with a smaller number.
+// The purges as the control channel reads and records them (DESIGN.md §5
+// purge bullet, §7; the feed that writes them to streams is
+// channel-purge-feed.ts): purges reach every stream in sequence order, each
+// encoded once and the same bytes written to every stream; an agent that
+// reconnects gets every purge after the last one it applied, from the
+// database. The purge sequence is commit order (cdn/purge-service.ts), so
+// "everything after n" read from the database can never miss one that
+// commits later with a smaller number.
 //
-// The feed keeps the purges this replica has seen recently (a ring covering
-// the sequences (floor, cursor]): a live stream whose last pushed sequence is
-// inside it is served from memory; a stream further behind reads pages from
-// the database until it reaches the ring.
+// The ring keeps the purges this replica has seen recently (the sequences
+// (floor, cursor]): a live stream whose last pushed sequence is inside it is
+// served from memory; a stream further behind reads pages from the database
+// until it reaches the ring. The acknowledgements' statements follow.
 import { randomUUID } from 'node:crypto';
 import { create } from '@bufbuild/protobuf';
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -44,7 +46,7 @@ export const PURGE_PAGE = 500;
  * does not ack, a million purges one by one, all of which a purge of everything covers.
  */
 export const PURGE_REPLAY_LIMIT = 10_000;
-/** How many recent purges the feed keeps encoded in memory. */
+/** How many recent purges the ring keeps encoded in memory. */
 const RING_SIZE = 4_096;
 
 export function encodePurge(row: PurgeRow): EncodedPurge {
@@ -61,7 +63,7 @@ export function encodePurge(row: PurgeRow): EncodedPurge {
   return { id: row.id, sequence, bytes };
 }
 
-export class PurgeFeed {
+export class PurgeRing {
   readonly #em: () => EntityManager;
   #ring: EncodedPurge[] = [];
   readonly #bySequence = new Map<number, EncodedPurge>();
@@ -121,8 +123,8 @@ export class PurgeFeed {
 
   /**
    * A purge announced with its content: taken into the ring at once when it is the next one (the
-   * purge before it is the feed's cursor: every purge committed before it is held, as sequence
-   * order is commit order) and returned; null when the feed must read the database instead (it is
+   * purge before it is the ring's cursor: every purge committed before it is held, as sequence
+   * order is commit order) and returned; null when the ring must read the database instead (it is
    * not started, a read is under way, or purges lie between). An older one than the cursor is
    * already held: [].
    */

@@ -1,4 +1,7 @@
-// The gRPC server of the control channel (DESIGN.md §7): EdgeControlService
+// The gRPC server of the control channel (DESIGN.md §7), and its composition:
+// the session layer (channel-hub.ts) with its feeds in the order they open on
+// a stream (configuration, purges, prefetch, origin health, traffic reports)
+// and the coalesced writer they share. EdgeControlService
 // on GRPC_PORT through @grpc/grpc-js (pre-encoded pushes, node streams rather
 // than async iterators), plus grpc.health.v1. Plaintext HTTP/2 (h2c) by
 // default, TLS when GRPC_TLS_CERT_FILE and GRPC_TLS_KEY_FILE are set. The TCP
@@ -6,18 +9,28 @@
 // reconnecting at once are not refused) and hands each connection to grpc-js.
 // Keepalive pings notice a dead agent's connection. GRPC_PORT=0 takes a free
 // port: the bound one is in services.edgeChannel and the log line.
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import { edgeControlService } from '../../../shared/src/proto/edge-control.ts';
 import type { HealthServices } from '../health/routes.ts';
 import type { CdnServices } from '../cdn/services.ts';
+import { ConfigFeed } from './channel-config.ts';
+import { ChannelContext } from './channel-feed.ts';
 import { ChannelHub } from './channel-hub.ts';
+import { OriginHealthFeed } from './channel-origin-health.ts';
+import { PrefetchFeed } from './channel-prefetch.ts';
+import { PurgeFeed } from './channel-purge-feed.ts';
 import type { AgentCall } from './channel-stream.ts';
+import { TrafficFeed } from './channel-traffic.ts';
+import { ChannelWriter } from './channel-writer.ts';
 import { ONLINE, originHealthReading, propagation } from './nodes-service.ts';
 import type { EdgeChannel, EdgeServices } from './services.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Logger } from 'pino';
 
 /** Pending connections the kernel queues while the process accepts (Node's default is 511). */
 const LISTEN_BACKLOG = 4_096;
@@ -42,11 +55,24 @@ function credentials(certFile: string | undefined, keyFile: string | undefined):
   return grpc.ServerCredentials.createSsl(null, [{ cert_chain: readFileSync(certFile), private_key: readFileSync(keyFile) }], false);
 }
 
+/** The session layer with its feeds and writer. */
+function channelHub(services: EdgeServices, log: Logger, em: () => EntityManager): ChannelHub {
+  const replicaId = `${os.hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  const context = new ChannelContext({ em, clock: services.clock, log, writer: new ChannelWriter({ em, clock: services.clock, log, replicaId }) });
+  // The seams are read when used: the services that provide them may start after the channel, and tests replace them.
+  const source = () => (services as Partial<EdgeServices>).edgeConfig;
+  const feeds = [new ConfigFeed(context, source), new PurgeFeed(context), new PrefetchFeed(context, source), new OriginHealthFeed(context), new TrafficFeed()];
+  return new ChannelHub({
+    context, store: services.store, config: services.config, feeds, replicaId,
+    tokens: () => (services as Partial<EdgeServices>).edgeAgentTokens,
+  });
+}
+
 export async function startChannel(services: EdgeServices): Promise<ChannelStart> {
   const { config } = services;
   const log = services.log.child({ component: 'edge-channel' });
   const em = () => services.db.orm.em.fork() as EntityManager;
-  const hub = new ChannelHub(services);
+  const hub = channelHub(services, log, em);
   hub.start();
 
   const server = new grpc.Server(SERVER_OPTIONS);

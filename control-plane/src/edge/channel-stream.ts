@@ -1,6 +1,7 @@
-// One agent's stream on this replica (DESIGN.md §7): who it is, what it has
-// applied and what was sent to it, and the writes to it. Pushes are written as
-// pre-encoded ConnectResponse bytes, shared by every stream they go to.
+// One agent's stream on this replica (DESIGN.md §7): who it is, where it
+// stands in the session, the feeds' states for it, and the writes to it.
+// Pushes are written as pre-encoded ConnectResponse bytes, shared by every
+// stream they go to.
 import { status as GrpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
 import type { ConnectRequest } from '../../../shared/gen/edge/v1/control_pb.ts';
 import type { OutgoingResponse } from '../../../shared/src/proto/edge-control.ts';
@@ -14,48 +15,21 @@ export type AgentCall = ServerDuplexStream<ConnectRequest, OutgoingResponse>;
  */
 export const MAX_UNSENT_MESSAGES = 20_000;
 
-export interface InflightConfig {
-  version: number;
-  nonce: string;
-  full: boolean;
-}
-
 export class AgentStream {
   readonly call: AgentCall;
   readonly nodeId: string;
   readonly tokenId: string;
   readonly connectedAt: Date;
   readonly hostname: string;
-  /** Set once Welcome is written: configuration pushes may follow. */
+  /** Each feed's state for this stream, in feed order (channel-feed.ts). */
+  readonly feedStates: unknown[] = [];
+  /** Set once Welcome is written: feeds may push from then on. */
   welcomed = false;
-  /** Set once the purges the agent lacked are written: live purge fan-out reaches the stream from then on. */
-  live = false;
   closed = false;
-  /** The agent reported draining (shutting down): no prefetch jobs for it. */
+  /** Taken out of the session layer's maps and the feeds' (ended, or replaced by a newer stream of its node). */
+  forgotten = false;
+  /** The agent reported draining (shutting down). */
   draining = false;
-
-  readonly config = {
-    /** The version the node applied (Hello, then acks). */
-    applied: 0,
-    /** The highest version the node refused: nothing up to it is pushed again. */
-    failed: 0,
-    /** The push awaiting its ack (one at a time; the next is diffed from what the ack confirms). */
-    inflight: null as InflightConfig | null,
-    /** A push is being prepared (encoding in progress). */
-    preparing: false,
-    /** Versions already answered with a full push after a base_mismatch nack (once each). */
-    fullRetried: new Set<number>(),
-  };
-
-  readonly purge = {
-    /** The highest purge sequence written to this stream (or the agent's own at Hello). */
-    pushed: 0,
-    syncing: false,
-    again: false,
-  };
-
-  /** Prefetch jobs sent and not yet answered: job id → its URLs (an answer may only name these). */
-  readonly prefetch = new Map<string, ReadonlySet<string>>();
 
   constructor(init: { call: AgentCall; nodeId: string; tokenId: string; connectedAt: Date; hostname: string }) {
     this.call = init.call;

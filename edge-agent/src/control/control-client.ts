@@ -22,8 +22,8 @@ import { Client, credentials, Metadata, status as GrpcStatus, type ChannelCreden
 import type { Logger } from 'pino';
 import type { ConnectRequest, ConnectResponse, PrefetchJob, Purge, Welcome } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { CONTROL_FLOW_CONTROL_WINDOW_BYTES, edgeControlService } from '../../../shared/src/proto/edge-control.ts';
-import { ConfigRefusedError, type EdgeAgent } from '../agent.ts';
 import { Backoff, DEFAULT_BACKOFF, type BackoffOptions } from './backoff.ts';
+import { ConfigRefusedError, type ControlledAgent } from './controlled-agent.ts';
 import {
   configAck, configPushOf, heartbeatMessage, helloMessage, prefetchAck, purgeAck, purgeCommandOf, trafficReportMessage, type NodeStatus,
 } from './messages.ts';
@@ -34,7 +34,7 @@ export interface ControlClientOptions {
   token: string;
   /** PEM bundle trusted for TLS besides the system roots. */
   caPem?: Buffer;
-  agent: EdgeAgent;
+  agent: ControlledAgent;
   nodeId: string;
   hostname: string;
   region: string;
@@ -104,7 +104,7 @@ export interface ControlClientEvents {
 
 export class ControlClient extends EventEmitter<ControlClientEvents> {
   private readonly options: ControlClientOptions;
-  private readonly agent: EdgeAgent;
+  private readonly agent: ControlledAgent;
   private readonly logger: Logger;
   private readonly target: ControlTarget;
   private readonly creds: ChannelCredentials;

@@ -7,7 +7,7 @@ import {
   TrafficReportSchema, TrafficRollupSchema, UrlCountSchema,
   type ConfigUpdate, type ConnectRequest, type Purge,
 } from '../../../shared/gen/edge/v1/control_pb.ts';
-import type { HealthReport, PrefetchResult, PurgeCommand, PurgeType as AgentPurgeType } from '../agent.ts';
+import type { HealthReport, PrefetchResult, PurgeCommand, PurgeType as AgentPurgeType } from './controlled-agent.ts';
 import type { TrafficRollup } from '../metrics/traffic.ts';
 import type { ConfigPush } from './resource-set.ts';
 

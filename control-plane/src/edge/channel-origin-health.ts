@@ -1,0 +1,120 @@
+// Origin health as the agents report it (document 3 "Origin health"; a feed of
+// the session layer, channel-feed.ts): each heartbeat carries the node's
+// latest probe of each origin it serves, upserted per (origin, node) in
+// cdn_origin_health at heartbeat rate (each pair's latest wins within a
+// flush), and the origin's health_status follows the worst case over the
+// nodes online (nodes-service.ts), also when nodes that reported it go
+// offline.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Heartbeat } from '../../../shared/gen/edge/v1/control_pb.ts';
+import { HEALTH_STATUSES, type HealthStatus } from '../cdn/cdn.entities.ts';
+import type { OriginHealthReading } from '../cdn/services.ts';
+import { executeBound, recordset } from '../db/bulk.ts';
+import { UUID, agentText, msDate, type ChannelContext, type Feed } from './channel-feed.ts';
+import type { AgentStream } from './channel-stream.ts';
+import type { ChannelWriter, FleetChange, PartBatch, WriterPart } from './channel-writer.ts';
+import { originsReportedBy, refreshOriginStatus } from './nodes-service.ts';
+
+/** At most this many origin probes are taken from one heartbeat. */
+const MAX_PROBES_PER_HEARTBEAT = 1_000;
+const INT_MAX = 2_147_483_647;
+
+/** One node's latest probe of one origin. */
+export interface OriginProbe extends OriginHealthReading {
+  origin_id: string;
+  node_id: string;
+}
+
+/** Probes buffered in the channel's writer until its heartbeat-rate flush; the origins of nodes gone offline are re-aggregated. */
+class OriginProbeBuffer implements WriterPart {
+  readonly #writer: ChannelWriter;
+  #probes = new Map<string, OriginProbe>();
+
+  constructor(writer: ChannelWriter) {
+    this.#writer = writer;
+    writer.add(this);
+  }
+
+  get urgent(): boolean {
+    return false;
+  }
+
+  get routine(): boolean {
+    return this.#probes.size > 0;
+  }
+
+  add(probe: OriginProbe): void {
+    this.#probes.set(`${probe.origin_id}|${probe.node_id}`, probe);
+    this.#writer.later();
+  }
+
+  take(routine: boolean, fleet: FleetChange): PartBatch | null {
+    const probes = routine ? [...this.#probes.values()] : [];
+    if (!probes.length && !fleet.offline.length) return null;
+    if (routine) this.#probes = new Map();
+    return {
+      write: async (em, _now) => {
+        if (probes.length) await writeProbes(em, probes);
+        if (fleet.offline.length) await refreshOriginStatus(em, await originsReportedBy(em, fleet.offline));
+      },
+      putBack: () => {
+        for (const p of probes) if (!this.#probes.has(`${p.origin_id}|${p.node_id}`)) this.#probes.set(`${p.origin_id}|${p.node_id}`, p);
+        if (probes.length) this.#writer.later();
+      },
+    };
+  }
+}
+
+/** Upserts the probes (unknown origins and nodes skipped) and refreshes the status of the origins they touched. */
+async function writeProbes(em: EntityManager, probes: OriginProbe[]): Promise<void> {
+  const rows = await executeBound<{ origin_id: string }>(em,
+    `insert into cdn_origin_health (origin_id, node_id, status, latency_ms, last_success_at, last_failure_at, failure_reason, consecutive_failures, checked_at)
+     select x.origin_id, x.node_id, x.status, x.latency_ms, x.last_success_at, x.last_failure_at, x.failure_reason, x.consecutive_failures, x.checked_at
+     from ${recordset({
+       origin_id: 'uuid', node_id: 'uuid', status: 'text', latency_ms: 'int', last_success_at: 'timestamptz', last_failure_at: 'timestamptz',
+       failure_reason: 'text', consecutive_failures: 'int', checked_at: 'timestamptz',
+     }, 'x', '$1')}
+     join cdn_origin o on o.id = x.origin_id
+     join cdn_edge_node n on n.id = x.node_id
+     on conflict (origin_id, node_id) do update set status = excluded.status, latency_ms = excluded.latency_ms,
+       last_success_at = excluded.last_success_at, last_failure_at = excluded.last_failure_at, failure_reason = excluded.failure_reason,
+       consecutive_failures = excluded.consecutive_failures, checked_at = excluded.checked_at
+     returning origin_id`,
+    [JSON.stringify(probes)],
+  );
+  await refreshOriginStatus(em, [...new Set(rows.map((r) => r.origin_id))]);
+}
+
+export class OriginHealthFeed implements Feed<undefined> {
+  readonly name = 'origin health';
+  readonly #context: ChannelContext;
+  readonly #probes: OriginProbeBuffer;
+
+  constructor(context: ChannelContext) {
+    this.#context = context;
+    this.#probes = new OriginProbeBuffer(context.writer);
+  }
+
+  attach(): undefined {
+    return undefined;
+  }
+
+  onHeartbeat(stream: AgentStream, _state: undefined, heartbeat: Heartbeat): void {
+    if (!heartbeat.origins.length) return;
+    const now = this.#context.clock.now();
+    for (const probe of heartbeat.origins.slice(0, MAX_PROBES_PER_HEARTBEAT)) {
+      if (!UUID.test(probe.originId)) continue;
+      this.#probes.add({
+        origin_id: probe.originId.toLowerCase(),
+        node_id: stream.nodeId,
+        status: (HEALTH_STATUSES as readonly string[]).includes(probe.status) ? probe.status as HealthStatus : 'unknown',
+        latency_ms: Math.min(probe.latencyMs, INT_MAX),
+        last_success_at: msDate(probe.lastSuccessAtMs),
+        last_failure_at: msDate(probe.lastFailureAtMs),
+        failure_reason: agentText(probe.failureReason, 500) || null,
+        consecutive_failures: Math.min(probe.consecutiveFailures, INT_MAX),
+        checked_at: msDate(probe.checkedAtMs) ?? now,
+      });
+    }
+  }
+}

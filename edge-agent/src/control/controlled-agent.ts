@@ -1,0 +1,68 @@
+// What the control-stream client drives (issue 21 item 2): the agent as the
+// control client sees it, an interface the agent (agent.ts) implements, so
+// the client depends on this seam rather than on the agent process above it.
+// The shapes that cross it (purge commands, prefetch results, the health
+// report, a refused configuration) live here too.
+import type { TrafficRollup } from '../metrics/traffic.ts';
+import type { OriginHealthState } from '../proxy/health.ts';
+import type { ConfigPush } from './resource-set.ts';
+
+export type PurgeType = 'path' | 'wildcard' | 'tag' | 'all';
+
+export interface PurgeCommand {
+  sequence: number;
+  purge_id: string;
+  /** Empty string: every endpoint. */
+  endpoint_id: string;
+  type: PurgeType;
+  paths?: readonly string[];
+  tags?: readonly string[];
+}
+
+export interface PrefetchResult {
+  fetched: number;
+  failed: number;
+  failed_urls: { url: string; reason: string }[];
+}
+
+export interface HealthReport {
+  status: 'ok' | 'degraded';
+  configVersion: number;
+  purgeSequence: number;
+  cacheObjects: number;
+  cacheBytes: number;
+  origins: OriginHealthState[];
+}
+
+/** A configuration the agent will not serve; `message` is what the control client puts in its nack. */
+export class ConfigRefusedError extends Error {
+  override name = 'ConfigRefusedError';
+}
+
+export interface ConfigPushResult {
+  version: number;
+  /** Resources added, changed or removed. */
+  changed: number;
+  /** Endpoints compiled anew (the others were reused). */
+  compiled: number;
+}
+
+export interface ControlledAgent {
+  /** Nothing is cached (said in Hello as cache_empty). */
+  readonly cacheEmpty: boolean;
+  /** The configuration version to report (0 unless it came from a control plane). */
+  readonly controlConfigVersion: number;
+  readonly appliedPurgeSequence: number;
+  /** Applies a push (full or delta); throws ConfigRefusedError and changes nothing when it cannot. */
+  applyConfigPush(push: ConfigPush): ConfigPushResult;
+  /** Every purge up to `sequence` is moot (an empty cache, or `reset`: the cache is dropped). */
+  startFromPurge(sequence: number, reset?: boolean): void;
+  /** Welcome's purge sequence: behind it, nothing is served from the cache until the missed purges are applied. */
+  beginPurgeCatchUp(target: number): boolean;
+  /** A purge the agent cannot apply, recorded as seen. */
+  skipPurge(sequence: number, reason: string): void;
+  applyPurge(cmd: PurgeCommand): { applied: boolean; purged: number };
+  prefetch(endpointId: string, urls: readonly string[]): Promise<PrefetchResult>;
+  healthReport(): HealthReport;
+  takeTrafficRollups(topN?: number): TrafficRollup[];
+}
