@@ -44,8 +44,7 @@ import { notifyMany, type NotifyInput } from '../notifications/notify.ts';
 import { debitBalance } from './balance-service.ts';
 import { Subscription, type BillingCycle } from './billing.entities.ts';
 import type { Coupon } from './coupon.entity.ts';
-import { chargeKey, invoiceAmounts, invoiceNumber, periodLine, takeInvoiceNumbers } from './invoice-service.ts';
-import { Invoice } from './invoice.entity.ts';
+import { chargeKey, invoiceNumber, invoiceTotals, periodLine, takeInvoiceNumbers, voidOpenInvoices } from './invoice-service.ts';
 import { toMajor } from './money.ts';
 import type { BillingServices } from './services.ts';
 import { addCycle, resumeInPlace, syncNextBilling } from './subscription-service.ts';
@@ -101,9 +100,7 @@ async function periodEnds(app: BillingServices, rc: RequestContext, now: Date, s
       s.canceled_at = s.current_period_end;
       syncNextBilling(s);
     }
-    if (canceling.length) {
-      await em.nativeUpdate(Invoice, { subscription: { $in: canceling.map((s) => s.id) }, status: 'open' }, { status: 'void', next_attempt_at: null });
-    }
+    await voidOpenInvoices(tx, canceling.map((s) => s.id), now);
     const expiring = await em.find(Subscription, { status: { $in: ['trialing', 'active'] }, auto_renew: false, cancel_at_period_end: false, current_period_end: { $lte: now } }, skipLocked);
     for (const s of expiring) {
       s.status = 'expired';
@@ -170,7 +167,7 @@ const claimDueSubscriptions = `
 const invoiceColumns: Columns = {
   id: 'uuid', user_id: 'uuid', subscription_id: 'uuid', plan_id: 'uuid', invoice_number: 'text', status: 'text', billing_reason: 'text', currency: 'text',
   amount_minor: 'bigint', discount_minor: 'bigint', tax_minor: 'bigint', tax_rate_bp: 'int', tax_country: 'text', balance_applied_minor: 'bigint',
-  amount_due_minor: 'bigint', amount_paid_minor: 'bigint', description: 'text', line_items: 'jsonb', coupon_id: 'uuid', payment_method_id: 'uuid',
+  balance_credit_minor: 'bigint', amount_due_minor: 'bigint', amount_paid_minor: 'bigint', description: 'text', line_items: 'jsonb', coupon_id: 'uuid', payment_method_id: 'uuid',
   period_start: 'timestamptz', period_end: 'timestamptz', due_date: 'timestamptz', paid_at: 'timestamptz', attempt_count: 'int',
   next_attempt_at: 'timestamptz', created_at: 'timestamptz', updated_at: 'timestamptz',
 };
@@ -186,7 +183,9 @@ function pendingCharge(invoiceId: string, attempt: number, amountMinor: number, 
 
 /**
  * Paid period invoices renew their subscriptions: the invoice's period and
- * its plan's terms (grandfathering ends here), in one statement.
+ * its plan's terms (grandfathering ends here), prepaid with what the invoice
+ * charged for the period (its amount less the discount, and its tax), in one
+ * statement.
  */
 async function renewFromInvoices(em: EntityManager, invoiceIds: readonly string[], now: Date): Promise<void> {
   if (!invoiceIds.length) return;
@@ -195,6 +194,7 @@ async function renewFromInvoices(em: EntityManager, invoiceIds: readonly string[
        set plan_id = p.id, type = p.type, price_minor = p.price_minor, currency = p.currency, billing_cycle = p.billing_cycle,
            max_profiles = p.max_profiles, max_concurrent_streams = p.max_concurrent_streams, max_devices = p.max_devices,
            status = 'active', current_period_start = i.period_start, current_period_end = i.period_end,
+           prepaid_minor = i.amount_minor - i.discount_minor, prepaid_tax_minor = i.tax_minor, prepaid_from = i.period_start,
            next_billing_date = case when s.auto_renew and not s.cancel_at_period_end then i.period_end end,
            updated_at = ?, version = s.version + 1
       from billing_invoice i join billing_plan p on p.id = i.plan_id
@@ -228,17 +228,20 @@ async function invoiceRenewals(app: BillingServices, rc: RequestContext, now: Da
       const coupon = row.coupon_id
         ? { id: row.coupon_id, discount_type: row.discount_type, percent_off_bp: row.percent_off_bp, amount_off_minor: row.amount_off_minor === null ? null : Number(row.amount_off_minor), currency: row.coupon_currency } as Coupon
         : null;
-      const amounts = invoiceAmounts(lines, { coupon, complimentary, currency: row.currency, taxRateBp });
+      const pricing = { coupon, complimentary, currency: row.currency, taxRateBp };
       const id = crypto.randomUUID();
-      const balance = amounts.total > 0 && row.balance_minor !== null
-        ? await debitBalance(tx, { userId: row.user_id, currency: row.currency, maxMinor: amounts.total, source: 'invoice', referenceId: id })
+      // The one invoice pricing (invoiceTotals), with the balance this renewal could take from the locked balance row.
+      const before = invoiceTotals(lines, pricing).total;
+      const balance = before > 0 && row.balance_minor !== null
+        ? await debitBalance(tx, { userId: row.user_id, currency: row.currency, maxMinor: before, source: 'invoice', referenceId: id })
         : 0;
-      const amountDue = amounts.total - balance;
-      const paid = amountDue === 0;
+      const totals = invoiceTotals(lines, { ...pricing, balanceMinor: balance });
+      const paid = totals.amountDue === 0;
       invoices.push({
         id, user_id: row.user_id, subscription_id: row.id, plan_id: row.plan_id, status: paid ? 'paid' : 'open', billing_reason: 'subscription_cycle',
-        currency: row.currency, amount_minor: amounts.amount, discount_minor: amounts.discount, tax_minor: amounts.tax, tax_rate_bp: taxRateBp,
-        tax_country: taxRateBp ? row.billing_country : null, balance_applied_minor: balance, amount_due_minor: amountDue, amount_paid_minor: paid ? amountDue : 0,
+        currency: row.currency, amount_minor: totals.amount, discount_minor: totals.discount, tax_minor: totals.tax, tax_rate_bp: taxRateBp,
+        tax_country: taxRateBp ? row.billing_country : null, balance_applied_minor: totals.balanceApplied, balance_credit_minor: totals.balanceCredit,
+        amount_due_minor: totals.amountDue, amount_paid_minor: paid ? totals.amountDue : 0,
         description: row.status === 'trialing' ? `${row.plan_name} after the trial` : `Renewal of ${row.plan_name}`, line_items: lines,
         coupon_id: coupon?.id ?? null, payment_method_id: row.method_id, period_start: start, period_end: end, due_date: start,
         paid_at: paid ? now : null, attempt_count: 0, next_attempt_at: paid ? null : row.method_id ? new Date(now.getTime() + CHARGE_LEASE_MS) : now,
@@ -246,9 +249,9 @@ async function invoiceRenewals(app: BillingServices, rc: RequestContext, now: Da
       });
       if (paid) paidAtOnce.push(id);
       else if (row.method_id) {
-        const charge = pendingCharge(id, 1, amountDue, row.currency, row.method_id, now);
+        const charge = pendingCharge(id, 1, totals.amountDue, row.currency, row.method_id, now);
         charges.push(charge);
-        attempts.push({ invoiceId: id, chargeId: charge.id, key: charge.idempotency_key, userId: row.user_id, amountMinor: amountDue, currency: row.currency, gatewayMethodId: row.gateway_payment_method_id });
+        attempts.push({ invoiceId: id, chargeId: charge.id, key: charge.idempotency_key, userId: row.user_id, amountMinor: totals.amountDue, currency: row.currency, gatewayMethodId: row.gateway_payment_method_id });
       }
       // An invoice to charge whose method is gone waits for step 4 (due now), which records the decline.
     }

@@ -74,6 +74,13 @@ export const SubscriptionSchema = defineEntity({
     trial_end: p.datetime().nullable(),
     payment_method_id: p.uuid().nullable(),
     coupon_id: p.uuid().nullable(),
+    /**
+     * What was actually paid for the rest of the current period (net of discounts; prepaid_tax_minor is the tax paid on it),
+     * spread evenly from prepaid_from to current_period_end: a plan change credits the unused share of it, never the list price.
+     */
+    prepaid_minor: p.bigint('number').default(0),
+    prepaid_tax_minor: p.bigint('number').default(0),
+    prepaid_from: p.datetime().nullable(),
     created_at: p.datetime().onCreate(() => new Date()),
     updated_at: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
     version: p.integer().version(),
@@ -94,6 +101,7 @@ export const SubscriptionSchema = defineEntity({
       expression: `create unique index "billing_subscription_one_live_per_type" on "billing_subscription" ("user_id", "type") where status in ('trialing', 'active', 'past_due', 'paused')`,
     },
   ],
+  checks: [{ name: 'billing_subscription_prepaid_check', expression: 'prepaid_minor >= 0 and prepaid_tax_minor >= 0' }],
 });
 export class Subscription extends SubscriptionSchema.class {}
 SubscriptionSchema.setClass(Subscription);

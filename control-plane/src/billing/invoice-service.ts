@@ -14,8 +14,9 @@
 // transaction that finalizes the invoice: a rollback leaves no gap.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { RequestContext } from '../core/request-context.ts';
+import { idList, ids } from '../db/bulk.ts';
 import { ApiError } from '../http/errors.ts';
-import { debitBalance } from './balance-service.ts';
+import { balanceOf, creditBalance, debitBalance } from './balance-service.ts';
 import type { Plan, Subscription } from './billing.entities.ts';
 import { couponDiscount } from './coupon-service.ts';
 import type { Coupon } from './coupon.entity.ts';
@@ -34,8 +35,11 @@ export interface InvoiceDraft {
   plan: Plan;
   reason: BillingReason;
   currency: string;
+  /** Signed: a period or the remaining time on a plan (positive), the unused time of the plan left (negative). */
   lines: LineItem[];
-  /** Discount on a positive subtotal (first invoice, or every invoice while the coupon lasts). */
+  /** The tax paid on the time a negative line credits (it comes back with it). */
+  creditTaxMinor?: number;
+  /** Discount on the charges (the positive lines): the first invoice, a plan change's remaining time. */
   coupon?: Coupon | null;
   /** Complimentary: the whole amount is discounted and nothing is charged. */
   complimentary?: boolean;
@@ -54,22 +58,88 @@ export async function taxRateOf(em: EntityManager, country: string | null | unde
   return rate && rate.rate_bp > 0 ? rate.rate_bp : null;
 }
 
-/** The amounts of an invoice from its lines: discount on the positive subtotal, then exclusive tax on what is left. */
-export function invoiceAmounts(lines: LineItem[], options: { coupon?: Coupon | null; complimentary?: boolean; currency: string; taxRateBp: number | null }) {
-  const positive = sumMinor(lines.filter((l) => l.amount_minor > 0).map((l) => l.amount_minor));
-  const credits = sumMinor(lines.filter((l) => l.amount_minor < 0).map((l) => -l.amount_minor));
-  const amount = Math.max(0, positive - credits);
-  const discount = options.complimentary ? amount : options.coupon ? couponDiscount(options.coupon, amount, options.currency) : 0;
-  const taxable = amount - discount;
-  const tax = options.taxRateBp ? percentOf(taxable, options.taxRateBp) : 0;
-  return { amount, discount, tax, total: taxable + tax, net: positive - credits };
+export interface InvoiceTotals {
+  /** Sum of the lines, signed. */
+  amount: number;
+  /** The positive lines: what is bought. */
+  charges: number;
+  discount: number;
+  /** Tax on the charges less the discount, minus the tax paid on the credited time (signed). */
+  tax: number;
+  /** amount − discount + tax, signed: below 0 the invoice gives money back. */
+  total: number;
+  /** Taken from the account balance before the payment method (never above a positive total). */
+  balanceApplied: number;
+  /** A negative total, given back to the account balance. */
+  balanceCredit: number;
+  /** What the payment method is charged: max(0, total) − balance applied. */
+  amountDue: number;
+  /** What the charges cost once paid (net of the discount) and the tax on that: the value the covered time is then prepaid with. */
+  prepaid: { net: number; tax: number };
 }
 
-/** Builds a draft invoice in the caller's unit of work (not yet flushed, numbered or paid). */
-export async function draftInvoice(rc: RequestContext, draft: InvoiceDraft, now: Date): Promise<Invoice> {
-  const taxRateBp = draft.complimentary ? null : await taxRateOf(rc.em, draft.paymentMethod?.billing_country);
-  const amounts = invoiceAmounts(draft.lines, { coupon: draft.coupon, complimentary: draft.complimentary, currency: draft.currency, taxRateBp });
-  return rc.em.create(Invoice, {
+/**
+ * The one pricing of an invoice, from its lines (every invoice and every
+ * preview goes through it): the coupon (or a complimentary invoice) discounts
+ * the charges, exclusive tax is added on what is left of them, the tax paid on
+ * credited time comes back, the balance pays what it can of a positive total
+ * and a negative total goes to the balance. The totals add up:
+ * amount − discount + tax − balanceApplied + balanceCredit = amountDue.
+ */
+export function invoiceTotals(lines: readonly LineItem[], options: {
+  coupon?: Coupon | null; complimentary?: boolean; currency: string; taxRateBp: number | null; creditTaxMinor?: number; balanceMinor?: number;
+}): InvoiceTotals {
+  const charges = sumMinor(lines.filter((l) => l.amount_minor > 0).map((l) => l.amount_minor));
+  const credits = sumMinor(lines.filter((l) => l.amount_minor < 0).map((l) => -l.amount_minor));
+  const discount = options.complimentary ? charges : options.coupon ? couponDiscount(options.coupon, charges, options.currency) : 0;
+  const net = charges - discount;
+  const chargeTax = options.taxRateBp ? percentOf(net, options.taxRateBp) : 0;
+  const tax = chargeTax - (options.creditTaxMinor ?? 0);
+  const amount = charges - credits;
+  const total = amount - discount + tax;
+  const balanceApplied = Math.min(Math.max(0, options.balanceMinor ?? 0), Math.max(0, total));
+  return {
+    amount, charges, discount, tax, total, balanceApplied, balanceCredit: Math.max(0, -total),
+    amountDue: Math.max(0, total) - balanceApplied, prepaid: { net, tax: chargeTax },
+  };
+}
+
+/** The user's balance in `currency`, its row locked until the caller's transaction ends (0 when none). */
+async function lockedBalance(em: EntityManager, userId: string, currency: string): Promise<number> {
+  const [row] = await em.execute<{ balance_minor: string }[]>(
+    'select balance_minor from billing_account_balance where user_id = ? and currency = ? for update', [userId, currency]);
+  return row ? Number(row.balance_minor) : 0;
+}
+
+export interface InvoiceQuote {
+  taxRateBp: number | null;
+  taxCountry: string | null;
+  totals: InvoiceTotals;
+}
+
+/**
+ * What an invoice for `draft` comes to now, the account balance included:
+ * the preview of a plan change calls it as the change does (with `lock`, the
+ * balance row is held for the caller's transaction, which then debits exactly
+ * what was quoted).
+ */
+export async function quoteInvoice(em: EntityManager, draft: Pick<InvoiceDraft, 'userId' | 'currency' | 'lines' | 'creditTaxMinor' | 'coupon' | 'complimentary' | 'paymentMethod'>, options: { lock: boolean }): Promise<InvoiceQuote> {
+  const taxRateBp = draft.complimentary ? null : await taxRateOf(em, draft.paymentMethod?.billing_country);
+  const balanceMinor = options.lock ? await lockedBalance(em, draft.userId, draft.currency) : await balanceOf(em, draft.userId, draft.currency);
+  const totals = invoiceTotals(draft.lines, {
+    coupon: draft.coupon, complimentary: draft.complimentary, currency: draft.currency, taxRateBp, creditTaxMinor: draft.creditTaxMinor, balanceMinor,
+  });
+  return { taxRateBp, taxCountry: taxRateBp ? draft.paymentMethod!.billing_country!.toUpperCase() : null, totals };
+}
+
+/**
+ * Builds a draft invoice in the caller's unit of work (not yet flushed,
+ * numbered or paid), priced by quoteInvoice with the balance locked (or at
+ * `quoted`, a quote the caller took with the lock); with its totals.
+ */
+export async function draftInvoice(rc: RequestContext, draft: InvoiceDraft, now: Date, quoted?: InvoiceQuote): Promise<{ invoice: Invoice; totals: InvoiceTotals }> {
+  const { taxRateBp, taxCountry, totals } = quoted ?? await quoteInvoice(rc.em, draft, { lock: true });
+  const invoice = rc.em.create(Invoice, {
     ...(draft.id ? { id: draft.id } : {}),
     user: draft.userId,
     subscription: draft.subscription,
@@ -78,13 +148,14 @@ export async function draftInvoice(rc: RequestContext, draft: InvoiceDraft, now:
     status: 'draft',
     billing_reason: draft.reason,
     currency: draft.currency,
-    amount_minor: amounts.amount,
-    discount_minor: amounts.discount,
-    tax_minor: amounts.tax,
+    amount_minor: totals.amount,
+    discount_minor: totals.discount,
+    tax_minor: totals.tax,
     tax_rate_bp: taxRateBp,
-    tax_country: taxRateBp ? draft.paymentMethod!.billing_country!.toUpperCase() : null,
-    balance_applied_minor: 0,
-    amount_due_minor: amounts.total,
+    tax_country: taxCountry,
+    balance_applied_minor: totals.balanceApplied,
+    balance_credit_minor: totals.balanceCredit,
+    amount_due_minor: totals.amountDue,
     amount_paid_minor: 0,
     description: draft.description,
     line_items: draft.lines,
@@ -99,16 +170,38 @@ export async function draftInvoice(rc: RequestContext, draft: InvoiceDraft, now:
     created_at: now,
     updated_at: now,
   } as never);
+  return { invoice, totals };
 }
 
-/** Pays what it can of the invoice from the user's balance in its currency (before the card). In the caller's transaction. */
-export async function applyBalance(rc: RequestContext, invoice: Invoice): Promise<void> {
-  if (invoice.amount_due_minor <= 0) return;
-  const applied = await debitBalance(rc, {
-    userId: invoice.user.id, currency: invoice.currency, maxMinor: invoice.amount_due_minor, source: 'invoice', referenceId: invoice.id,
-  });
-  invoice.balance_applied_minor += applied;
-  invoice.amount_due_minor -= applied;
+/**
+ * Moves the balance an invoice was quoted with (in the caller's transaction,
+ * whose lock on the balance row the quote took): debits what it applies,
+ * credits what a negative total gives back.
+ */
+async function settleBalance(rc: RequestContext, invoice: Invoice): Promise<void> {
+  const movement = { userId: invoice.user.id, currency: invoice.currency, source: 'invoice' as const, referenceId: invoice.id };
+  if (invoice.balance_applied_minor > 0) {
+    const applied = await debitBalance(rc, { ...movement, maxMinor: invoice.balance_applied_minor });
+    if (applied !== invoice.balance_applied_minor) throw new Error(`invoice ${invoice.id}: balance applied ${applied}, quoted ${invoice.balance_applied_minor}`);
+  }
+  if (invoice.balance_credit_minor > 0) await creditBalance(rc, { ...movement, amountMinor: invoice.balance_credit_minor });
+}
+
+/**
+ * Voids the open invoices of the subscriptions (they end: nothing more is
+ * charged for them). What the balance had paid of one goes back to the
+ * balance, as a void undoes the whole invoice; a card charge answered later
+ * for a voided invoice is refunded by the billing clock's settle.
+ */
+export async function voidOpenInvoices(rc: RequestContext, subscriptionIds: readonly string[], now: Date): Promise<void> {
+  if (!subscriptionIds.length) return;
+  const voided = await rc.em.execute<{ id: string; user_id: string; currency: string; balance_applied_minor: string }[]>(
+    `update billing_invoice set status = 'void', next_attempt_at = null, updated_at = ?, version = version + 1
+     where subscription_id = any(${idList}) and status = 'open' returning id, user_id, currency, balance_applied_minor`, [now, ids(subscriptionIds)]);
+  for (const invoice of voided) {
+    const amountMinor = Number(invoice.balance_applied_minor);
+    if (amountMinor > 0) await creditBalance(rc, { userId: invoice.user_id, currency: invoice.currency, amountMinor, source: 'invoice', referenceId: invoice.id });
+  }
 }
 
 /** Formats an invoice number. */
@@ -152,14 +245,15 @@ export function paymentFailed(reason: DeclineReason, message: string): ApiError 
 }
 
 /**
- * Pays a draft invoice now, inside the caller's transaction: balance first,
- * then the card for the rest. A decline throws 402 (the caller's transaction
+ * Pays a draft invoice now, inside the caller's transaction: the balance
+ * moves as quoted (debited first, or credited with a negative total), then
+ * the card is charged the rest. A decline throws 402 (the caller's transaction
  * rolls back, so nothing it did is kept). On success the invoice is numbered
  * and paid, and the charge recorded. `onCharged` learns the gateway's charge
  * id so the caller can refund it if its transaction fails to commit.
  */
 export async function payNow(app: BillingServices, rc: RequestContext, invoice: Invoice, method: PaymentMethod | null, now: Date, onCharged: (chargeId: string) => void): Promise<void> {
-  await applyBalance(rc, invoice);
+  await settleBalance(rc, invoice);
   if (invoice.amount_due_minor > 0) {
     if (!method) throw new ApiError('CONFLICT', 'Nothing to charge the amount due to: the subscription has no payment method');
     const key = chargeKey(invoice.id, 1);

@@ -42,16 +42,20 @@ export const InvoiceSchema = defineEntity({
     status: p.enum(INVOICE_STATUSES),
     billing_reason: p.enum(BILLING_REASONS),
     currency: p.string().length(3),
-    /** Sum of the line items (before discount and tax). */
+    /** Sum of the line items, signed (a downgrade's credit line can make it negative), before discount and tax. */
     amount_minor: p.bigint('number'),
+    /** Taken off the charges (positive lines) by a coupon, or all of them for a complimentary invoice. */
     discount_minor: p.bigint('number'),
+    /** Tax on the charges less the tax paid on credited time: negative when more tax comes back than is charged. */
     tax_minor: p.bigint('number'),
     /** The rate applied (basis points) and the country it came from; null: no tax. */
     tax_rate_bp: p.integer().nullable(),
     tax_country: p.string().length(2).nullable(),
     /** Paid from the account balance in the invoice currency, before the card. */
     balance_applied_minor: p.bigint('number'),
-    /** What remains to be paid by the payment method: amount − discount + tax − balance applied. */
+    /** A negative total (amount − discount + tax below 0: a downgrade) given back to the account balance. */
+    balance_credit_minor: p.bigint('number').default(0),
+    /** What the payment method is charged: amount − discount + tax − balance applied + balance credit (never negative). */
     amount_due_minor: p.bigint('number'),
     amount_paid_minor: p.bigint('number'),
     description: p.string().length(500),
@@ -85,7 +89,11 @@ export const InvoiceSchema = defineEntity({
   ],
   uniques: [{ name: 'billing_invoice_number_key', properties: ['invoice_number'] }],
   checks: [
-    { name: 'billing_invoice_amounts_check', expression: 'discount_minor >= 0 and tax_minor >= 0 and balance_applied_minor >= 0 and amount_due_minor >= 0 and amount_paid_minor >= 0 and amount_paid_minor <= amount_due_minor' },
+    {
+      name: 'billing_invoice_amounts_check',
+      expression: 'discount_minor >= 0 and balance_applied_minor >= 0 and balance_credit_minor >= 0 and amount_due_minor >= 0 and amount_paid_minor >= 0 '
+        + 'and amount_paid_minor <= amount_due_minor and amount_minor - discount_minor + tax_minor - balance_applied_minor + balance_credit_minor = amount_due_minor',
+    },
     { name: 'billing_invoice_number_check', expression: `(status = 'draft') = (invoice_number is null)` },
   ],
 });

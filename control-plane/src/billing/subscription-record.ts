@@ -67,23 +67,32 @@ export async function presentSubscription(em: EntityManager, subscription: Subsc
 export const previewRecord = z.object({
   from_plan_id: z.uuid(),
   to_plan_id: z.uuid(),
-  proration_credit: amountRecord().describe('The unused fraction of the current period at the price the subscription was sold at'),
-  proration_charge: amountRecord().describe('The same fraction of the new plan\'s price'),
-  amount_due_now: amountRecord().describe('What the change invoices now: max(0, charge − credit), less a coupon, plus tax; a negative net goes to the account balance'),
-  balance_credit: amountRecord().describe('Credit above the charge, added to the account balance in the currency'),
+  proration_credit: amountRecord().describe('What was paid for the unused time of the current period (net of discounts), its share still ahead: the credit line'),
+  proration_charge: amountRecord().describe('The same time on the new plan at its price: the charge line'),
+  discount_amount: amountRecord().describe('What `coupon_code` takes off the charge'),
+  tax_amount: amountRecord().describe('Tax on the charge less the discount, minus the tax paid on the credited time (negative when more comes back)'),
+  total: amountRecord().describe('charge − credit − discount + tax; below 0 it goes to the account balance'),
+  balance_applied: amountRecord().describe('Paid from the account balance in the currency before the card'),
+  amount_due_now: amountRecord().describe('What the payment method is charged now: max(0, total) − balance applied; the change\'s invoice shows the same amount_due'),
+  balance_credit: amountRecord().describe('A negative total, added to the account balance in the currency'),
   currency: z.string(),
   next_billing_date: timestampOrNull(),
   effective: z.enum(['immediate']),
 });
 
 export function presentPreview(subscription: Subscription, p: Proration) {
-  const major = (minor: number) => toMajor(minor, p.currency);
+  const major = (minor: number) => signedMajor(minor, p.currency);
+  const totals = p.quote.totals;
   return {
     from_plan_id: p.fromPlan.id, to_plan_id: p.toPlan.id, proration_credit: major(p.creditMinor), proration_charge: major(p.chargeMinor),
-    amount_due_now: major(p.amountDueNowMinor), balance_credit: major(p.balanceCreditMinor), currency: p.currency,
+    discount_amount: major(totals.discount), tax_amount: major(totals.tax), total: major(totals.total), balance_applied: major(totals.balanceApplied),
+    amount_due_now: major(totals.amountDue), balance_credit: major(totals.balanceCredit), currency: p.currency,
     next_billing_date: subscription.next_billing_date ?? null, effective: 'immediate' as const,
   };
 }
+
+/** Signed minor units as the JSON number the API shows (−400 EUR cents → −4). */
+const signedMajor = (minor: number, currency: string) => toMajor(Math.abs(minor), currency) * Math.sign(minor || 1);
 
 export const invoiceRecord = z.object({
   id: z.uuid(),
@@ -91,11 +100,13 @@ export const invoiceRecord = z.object({
   subscription_id: z.uuid(),
   status: z.enum(INVOICE_STATUSES),
   billing_reason: z.enum(BILLING_REASONS),
-  amount: amountRecord().describe('Sum of the line items'),
-  discount_amount: amountRecord(),
-  tax_amount: amountRecord().describe('Exclusive tax on amount − discount, at the rate of the payment method\'s billing country'),
+  amount: amountRecord().describe('Sum of the line items, signed: a plan change\'s credit line can make it negative'),
+  discount_amount: amountRecord().describe('Taken off the charges (the positive lines) by a coupon, or all of them when complimentary'),
+  tax_amount: amountRecord().describe('Exclusive tax on the charges less the discount, at the rate of the payment method\'s billing country, minus the tax paid on credited time (negative when more comes back)'),
+  total: amountRecord().describe('amount − discount + tax, signed; below 0 it goes to the account balance (balance_credit)'),
   balance_applied: amountRecord().describe('Paid from the account balance before the card'),
-  amount_due: amountRecord().describe('amount − discount + tax − balance applied: what the payment method is charged'),
+  balance_credit: amountRecord().describe('A negative total given back to the account balance in the currency'),
+  amount_due: amountRecord().describe('max(0, total) − balance applied: what the payment method is charged'),
   amount_paid: amountRecord(),
   currency: z.string(),
   description: z.string(),
@@ -110,14 +121,16 @@ export const invoiceRecord = z.object({
 });
 
 export function presentInvoice(invoice: Invoice) {
-  const major = (minor: number) => toMajor(Math.abs(minor), invoice.currency) * Math.sign(minor || 1);
+  const major = (minor: number) => signedMajor(minor, invoice.currency);
   return {
     ...invoice,
     subscription_id: invoice.subscription.id,
     amount: major(invoice.amount_minor),
     discount_amount: major(invoice.discount_minor),
     tax_amount: major(invoice.tax_minor),
+    total: major(invoice.amount_minor - invoice.discount_minor + invoice.tax_minor),
     balance_applied: major(invoice.balance_applied_minor),
+    balance_credit: major(invoice.balance_credit_minor),
     amount_due: major(invoice.amount_due_minor),
     amount_paid: major(invoice.amount_paid_minor),
     line_items: invoice.line_items.map((l) => ({

@@ -12,7 +12,7 @@ import { Invoice } from './invoice.entity.ts';
 import {
   invoiceRecord, presentInvoice, presentPreview, presentSubscription, presentSubscriptions, previewRecord, subscriptionRecord, subscriptionResource,
 } from './subscription-record.ts';
-import { callerUserId, cancelSubscription, changePlan, createSubscription, findCallersSubscription, prorationOf } from './subscription-service.ts';
+import { callerUserId, cancelSubscription, changePlan, createSubscription, findCallersSubscription, previewPlanChange } from './subscription-service.ts';
 import { defineBillingRoute as defineRoute } from './services.ts';
 
 const tags = ['Subscriptions'];
@@ -79,10 +79,10 @@ export const changePlanRoute = defineRoute({
   method: 'post', path: '/v1/subscriptions/:subscription_id/change-plan', tags, access: write,
   summary: 'Change plan (same type), prorated to the second',
   description: 'The new plan must be on sale, of the same type (409 PLAN_TYPE_MISMATCH) and priced in the subscription\'s currency (400). The new terms apply '
-    + 'at once and the period stays. An active subscription is invoiced now: the unused fraction of the period is credited at the price it was sold at and the '
-    + 'same fraction of the new price charged (amount_due_now = max(0, charge − credit), then coupon and tax); a negative net goes to the account balance. '
-    + 'A trialing one changes without a charge. A declined card is a 402 and nothing changes. The preview with the same clock shows the same numbers. '
-    + '`coupon_code` (an extension, as on the preview) discounts the change\'s invoice.',
+    + 'at once and the period stays. An active subscription is invoiced now: what was paid for the unused time of the period (net of discounts, and the tax '
+    + 'paid on it) is credited, and the same time on the new plan charged at its price, less `coupon_code` (an extension, as on the preview) and plus tax; '
+    + 'the account balance pays first, and a negative total goes to the balance. A trialing one changes without a charge. A declined card is a 402 and '
+    + 'nothing changes. The preview with the same clock shows the same numbers.',
   params: subscriptionParams,
   body: z.strictObject({ plan_id: uuid(), coupon_code: couponCode().optional() }),
   idempotent: true,
@@ -112,14 +112,15 @@ export const cancelSubscriptionRoute = defineRoute({
 export const previewPlanChangeRoute = defineRoute({
   method: 'post', path: '/v1/subscriptions/:subscription_id/preview', tags, access: read,
   summary: 'Preview a plan change',
-  description: 'The numbers change-plan would invoice now, without committing anything. Same refusals as change-plan.',
+  description: 'What change-plan would invoice now, priced by the same function and with the account balance it would apply, without committing anything: '
+    + '`amount_due_now` is the change\'s invoice `amount_due`, `balance_applied` and `balance_credit` its balance movements. Same refusals as change-plan.',
   params: subscriptionParams,
   body: z.strictObject({ plan_id: uuid(), coupon_code: couponCode().optional() }),
   responses: { 200: data(previewRecord) },
   errors: ['PLAN_TYPE_MISMATCH', 'CONFLICT'],
   async handler({ params, body, rc, app }) {
-    const subscription = await findCallersSubscription(rc, params.subscription_id);
-    return presentPreview(subscription, await prorationOf(app, rc.em, subscription, body.plan_id, body.coupon_code, app.clock.now()));
+    const { subscription, proration } = await previewPlanChange(app, rc, params.subscription_id, body);
+    return presentPreview(subscription, proration);
   },
 });
 

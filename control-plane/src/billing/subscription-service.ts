@@ -14,9 +14,11 @@
 //   a charge whose transaction then fails is refunded);
 // - terms (price, currency, cycle, limits) are copied from the plan at sale,
 //   at a plan change and at each renewal (grandfathering until then);
-// - proration to the second: the unused fraction of the current period is
-//   credited at the price the subscription was sold at, the same fraction of
-//   the new plan's price is charged; a negative net goes to the balance.
+// - proration to the second: the unused share of what was actually paid for
+//   the rest of the period (prepaid_minor, net of discounts, with the tax
+//   paid on it) is credited, the same fraction of the new plan's price is
+//   charged (less a coupon given with the change); a negative total goes to
+//   the balance. The preview prices it with the same function.
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { createHash } from 'node:crypto';
@@ -24,12 +26,11 @@ import { changesOf, recordAudit } from '../audit/audit.ts';
 import { SECOND } from '../core/clock.ts';
 import { inTransaction, type RequestContext } from '../core/request-context.ts';
 import { ApiError, assertThat, found, validationError, callerUserId as callerUserIdOf } from '../http/errors.ts';
-import { creditBalance } from './balance-service.ts';
 import { LIVE_SUBSCRIPTION_STATUSES, Plan, Subscription, type BillingCycle, type SubscriptionStatus } from './billing.entities.ts';
 import { couponProblem, couponRefusal, findCouponByCode, redeemCoupon } from './coupon-service.ts';
 import type { Coupon } from './coupon.entity.ts';
-import { draftInvoice, invoiceAmounts, payNow, periodLine, taxRateOf, withChargeCompensation } from './invoice-service.ts';
-import { Invoice, type LineItem } from './invoice.entity.ts';
+import { draftInvoice, invoiceTotals, payNow, periodLine, quoteInvoice, voidOpenInvoices, withChargeCompensation, type InvoiceQuote } from './invoice-service.ts';
+import type { LineItem } from './invoice.entity.ts';
 import { prorate } from './money.ts';
 import { PaymentMethod } from './payment-method.entity.ts';
 import { findUserPaymentMethod } from './payment-method-service.ts';
@@ -72,6 +73,13 @@ export function applyTerms(subscription: Subscription, plan: Plan): void {
   subscription.max_profiles = plan.max_profiles;
   subscription.max_concurrent_streams = plan.max_concurrent_streams;
   subscription.max_devices = plan.max_devices;
+}
+
+/** Records what was paid for the subscription's time from `from` to its period end (a paid invoice's prepaid value). */
+export function prepay(subscription: Subscription, prepaid: { net: number; tax: number }, from: Date | null): void {
+  subscription.prepaid_minor = prepaid.net;
+  subscription.prepaid_tax_minor = prepaid.tax;
+  subscription.prepaid_from = from;
 }
 
 const subscriptionExists = (type: string) =>
@@ -168,13 +176,14 @@ export async function createSubscription(app: BillingServices, rc: RequestContex
       await em.flush();
       if (coupon) await redeemCoupon(app, tx, { code: coupon.code, userId: input.userId, planId: plan.id, subscriptionId: subscription.id });
       if (!trialing) {
-        const invoice = await draftInvoice(tx, {
+        const { invoice, totals } = await draftInvoice(tx, {
           id: input.idempotencyKey ? derivedId('invoice', input.userId, input.idempotencyKey) : undefined,
           userId: input.userId, subscription, plan, reason: 'subscription_create', currency: plan.currency,
           lines: [periodLine(plan, plan.price_minor, now, periodEnd)], coupon, complimentary: method === null,
           paymentMethod: method, periodStart: now, periodEnd, description: `Subscription to ${plan.name}`,
         }, now);
         await payNow(app, tx, invoice, method, now, onCharged);
+        prepay(subscription, totals.prepaid, now);
       }
       recordAudit(tx, {
         action: admin ? 'subscription.assigned' : 'subscription.created', resource_type: 'subscription', resource_id: subscription.id,
@@ -195,19 +204,40 @@ export async function createSubscription(app: BillingServices, rc: RequestContex
 export interface Proration {
   fromPlan: Plan;
   toPlan: Plan;
+  /** The unused share of what was paid for the rest of the period (net), and of the tax paid on it. */
   creditMinor: number;
+  creditTaxMinor: number;
+  /** The same time on the new plan, at its price. */
   chargeMinor: number;
   lines: LineItem[];
   coupon: Coupon | null;
-  /** What the plan change's invoice totals (discount and tax included): charged now. */
-  amountDueNowMinor: number;
-  /** The negative net (credit above charge) that goes to the account balance. */
-  balanceCreditMinor: number;
+  method: PaymentMethod | null;
+  /** The change's invoice, priced by quoteInvoice (balance included); zeros for a trialing subscription, which changes free. */
+  quote: InvoiceQuote;
   currency: string;
 }
 
-/** The numbers of a change of `subscription` to `planId` at `now` (no writes): what preview shows and change-plan charges. */
-export async function prorationOf(app: BillingServices, em: EntityManager, subscription: Subscription, planId: string, couponCode: string | undefined, now: Date): Promise<Proration> {
+/**
+ * The credit for the unused time of the current period: the share of what was
+ * paid for it (prepaid_minor and its tax, spread from prepaid_from to the
+ * period end) that is still ahead at `now`, rounded half up (never more than
+ * was paid).
+ */
+export function unusedCredit(subscription: Subscription, now: Date): { net: number; tax: number } {
+  const end = subscription.current_period_end.getTime();
+  const from = (subscription.prepaid_from ?? subscription.current_period_start).getTime();
+  const whole = Math.max(1, Math.round((end - from) / SECOND));
+  const unused = Math.max(0, Math.min(whole, Math.floor((end - now.getTime()) / SECOND)));
+  return { net: prorate(subscription.prepaid_minor, unused, whole), tax: prorate(subscription.prepaid_tax_minor, unused, whole) };
+}
+
+/**
+ * The numbers of a change of `subscription` to `planId` at `now` (no writes):
+ * what preview shows and change-plan invoices, priced by the one invoice
+ * pricing (quoteInvoice). `lock` holds the balance row for the caller's
+ * transaction (the change itself).
+ */
+export async function prorationOf(app: BillingServices, em: EntityManager, subscription: Subscription, planId: string, couponCode: string | undefined, now: Date, options: { lock?: boolean } = {}): Promise<Proration> {
   assertThat(subscription.status === 'active' || subscription.status === 'trialing',
     new ApiError('CONFLICT', `A ${subscription.status} subscription cannot change plan`));
   const fromPlan = subscription.plan;
@@ -221,26 +251,29 @@ export async function prorationOf(app: BillingServices, em: EntityManager, subsc
   const userId = subscription.user.id;
   const coupon = await usableCoupon(em, couponCode, toPlan, userId, now);
   const currency = subscription.currency;
+  const method = subscription.payment_method_id ? await em.findOne(PaymentMethod, subscription.payment_method_id) : null;
   if (subscription.status === 'trialing') {
-    return { fromPlan, toPlan, creditMinor: 0, chargeMinor: 0, lines: [], coupon, amountDueNowMinor: 0, balanceCreditMinor: 0, currency };
+    const quote = { taxRateBp: null, taxCountry: null, totals: invoiceTotals([], { currency, taxRateBp: null }) };
+    return { fromPlan, toPlan, creditMinor: 0, creditTaxMinor: 0, chargeMinor: 0, lines: [], coupon, method, quote, currency };
   }
   const start = subscription.current_period_start.getTime();
   const end = subscription.current_period_end.getTime();
   const whole = Math.max(1, Math.round((end - start) / SECOND));
   const unused = Math.max(0, Math.min(whole, Math.floor((end - now.getTime()) / SECOND)));
-  const creditMinor = prorate(subscription.price_minor, unused, whole);
+  const credit = unusedCredit(subscription, now);
   const chargeMinor = prorate(toPlan.price_minor, unused, whole);
   const lines: LineItem[] = [
-    { description: `Unused time on ${fromPlan.name}`, quantity: 1, unit_price_minor: -creditMinor, amount_minor: -creditMinor, type: 'proration' },
+    { description: `Unused time on ${fromPlan.name}`, quantity: 1, unit_price_minor: -credit.net, amount_minor: -credit.net, type: 'proration' },
     { description: `Remaining time on ${toPlan.name}`, quantity: 1, unit_price_minor: chargeMinor, amount_minor: chargeMinor, type: 'proration' },
   ];
-  const method = subscription.payment_method_id ? await em.findOne(PaymentMethod, subscription.payment_method_id) : null;
-  const taxRateBp = method ? await taxRateOf(em, method.billing_country) : null;
-  const amounts = invoiceAmounts(lines, { coupon, complimentary: !method, currency, taxRateBp });
-  return {
-    fromPlan, toPlan, creditMinor, chargeMinor, lines, coupon, currency,
-    amountDueNowMinor: amounts.total, balanceCreditMinor: method ? Math.max(0, -amounts.net) : 0,
-  };
+  const quote = await quoteInvoice(em, { userId, currency, lines, creditTaxMinor: credit.tax, coupon, complimentary: !method, paymentMethod: method }, { lock: options.lock ?? false });
+  return { fromPlan, toPlan, creditMinor: credit.net, creditTaxMinor: credit.tax, chargeMinor, lines, coupon, method, quote, currency };
+}
+
+/** The preview of a plan change of the caller's subscription (document 1 §4.3): priced as the change would be now, nothing written. */
+export async function previewPlanChange(app: BillingServices, rc: RequestContext, subscriptionId: string, input: { plan_id: string; coupon_code?: string }): Promise<{ subscription: Subscription; proration: Proration }> {
+  const subscription = await findCallersSubscription(rc, subscriptionId);
+  return { subscription, proration: await prorationOf(app, rc.em, subscription, input.plan_id, input.coupon_code, app.clock.now()) };
 }
 
 /** Changes the plan now (same type): new terms at once, period unchanged, the prorated difference invoiced and charged. */
@@ -261,38 +294,36 @@ export async function changePlan(app: BillingServices, rc: RequestContext, subsc
 export async function applyPlanChange(app: BillingServices, tx: RequestContext, subscription: Subscription, input: { plan_id: string; coupon_code?: string; idempotencyKey?: string; admin_note?: string }, now: Date, onCharged: (chargeId: string) => void): Promise<void> {
   const em = tx.em;
   const userId = subscription.user.id;
-  const proration = await prorationOf(app, em, subscription, input.plan_id, input.coupon_code, now);
-  const method = subscription.payment_method_id ? await em.findOne(PaymentMethod, subscription.payment_method_id) : null;
+  const proration = await prorationOf(app, em, subscription, input.plan_id, input.coupon_code, now, { lock: true });
+  const method = proration.method;
   const from = { plan_id: proration.fromPlan.id, price_minor: subscription.price_minor };
   applyTerms(subscription, proration.toPlan);
   await em.flush();
   if (proration.coupon) await redeemCoupon(app, tx, { code: proration.coupon.code, userId, planId: proration.toPlan.id, subscriptionId: subscription.id });
   if (subscription.status === 'active') {
-    const invoice = await draftInvoice(tx, {
+    // Priced by the quote the preview shows (taken with the balance locked): what was previewed is what is invoiced.
+    const { invoice, totals } = await draftInvoice(tx, {
       id: input.idempotencyKey ? derivedId('invoice', userId, input.idempotencyKey) : undefined,
       userId, subscription, plan: proration.toPlan, reason: 'subscription_update', currency: subscription.currency, lines: proration.lines,
-      coupon: proration.coupon, complimentary: !method, paymentMethod: method,
+      creditTaxMinor: proration.creditTaxMinor, coupon: proration.coupon, complimentary: !method, paymentMethod: method,
       periodStart: now, periodEnd: subscription.current_period_end, description: `Plan change from ${proration.fromPlan.name} to ${proration.toPlan.name}`,
-    }, now);
+    }, now, proration.quote);
     await payNow(app, tx, invoice, method, now, onCharged);
-    if (proration.balanceCreditMinor > 0) {
-      await creditBalance(tx, { userId, currency: subscription.currency, amountMinor: proration.balanceCreditMinor, source: 'invoice', referenceId: invoice.id });
-    }
+    // The rest of the period is now worth what the new plan's time cost (the credit paid part of it).
+    prepay(subscription, totals.prepaid, now);
   }
   recordAudit(tx, {
     action: 'subscription.plan_changed', resource_type: 'subscription', resource_id: subscription.id, reason: input.admin_note,
     changes: changesOf(from, { plan_id: proration.toPlan.id, price_minor: subscription.price_minor }),
-    metadata: { user_id: userId, proration_credit_minor: proration.creditMinor, proration_charge_minor: proration.chargeMinor, amount_due_now_minor: proration.amountDueNowMinor },
+    metadata: {
+      user_id: userId, proration_credit_minor: proration.creditMinor, proration_credit_tax_minor: proration.creditTaxMinor,
+      proration_charge_minor: proration.chargeMinor, amount_due_now_minor: proration.quote.totals.amountDue, balance_credit_minor: proration.quote.totals.balanceCredit,
+    },
   });
   await em.flush();
 }
 
 // ---- cancel, pause, resume, extend, reactivate ------------------------------
-
-/** Voids the subscription's open invoices (a canceled subscription is not charged any more). */
-async function voidOpenInvoices(em: EntityManager, subscriptionId: string): Promise<void> {
-  await em.nativeUpdate(Invoice, { subscription: subscriptionId, status: { $in: ['open', 'draft'] } }, { status: 'void', next_attempt_at: null });
-}
 
 /** Cancel: immediate → canceled now, no refund; otherwise at the period end (cancel_at_period_end). Audit-logged with the reason. */
 export async function cancelSubscription(app: BillingServices, rc: RequestContext, subscription: Subscription, input: { immediate: boolean; reason?: string }): Promise<Subscription> {
@@ -304,7 +335,7 @@ export async function cancelSubscription(app: BillingServices, rc: RequestContex
     subscription.status = 'canceled';
     subscription.canceled_at = now;
     subscription.cancel_at_period_end = false;
-    await voidOpenInvoices(rc.em, subscription.id);
+    await voidOpenInvoices(rc, [subscription.id], now);
   } else {
     subscription.cancel_at_period_end = true;
     subscription.canceled_at = now;
@@ -347,6 +378,8 @@ export function resumeInPlace(subscription: Subscription, now: Date): void {
   const paused = Math.max(0, now.getTime() - (subscription.paused_at ?? now).getTime());
   const inTrial = subscription.trial_end !== null && subscription.trial_end !== undefined && subscription.trial_end.getTime() === subscription.current_period_end.getTime();
   subscription.current_period_end = new Date(subscription.current_period_end.getTime() + paused);
+  // The paused time was not used: what was prepaid covers the same stretch of the period, later.
+  if (subscription.prepaid_from) subscription.prepaid_from = new Date(subscription.prepaid_from.getTime() + paused);
   if (inTrial) subscription.trial_end = subscription.current_period_end;
   subscription.status = inTrial ? 'trialing' : 'active';
   subscription.paused_at = null;
@@ -405,12 +438,13 @@ export async function reactivateSubscription(app: BillingServices, rc: RequestCo
       });
       syncNextBilling(subscription);
       await em.flush();
-      const invoice = await draftInvoice(tx, {
+      const { invoice, totals } = await draftInvoice(tx, {
         userId, subscription, plan, reason: 'subscription_create', currency: plan.currency,
         lines: [periodLine(plan, plan.price_minor, now, subscription.current_period_end)], complimentary: !method, paymentMethod: method,
         periodStart: now, periodEnd: subscription.current_period_end, description: `Reactivation of ${plan.name}`,
       }, now);
       await payNow(app, tx, invoice, method, now, onCharged);
+      prepay(subscription, totals.prepaid, now);
       audit(tx, subscription, 'subscription.reactivated', input.admin_note, { status: { from, to: 'active' } }, { plan_id: plan.id });
       await em.flush();
       return subscription;

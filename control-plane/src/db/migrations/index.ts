@@ -25,6 +25,7 @@ import { Migration0022EdgeChannel } from './0022-edge-channel.ts';
 import { Migration0023EdgeAgentTokens } from './0023-edge-agent-tokens.ts';
 import { Migration0024PurgeAckCounts } from './0024-purge-ack-counts.ts';
 import { Migration0025ApiTokenAuthNotify } from './0025-api-token-auth-notify.ts';
+import { Migration0026BillingPrepaidValue } from './0026-billing-prepaid-value.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -51,4 +52,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0023-edge-agent-tokens', class: Migration0023EdgeAgentTokens },
   { name: '0024-purge-ack-counts', class: Migration0024PurgeAckCounts },
   { name: '0025-api-token-auth-notify', class: Migration0025ApiTokenAuthNotify },
+  { name: '0026-billing-prepaid-value', class: Migration0026BillingPrepaidValue },
 ];
