@@ -5,9 +5,8 @@ import { versioned } from '../http/route.ts';
 import { orNull, queryBoolean, timestamp, uuid } from '../http/schemas.ts';
 import type { CdnRoute } from './cdn.entities.ts';
 import { idOf, methodField, nameField, patternField } from './fields.ts';
+import { REDIRECT_STATUSES, REDIRECT_TYPES } from '../../../shared/src/match/redirect.ts';
 
-export const REDIRECT_TYPES = ['http_to_https', 'path'] as const;
-export const REDIRECT_STATUSES = [301, 302, 303, 307, 308] as const;
 const MAX_PATTERNS = 100;
 
 const matchRecord = z.object({ hosts: z.array(z.string()), paths: z.array(z.string()), methods: z.array(z.string()) });

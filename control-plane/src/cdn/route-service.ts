@@ -7,6 +7,7 @@
 import type { FieldError } from '../http/errors.ts';
 import { hostPatternProblem } from '../../../shared/src/match/host.ts';
 import { pathGlobProblem } from '../../../shared/src/match/glob.ts';
+import { redirectRuleProblems } from '../../../shared/src/match/redirect.ts';
 import { CdnRoute, Endpoint, Origin, type RouteMatch } from './cdn.entities.ts';
 import { childService, patternProblems } from './child-service.ts';
 import { assertValidConfiguration, merged } from './fields.ts';
@@ -25,16 +26,9 @@ export function matchProblems(match: RouteMatch): FieldError[] {
   return problems;
 }
 
+/** What the edge could not answer in the route's redirect rules: the edge's own compiler (shared/src/match/redirect.ts) says. */
 export function redirectProblems(rules: CdnRoute['redirect_rules']): FieldError[] {
-  return rules.flatMap((rule, i) => {
-    const problems = patternProblems(`redirect_rules[${i}].match_path`, [rule.match_path], pathGlobProblem).map((p) => ({ ...p, field: `redirect_rules[${i}].match_path` }));
-    const wildcards = (rule.match_path.match(/\*+|\?/g) ?? []).length;
-    for (const ref of rule.redirect_to.match(/\$\d/g) ?? []) {
-      const n = Number(ref.slice(1));
-      if (n < 1 || n > wildcards) problems.push({ field: `redirect_rules[${i}].redirect_to`, message: `${ref} refers to no wildcard of match_path (it has ${wildcards})` });
-    }
-    return problems;
-  });
+  return rules.flatMap((rule, i) => redirectRuleProblems(rule).map((p) => ({ field: `redirect_rules[${i}].${p.field}`, message: p.message })));
 }
 
 export const routeService = childService<CdnRoute, RouteInput & { distribution_id?: string }, RouteInput>({

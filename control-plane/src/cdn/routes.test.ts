@@ -66,6 +66,10 @@ t.test('an invalid route is refused with 422 INVALID_CONFIGURATION naming the fi
     [{ ...ok, response_headers_policy_id: crypto.randomUUID() }, 'response_headers_policy_id'],
     [{ ...ok, redirect_rules: [{ type: 'path', match_path: '/old', redirect_to: '/new/$1' }] }, 'redirect_rules[0].redirect_to'],
     [{ ...ok, redirect_rules: [{ type: 'path', match_path: 'old/*', redirect_to: '/new' }] }, 'redirect_rules[0].match_path'],
+    // The edge's own redirect compiler (shared/src/match/redirect.ts) decides these.
+    [{ ...ok, redirect_rules: [{ type: 'path', match_path: '/a/*', redirect_to: 'https://$1.example.com/' }] }, 'redirect_rules[0].redirect_to'],
+    [{ ...ok, redirect_rules: [{ type: 'path', match_path: '/a/{b,*}', redirect_to: '/c' }] }, 'redirect_rules[0].match_path'],
+    [{ ...ok, redirect_rules: [{ type: 'path', match_path: '/a/*', redirect_to: '/c' }, { type: 'path', match_path: '/b/*', redirect_to: '/d/$2' }] }, 'redirect_rules[1].redirect_to'],
   ];
   const before = await cdnState(cp);
   for (const [body, field] of cases) {
