@@ -16,6 +16,7 @@ import {
 import { ConfigPushError, ResourceSet, type ConfigPush, type ConfigSource, type StagedConfig } from './control/resource-set.ts';
 import { createMetrics, type AgentMetrics } from './metrics/prometheus.ts';
 import { TrafficCounters, type TrafficRollup } from './metrics/traffic.ts';
+import type { TrustedProxy } from './policy/client-address.ts';
 import { CacheStore } from './proxy/cache-store.ts';
 import { HealthProber } from './proxy/health.ts';
 import { OriginPools } from './proxy/origin-client.ts';
@@ -44,6 +45,8 @@ export interface EdgeAgentOptions {
   uploadConnectionsPerOrigin?: number;
   /** Most endpoints this node accepts (0: no limit): a larger configuration is refused whole and the previous one keeps serving. */
   maxEndpoints?: number;
+  /** A proxy in front of the agent whose client-address header request policies believe (TRUST_PROXY_HEADER); default none. */
+  trustedProxy?: TrustedProxy | null;
 }
 
 export const DEFAULT_REQUEST_HEADERS_TIMEOUT_MS = 20_000;
@@ -106,12 +109,14 @@ export class EdgeAgent implements ControlledAgent {
       pools: this.pools,
       traffic: this.traffic,
       originLatency: this.metrics.originLatency,
+      policyDenials: this.metrics.policyDenials,
       logger: this.logger,
       options: {
         defaultEndpointId: options.defaultEndpointId ?? null,
         maxObjectBytes: options.maxObjectBytes,
         cacheName: `edge-${options.region ?? 'local'}`,
         bodyIdleTimeoutMs: options.requestBodyIdleTimeoutMs ?? DEFAULT_REQUEST_BODY_IDLE_TIMEOUT_MS,
+        trustedProxy: options.trustedProxy ?? null,
       },
     });
   }

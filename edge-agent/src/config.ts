@@ -2,6 +2,7 @@
 // also a CLI flag (--http-port 8090 or --http-port=8090 for HTTP_PORT). A bad
 // value stops the process with one line naming the variable (exit code 1).
 import { z } from 'zod';
+import { trustedProxy } from './policy/client-address.ts';
 
 const MiB = 1024 * 1024;
 
@@ -37,6 +38,10 @@ const schema = z.object({
   ORIGIN_UPLOAD_CONNECTIONS: z.coerce.number().int().min(1).max(1024).default(32),
   // Capacity guard: the most endpoints this node accepts (0: no limit). A larger configuration is refused (nacked) whole.
   MAX_ENDPOINTS: z.coerce.number().int().min(0).max(10_000_000).default(0),
+  // The viewer's address for IP rules, geo restriction and IP-bound signed URLs: the socket's peer, unless a proxy in front
+  // of the agent reports it in this header (x-forwarded-for, x-real-ip...) and the peer is one of TRUSTED_PROXY_CIDRS.
+  TRUST_PROXY_HEADER: z.string().trim().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'a header name such as x-forwarded-for').optional(),
+  TRUSTED_PROXY_CIDRS: z.string().trim().min(1).optional(),
 }).refine((c) => c.REQUEST_TIMEOUT_MS === 0 || c.REQUEST_HEADERS_TIMEOUT_MS <= c.REQUEST_TIMEOUT_MS, {
   path: ['REQUEST_HEADERS_TIMEOUT_MS'],
   message: 'must not exceed REQUEST_TIMEOUT_MS',
@@ -87,6 +92,13 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): AgentConfig 
   }
   if (c.CONTROL_PLANE_CA_FILE && !/^(grpcs|https):/.test(c.CONTROL_PLANE_URL ?? '')) {
     throw new ConfigError('CONTROL_PLANE_CA_FILE: only used with a grpcs:// or https:// CONTROL_PLANE_URL');
+  }
+  if (c.TRUST_PROXY_HEADER && !c.TRUSTED_PROXY_CIDRS) throw new ConfigError('TRUSTED_PROXY_CIDRS: required with TRUST_PROXY_HEADER (the proxies allowed to set it)');
+  if (c.TRUSTED_PROXY_CIDRS && !c.TRUST_PROXY_HEADER) throw new ConfigError('TRUST_PROXY_HEADER: required with TRUSTED_PROXY_CIDRS (the header those proxies set)');
+  try {
+    trustedProxy(c.TRUST_PROXY_HEADER, c.TRUSTED_PROXY_CIDRS);
+  } catch (err) {
+    throw new ConfigError(`TRUSTED_PROXY_CIDRS: ${(err as Error).message}`);
   }
   return parsed.data;
 }

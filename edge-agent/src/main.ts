@@ -10,6 +10,7 @@ import { EdgeAgent } from './agent.ts';
 import { ConfigError, loadConfig, type AgentConfig } from './config.ts';
 import { ControlClient, readCaFile } from './control/control-client.ts';
 import { agentVersion, loadOrCreateNodeId } from './control/node-identity.ts';
+import { trustedProxy } from './policy/client-address.ts';
 
 let config: AgentConfig;
 try {
@@ -42,6 +43,7 @@ const agent = new EdgeAgent({
   requestBodyIdleTimeoutMs: config.REQUEST_BODY_IDLE_TIMEOUT_MS,
   uploadConnectionsPerOrigin: config.ORIGIN_UPLOAD_CONNECTIONS,
   maxEndpoints: config.MAX_ENDPOINTS,
+  trustedProxy: trustedProxy(config.TRUST_PROXY_HEADER, config.TRUSTED_PROXY_CIDRS),
 });
 
 function loadConfigFile(path: string): void {

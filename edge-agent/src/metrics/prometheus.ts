@@ -16,6 +16,7 @@ export interface MetricsSources {
 export interface AgentMetrics {
   registry: client.Registry;
   originLatency: client.Histogram<'origin' | 'status_class'>;
+  policyDenials: client.Counter<'endpoint' | 'policy' | 'reason'>;
 }
 
 const STATUS_CLASS = ['', '1xx', '2xx', '3xx', '4xx', '5xx'];
@@ -91,6 +92,14 @@ export function createMetrics(sources: MetricsSources): AgentMetrics {
     registers: [registry],
   });
 
+  // Counted only when a request policy refuses (never on the allowed path); the viewer sees one 403 whatever the reason.
+  const policyDenials = new client.Counter({
+    name: 'edge_policy_denials_total',
+    help: 'Viewer requests refused by a request policy, by endpoint, policy (ip_rule, geo, signed_url) and reason',
+    labelNames: ['endpoint', 'policy', 'reason'] as const,
+    registers: [registry],
+  });
+
   new client.Gauge({
     name: 'edge_cache_objects',
     help: 'Objects held in the cache (all tiers)',
@@ -146,5 +155,5 @@ export function createMetrics(sources: MetricsSources): AgentMetrics {
       for (const o of sources.originHealth()) this.set({ origin: o.originId }, o.healthy ? 1 : 0);
     },
   });
-  return { registry, originLatency };
+  return { registry, originLatency, policyDenials };
 }

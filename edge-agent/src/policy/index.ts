@@ -1,14 +1,16 @@
 // Edge policies (DESIGN.md §8). Request-side policies run between endpoint
-// lookup and route match (IP rules → geo restriction → signed URLs → redirect
-// rules) and may answer the request themselves; response-side policies (header
-// policies, compression, custom error pages) run on every answer of the
-// endpoint, in the proxy's single exit, before the head is written. None is
-// built yet (a later issue): these are the seams the request path calls, so
-// adding one is local to here.
+// lookup and the cache (IP rules → geo restriction → signed URLs → redirect
+// rules: ip-rules.ts, geo.ts, signed-urls.ts, redirects.ts) and may answer the
+// request themselves; response-side policies (header policies, compression,
+// custom error pages) run on every answer of the endpoint, in the proxy's
+// single exit, before the head is written. Both are compiled once per
+// configuration, per endpoint (request-policies.ts for the request side, so the
+// policies can import this file's types without an import circle).
 import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { CacheStatus } from '../metrics/traffic.ts';
 import type { EndpointSnapshot } from '../../../shared/src/config/snapshot.ts';
+import type { ClientAddress } from './client-address.ts';
 
 /** What a policy knows of its endpoint: its id and configuration (the proxy's compiled form stays the proxy's). */
 export interface PolicyEndpoint {
@@ -23,8 +25,28 @@ export interface PolicyRequest {
   host: string;
   /** Normalised path (dot segments removed). */
   path: string;
+  /**
+   * The query as the request continues: a policy may take out parameters it
+   * consumed (the signed-URL check removes its token and expiry), and the cache
+   * key and the origin request are made from what is left.
+   */
   query: string;
-  clientIp: string;
+  /** The query as the viewer sent it. */
+  readonly rawQuery: string;
+  /** The viewer's address (client-address.ts: the socket's, or the trusted proxy's header), null when unknown. */
+  readonly client: ClientAddress | null;
+  /** Its canonical text ('' when unknown). */
+  readonly clientIp: string;
+  /** The viewer came over TLS (to this socket, or to the trusted proxy that says so). */
+  readonly secure: boolean;
+  /** The id of the route the request matched ('' for the endpoint's default route). */
+  readonly routeId: string;
+}
+
+/** Why a policy refused a request: for the access record and metrics, never shown to the viewer. */
+export interface PolicyDenial {
+  policy: string;
+  reason: string;
 }
 
 /** An answer a request policy gives instead of the origin or the cache (block, redirect, challenge). */
@@ -33,6 +55,8 @@ export interface PolicyAnswer {
   /** Flat [name, value, ...] list, lower-case names. */
   headers: string[];
   body: Buffer | string | null;
+  /** Set when the answer refuses the request. */
+  denial?: PolicyDenial;
 }
 
 /** Request-side policy: an answer when it handles the request itself, null to let it continue. */
@@ -56,11 +80,6 @@ export interface PolicyResponse {
 }
 
 export type ResponsePolicy = (res: PolicyResponse) => void;
-
-/** Per-endpoint request policies, compiled from the snapshot; an empty list costs one length check per request. */
-export function compileRequestPolicies(_endpoint: EndpointSnapshot): RequestPolicy[] {
-  return [];
-}
 
 /** Per-endpoint response policies, compiled from the snapshot; an empty list costs one length check per answer. */
 export function compileResponsePolicies(_endpoint: EndpointSnapshot): ResponsePolicy[] {

@@ -6,6 +6,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { formatAuthority, parseAuthority, type Authority } from '../../../shared/src/match/authority.ts';
 import { normalizePath } from '../../../shared/src/match/path.ts';
+import type { PolicyDenial } from '../policy/index.ts';
 import { connectionListedFields, endToEndHeaders, scanViewerHeaders, type HeaderSource, type ViewerHeaders } from './http-util.ts';
 import type { CompiledCacheRule, CompiledEndpoint, CompiledRoute } from './routing.ts';
 
@@ -28,6 +29,10 @@ export class Exchange implements HeaderSource {
   endpoint: CompiledEndpoint | null = null;
   route: CompiledRoute | null = null;
   rule: CompiledCacheRule | null = null;
+  /** The viewer's address as request policies resolved it (a trusted proxy's header), when they ran; else the socket's is logged. */
+  clientIp: string | null = null;
+  /** Why a request policy refused the request (access record and metrics). */
+  denial: PolicyDenial | null = null;
   private endToEnd: IncomingHttpHeaders | null = null;
 
   constructor(req: IncomingMessage, res: ServerResponse, t0: number) {

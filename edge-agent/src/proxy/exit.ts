@@ -144,7 +144,8 @@ export class Exit {
     if (this.logger.isLevelEnabled('debug')) {
       this.logger.debug({
         endpoint: endpoint?.id ?? null, method: ex.method, host: ex.authority, path: ex.path, query: ex.query, status: code,
-        cache_status: status, bytes, ms: Math.round(ms * 1000) / 1000, client_ip: ex.req.socket.remoteAddress ?? '',
+        cache_status: status, bytes, ms: Math.round(ms * 1000) / 1000, client_ip: ex.clientIp ?? ex.req.socket.remoteAddress ?? '',
+        ...(ex.denial === null ? {} : { denied_by: ex.denial.policy, denial_reason: ex.denial.reason }),
       }, 'access');
     }
   }

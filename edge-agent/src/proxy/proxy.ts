@@ -8,8 +8,10 @@
 // list rebuilt at most once per second per object (only Age changes).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import type { Histogram } from 'prom-client';
+import type { Counter, Histogram } from 'prom-client';
 import type { TrafficCounters } from '../metrics/traffic.ts';
+import { resolveViewer, type TrustedProxy } from '../policy/client-address.ts';
+import type { PolicyRequest } from '../policy/index.ts';
 import type { CachedObject, CacheStore } from './cache-store.ts';
 import { Collapser, isErrorStatusForStale } from './collapse.ts';
 import { Exchange, normalizeRequest, type RoutedExchange } from './exchange.ts';
@@ -29,6 +31,8 @@ export interface ProxyOptions {
   cacheName: string;
   /** Longest pause allowed between chunks of a viewer's body being forwarded (0: none). */
   bodyIdleTimeoutMs?: number;
+  /** The proxy in front of the agent whose client-address header is believed (TRUST_PROXY_HEADER); null: the socket's peer. */
+  trustedProxy?: TrustedProxy | null;
 }
 
 export interface ProxyDeps {
@@ -37,6 +41,8 @@ export interface ProxyDeps {
   pools: OriginPools;
   traffic: TrafficCounters;
   originLatency: Histogram<'origin' | 'status_class'> | null;
+  /** Requests refused by a request policy, by endpoint, policy and reason. */
+  policyDenials?: Counter<'endpoint' | 'policy' | 'reason'> | null;
   logger: Logger;
   options: ProxyOptions;
 }
@@ -87,20 +93,11 @@ export class Proxy {
     if (endpoint === undefined) return this.exit.refuse(ex, 421, 'No endpoint is configured for this host\n');
     ex.endpoint = endpoint;
     if (!endpoint.enabled) return this.exit.refuse(ex, 403, 'This endpoint is disabled\n');
-    const policies = endpoint.requestPolicies;
-    if (policies.length > 0) {
-      const pctx = { req, endpoint, host: ex.host, path: ex.path, query: ex.query, clientIp: req.socket.remoteAddress ?? '' };
-      for (const p of policies) {
-        const answer = p(pctx);
-        if (answer !== null) {
-          void this.exit.send(ex, answer.status, answer.headers, answer.body, 'BYPASS');
-          return;
-        }
-      }
-    }
     const method = ex.method;
+    // Matched first because redirect rules belong to routes; matching has no effect of its own.
     ex.route = matchRoute(endpoint, ex.host, ex.path, method);
     const rx = ex as RoutedExchange;
+    if (endpoint.requestPolicies.length > 0 && this.requestPolicies(rx)) return;
     if (method !== 'GET' && method !== 'HEAD') {
       void this.forwarder.forward(rx, 'BYPASS', true);
       return;
@@ -123,6 +120,29 @@ export class Proxy {
     }
     this.withEntry(rx, primary, key, entry);
   };
+
+  /** Runs the endpoint's request policies; true when one answered (the exchange is done). */
+  private requestPolicies(ex: RoutedExchange): boolean {
+    const viewer = resolveViewer(ex.req, this.deps.options.trustedProxy ?? null);
+    const client = viewer.address;
+    if (client !== null) ex.clientIp = client.text;
+    const pctx: PolicyRequest = {
+      req: ex.req, endpoint: ex.endpoint, host: ex.host, path: ex.path, query: ex.query, rawQuery: ex.query,
+      client, clientIp: client?.text ?? '', secure: viewer.secure, routeId: ex.route.id,
+    };
+    for (const p of ex.endpoint.requestPolicies) {
+      const answer = p(pctx);
+      if (answer === null) continue;
+      if (answer.denial !== undefined) {
+        ex.denial = answer.denial;
+        this.deps.policyDenials?.inc({ endpoint: ex.endpoint.id, policy: answer.denial.policy, reason: answer.denial.reason });
+      }
+      void this.exit.send(ex, answer.status, answer.headers, answer.body, 'BYPASS');
+      return true;
+    }
+    ex.query = pctx.query;
+    return false;
+  }
 
   private withEntry(ex: RoutedExchange, primary: string, key: string, found: CachedObject | undefined): void {
     const entry = usableObject(ex, found);

@@ -5,7 +5,8 @@
 import type { CacheRuleSnapshot, ConfigSnapshot, EndpointSnapshot, OriginSnapshot, RouteSnapshot } from '../../../shared/src/config/snapshot.ts';
 import { compilePathGlobs, type PathMatcher } from '../../../shared/src/match/glob.ts';
 import { compileHostPatterns, normalizeHost, type HostMatcher } from '../../../shared/src/match/host.ts';
-import { compileRequestPolicies, compileResponsePolicies, type RequestPolicy, type ResponsePolicy } from '../policy/index.ts';
+import { compileResponsePolicies, type RequestPolicy, type ResponsePolicy } from '../policy/index.ts';
+import { compileRequestPolicies } from '../policy/request-policies.ts';
 
 export interface CompiledOrigin {
   id: string;
