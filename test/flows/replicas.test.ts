@@ -1,14 +1,15 @@
 // Two control-plane replicas on one PostgreSQL and one Redis: a revocation on
 // one is refused on the other (DESIGN.md §9), through the shared revocation
 // list rather than at token expiry; an API token revoked on one is refused on
-// the other, which had it cached (cdn-admin/api-token-cache.ts).
+// the other, which had it cached (cdn-admin/api-token-cache.ts), and so is
+// one whose issuer was demoted, for what the issuer lost.
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { entities } from '../../control-plane/src/capabilities.ts';
 import { openDatabase } from '../../control-plane/src/db/orm.ts';
 import { startControlPlane } from '../../control-plane/src/server.ts';
 import { createStore } from '../../control-plane/src/store/index.ts';
-import { bearer, createAdmin, registerVerifiedUser, RELAXED_LIMITS } from '../support/auth.ts';
+import { bearer, createAdmin, createSuperadmin, registerVerifiedUser, RELAXED_LIMITS } from '../support/auth.ts';
 import { startTestControlPlane } from '../support/control-plane.ts';
 import { detectServices } from '../support/services.ts';
 
@@ -69,4 +70,43 @@ t.test('an API token revoked on replica A is refused on replica B, which had it 
     if (status !== 401) await sleep(5);
   }
   t.equal(status, 401, 'B refuses it once the revocation is heard');
+});
+
+t.test('an API token loses what its issuer lost, on both replicas (issue 20, item 5)', { skip: !(services.postgresUrl && services.redisUrl) && 'needs PostgreSQL and Redis' }, async (t) => {
+  const a = await startTestControlPlane(t, { env: RELAXED_LIMITS });
+  const dbB = await openDatabase({ databaseUrl: a.database.url!, dataDir: a.config.dataDir, entities, poolMax: 2 });
+  const storeB = createStore(a.config.REDIS_URL, a.storeKeyPrefix);
+  const b = await startControlPlane(a.config, { db: dbB, store: storeB });
+  t.teardown(async () => { await b.close(); await storeB.close(); await dbB.close(); });
+  const replicas = { a: a.url, b: b.url };
+
+  const superadmin = await createSuperadmin(a);
+  const issuer = await createAdmin(a);
+  const created = await a.request('POST', '/v1/cdn/api-tokens', { headers: bearer(issuer.accessToken), json: { name: 'deploy', role: 'admin' } });
+  t.equal(created.status, 201);
+  const token = created.body.token as string;
+  const on = (url: string, method: string, path: string, json?: unknown) =>
+    fetch(`${url}${path}`, { method, headers: { ...bearer(token), 'content-type': 'application/json' }, body: json === undefined ? undefined : JSON.stringify(json) });
+  const mint = (url: string) => on(url, 'POST', '/v1/cdn/api-tokens', { name: 'minted', role: 'admin' });
+  const write = (url: string) => on(url, 'POST', '/v1/cdn/origins', { name: 'written', host: '93.184.216.34' });
+  const read = (url: string) => on(url, 'GET', '/v1/cdn/origins');
+  for (const [name, url] of Object.entries(replicas)) {
+    for (let i = 0; i < 2; i++) t.equal((await read(url)).status, 200, `${name} resolves the token (and keeps it)`);
+    t.equal((await mint(url)).status, 201, `${name}: an admin's admin token mints`);
+    t.equal((await write(url)).status, 201, `${name}: and writes`);
+  }
+
+  const demote = await a.request('PATCH', `/v1/cdn/admin/users/${issuer.id}`, { headers: bearer(superadmin.accessToken), json: { role: 'viewer' } });
+  t.equal(demote.status, 200, demote.text);
+  t.equal((await a.request('POST', '/v1/cdn/api-tokens', { headers: bearer(issuer.accessToken), json: { name: 'x', role: 'viewer' } })).status, 403, 'the issuer\'s own JWT is refused at once');
+  for (const [name, url] of Object.entries(replicas)) {
+    let status = 0;
+    for (let i = 0; i < 400 && status !== 403; i++) {
+      status = (await mint(url)).status;
+      if (status !== 403) await sleep(5);
+    }
+    t.equal(status, 403, `${name} refuses to mint once the demotion is heard`);
+    t.equal((await write(url)).status, 403, `${name} refuses the write the issuer lost`);
+    t.equal((await read(url)).status, 200, `${name} still reads: the issuer is a viewer`);
+  }
 });

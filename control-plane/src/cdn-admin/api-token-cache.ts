@@ -1,10 +1,11 @@
 // The API tokens this replica has resolved, so a call with a known token
 // needs no database round trip (the resolver in api-token-service.ts). What a
 // resolution reads — the token's status, role, expiry and issuer, the
-// issuer's account status, the role's permissions — is dropped from every
-// replica whenever any of it changes:
+// issuer's account status and roles, the roles' permissions — is dropped from
+// every replica whenever any of it changes:
 //   - PostgreSQL notifies channel `api_token_auth` when such a change commits
-//     (triggers of migration 0025, whatever wrote it: a route, the CLI, SQL);
+//     (triggers of migrations 0025 and 0027, whatever wrote it: a route, the
+//     CLI, SQL);
 //     every replica listens (db/listener.ts) and drops every entry;
 //   - on the replica that made the change through the ORM, the entries go at
 //     its commit (an ORM subscriber), before the response leaves, so its own
@@ -34,6 +35,7 @@ function affectsResolution(changeSet: { meta: { tableName: string }; type: strin
       return changeSet.type === 'delete' || 'status' in changeSet.payload;
     case 'role':
     case 'role_permission':
+    case 'user_role':
       return true;
     default:
       return false;

@@ -120,6 +120,45 @@ t.test('regression: the tokens of a deactivated admin are refused until the admi
   t.equal((await call('/v1/test/cdn-read', token)).status, 200, 'the token was never revoked: it works again');
 });
 
+t.test('regression: an admin token kept its rights after its issuer was demoted; it does what the role allows and the issuer still may', async (t) => {
+  const superadmin = await createSuperadmin(cp);
+  const issuer = await createAdmin(cp);
+  const res = await cp.request('POST', '/v1/cdn/api-tokens', { headers: bearer(issuer.accessToken), json: { name: 'issuer token', role: 'admin' } });
+  t.equal(res.status, 201);
+  const token = res.body.token as string;
+  t.equal((await call('/v1/test/cdn-write', token)).status, 200, 'an admin token of an admin writes');
+  const mint = () => cp.request('POST', '/v1/cdn/api-tokens', { headers: bearer(token), json: { name: 'minted', role: 'admin' } });
+  t.equal((await mint()).status, 201, 'and mints admin tokens');
+
+  const demote = await cp.request('PATCH', `/v1/cdn/admin/users/${issuer.id}`, { headers: bearer(superadmin.accessToken), json: { role: 'operator' } });
+  t.equal(demote.status, 200, demote.text);
+  // The role change is written past the ORM (user_role): the cached resolution goes with its notification.
+  await eventually(async () => (await call('/v1/test/cdn-write', token)).status === 403, 'the write the issuer lost is refused', 5_000);
+  t.equal((await mint()).status, 403, 'no more minting');
+  t.equal((await call('/v1/test/cdn-purge', token)).status, 200, 'what the issuer still may (an operator purges) the token may');
+  t.equal((await call('/v1/test/cdn-read', token)).status, 200);
+  t.equal((await call('/v1/test/cdn-write', issuer.accessToken)).status, 403, 'as the issuer\'s own token');
+
+  const restore = await cp.request('PATCH', `/v1/cdn/admin/users/${issuer.id}`, { headers: bearer(superadmin.accessToken), json: { role: 'admin' } });
+  t.equal(restore.status, 200);
+  await eventually(async () => (await call('/v1/test/cdn-write', token)).status === 200, 'promoted again, the token writes again', 5_000);
+
+  // A role that expires is judged at each call, cached or not: the expiry needs no notification.
+  await query(cp, `update user_role set expires_at = ? where user_id = ? and role_name = 'admin'`, [new Date(clock.now().getTime() + 60_000), issuer.id]);
+  await eventually(async () => (await call('/v1/test/cdn-write', token)).status === 200, 'resolved again with the expiry', 5_000);
+  clock.skewMs += 2 * 60_000;
+  t.teardown(() => { clock.skewMs -= 2 * 60_000; });
+  t.equal((await call('/v1/test/cdn-write', token)).status, 403, 'past the role\'s expiry the token lost it too');
+  t.equal((await call('/v1/test/cdn-read', token)).status, 403, 'the issuer kept subscriber only: no CDN right at all');
+});
+
+t.test('a token whose issuer is unknown may do nothing', async (t) => {
+  const token = await issue('admin');
+  await query(cp, `update cdn_api_token set created_by = null where id = ?`, [token.id]);
+  await eventually(async () => (await call('/v1/test/cdn-read', token.token)).status === 403, 'refused once the change is heard', 5_000);
+  t.pass('refused');
+});
+
 t.test('regression: a call with a known API token forks no entity manager (the resolver took the request\'s, forking one per call)', async (t) => {
   const token = await issue('viewer');
   t.equal((await call('/v1/test/cdn-read', token.token)).status, 200, 'resolved, and cached');

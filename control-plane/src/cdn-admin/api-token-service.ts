@@ -12,7 +12,7 @@ import type { ApiTokenResolver } from '../auth/access-control.ts';
 import { createTokenHasher, generateApiToken, isApiTokenFormat } from '../auth/primitives/opaque-tokens.ts';
 import { MINUTE } from '../core/clock.ts';
 import type { CoreServices } from '../core/services.ts';
-import type { PermissionGrant } from '../permissions/catalog.ts';
+import { matchPermission, type Permission, type PermissionGrant } from '../permissions/catalog.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import type { ApiTokenCache } from './api-token-cache.ts';
 import { issuedTokens, type MintedToken, type WithValue } from './issued-tokens.ts';
@@ -76,15 +76,39 @@ export interface TokenRow {
   creator_status: string | null;
   /** The permissions the token's role carries now: [permission, resource_type, resource_id]. */
   grants: [string, string | null, string | null][];
+  /** The permissions the issuer's roles carry now, with each role's expiry: [permission, resource_type, resource_id, expires_at]. */
+  issuer_grants: [string, string | null, string | null, string | null][];
 }
 
-// One round trip: the token, its issuer's status and, folded into one JSON column, the
-// permissions of its role (the guard needs no second read to authorize the call).
+// One round trip: the token, its issuer's status and, folded into JSON columns, the permissions
+// of its role and those of its issuer's roles (the guard needs no second read to authorize the call).
+// Role expiries are returned rather than filtered, so a cached row is judged again at each use.
 const TOKEN_SQL = `
   select t.id, t.role, t.status, t.expires_at, t.created_by, u.status as creator_status, coalesce((
     select json_agg(json_build_array(rp.permission, rp.resource_type, rp.resource_id)) from role_permission rp where rp.role_name = t.role
-  ), '[]'::json) as grants
+  ), '[]'::json) as grants, coalesce((
+    select json_agg(json_build_array(rp.permission, rp.resource_type, rp.resource_id, ur.expires_at))
+      from user_role ur join role_permission rp on rp.role_name = ur.role_name where ur.user_id = t.created_by
+  ), '[]'::json) as issuer_grants
   from cdn_api_token t left join app_user u on u.id = t.created_by where t.token_hash = ?`;
+
+/**
+ * What a token may do: the permissions of its role that its issuer holds at
+ * `now` (a token acts for the person who issued it, so it never does more
+ * than they may now: demoting the issuer demotes their tokens, promoting them
+ * again restores what the role allows). A token with no recorded issuer may
+ * do nothing.
+ */
+export function effectiveGrants(row: Pick<TokenRow, 'grants' | 'issuer_grants'>, now: Date): PermissionGrant[] {
+  const issuer: PermissionGrant[] = row.issuer_grants
+    .filter(([, , , expiresAt]) => expiresAt === null || new Date(expiresAt) > now)
+    .map(([permission, resource_type, resource_id]) => ({ permission, resource_type, resource_id }));
+  return row.grants
+    .map(([permission, resource_type, resource_id]) => ({ permission, resource_type, resource_id }))
+    .filter((grant) => matchPermission(issuer, {
+      permission: grant.permission as Permission, resourceType: grant.resource_type ?? undefined, resourceId: grant.resource_id ?? undefined,
+    }) !== null);
+}
 
 /**
  * The guard's resolver. A token this replica resolved lately is taken from
@@ -96,6 +120,9 @@ const TOKEN_SQL = `
  * that writes it, and a replica that has seen the token within the minute
  * does not ask again. Unknown, malformed, revoked, expired tokens and tokens
  * whose issuer is deactivated are all null (401); unknown ones are not cached.
+ * The token's permissions are those of its role its issuer still holds
+ * (effectiveGrants); a change of the issuer's roles drops the cached rows
+ * everywhere (migration 0027).
  */
 export function apiTokenResolver(app: CoreServices, cache?: ApiTokenCache<TokenRow>): ApiTokenResolver {
   const hasher = createTokenHasher(app.tokenPepper);
@@ -122,7 +149,6 @@ export function apiTokenResolver(app: CoreServices, cache?: ApiTokenCache<TokenR
         await connection.execute(`update cdn_api_token set last_used_at = ?, version = version + 1 where id = ? and status = 'active'`, [now, row.id]);
       }
     }
-    const grants: PermissionGrant[] = row.grants.map(([permission, resource_type, resource_id]) => ({ permission, resource_type, resource_id }));
-    return { type: 'api_token', id: row.id, roles: [row.role], grants, record: { created_by: row.created_by } };
+    return { type: 'api_token', id: row.id, roles: [row.role], grants: effectiveGrants(row, now), record: { created_by: row.created_by } };
   };
 }
