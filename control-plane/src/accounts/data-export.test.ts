@@ -134,7 +134,8 @@ t.test('the export archive holds everything stored about the user, and no secret
   t.match(auth.sessions[0], { device_type: String, ip_address_hint: '127.0.0.x' });
   t.match(auth.recovery_codes, { total: 10, unused: 10 });
 
-  t.match(billing.subscriptions, [{ plan_name: 'Premium', status: 'active', price_minor: 1599, currency: 'EUR', payment_method_id: card.body.data.id }]);
+  // It followed the default the administrator made of the second card (issue 20, item 3).
+  t.match(billing.subscriptions, [{ plan_name: 'Premium', status: 'active', price_minor: 1599, currency: 'EUR', payment_method_id: second.body.data.id }]);
   t.same(billing.payment_methods.length, 2);
   t.same(Object.keys(billing.payment_methods[0]).sort(), ['billing_country', 'billing_name', 'brand', 'created_at', 'exp_month', 'exp_year', 'id', 'is_default', 'is_expired', 'last4', 'type', 'updated_at', 'wallet_email']);
   t.match(billing.payment_methods, [{ brand: 'visa', last4: '4242', billing_name: 'Grace Archive', is_default: false }, { brand: 'mastercard', last4: '4444', is_default: true }]);

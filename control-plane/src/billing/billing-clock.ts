@@ -73,13 +73,19 @@ export interface ClockSummary {
 const live = { $in: ['trialing', 'active', 'past_due'] } as const;
 const skipLocked = { lockMode: LockMode.PESSIMISTIC_PARTIAL_WRITE, limit: BATCH_SIZE } as const;
 
+/** The same context with an entity manager of its own (a request's context is a class: its getters do not spread). */
+const withFreshUnitOfWork = (rc: RequestContext): RequestContext => ({
+  requestId: rc.requestId, ip: rc.ip, userAgent: rc.userAgent, locale: rc.locale, profileToken: rc.profileToken, actor: rc.actor, access: rc.access,
+  em: rc.em.fork(), log: rc.log,
+});
+
 /** Runs every due piece of billing work to the end (as the recurring job does). */
 export async function runBillingClock(app: BillingServices, rc: RequestContext): Promise<ClockSummary> {
   const summary: ClockSummary = { resumed: 0, canceled: 0, expired: 0, invoiced: 0, paid: 0, declined: 0, uncollectible: 0 };
   for (;;) {
     const now = app.clock.now();
     // A fresh unit of work per pass: entities loaded by earlier passes are not carried (and checked by every flush) forever.
-    const pass: RequestContext = { ...rc, em: rc.em.fork() };
+    const pass = withFreshUnitOfWork(rc);
     const moved = await periodEnds(app, pass, now, summary) + await invoiceRenewals(app, pass, now, summary) + await chargeDueInvoices(app, pass, now, summary);
     if (moved === 0) return summary;
   }
@@ -282,8 +288,12 @@ interface ClaimedAttempt {
   gatewayMethodId: string | null;
 }
 
-/** Step 4: claims open invoices whose attempt is due (retries, and attempts whose worker died), charges them and settles them. */
-async function chargeDueInvoices(app: BillingServices, rc: RequestContext, now: Date, summary: ClockSummary): Promise<number> {
+/**
+ * Step 4: claims open invoices whose attempt is due (retries, and attempts
+ * whose worker died), charges them and settles them; `only` limits it to
+ * those invoices (a retry at once after a payment method change).
+ */
+async function chargeDueInvoices(app: BillingServices, rc: RequestContext, now: Date, summary: ClockSummary, only?: readonly string[]): Promise<number> {
   const claimed = await inTransaction(rc, async (tx) => {
     const em = tx.em;
     const due = await em.execute<{
@@ -293,7 +303,7 @@ async function chargeDueInvoices(app: BillingServices, rc: RequestContext, now: 
       with claimed as (
         update billing_invoice i set next_attempt_at = ?, updated_at = ?, version = i.version + 1
         where i.id = any(array(
-          select id from billing_invoice where status = 'open' and next_attempt_at <= ?
+          select id from billing_invoice where status = 'open' and next_attempt_at <= ?${only ? ` and id = any(${idList})` : ''}
           order by next_attempt_at limit ? for update skip locked))
         returning i.id, i.user_id, i.subscription_id, i.amount_due_minor, i.currency, i.attempt_count)
       select c.id, c.user_id, c.amount_due_minor, c.currency, c.attempt_count,
@@ -302,7 +312,7 @@ async function chargeDueInvoices(app: BillingServices, rc: RequestContext, now: 
       join billing_subscription s on s.id = c.subscription_id
       left join billing_invoice_charge ch on ch.invoice_id = c.id and ch.status = 'pending'
       left join billing_payment_method pm on pm.id = coalesce(ch.payment_method_id, s.payment_method_id)`,
-    [new Date(now.getTime() + CHARGE_LEASE_MS), now, now, RENEWAL_BATCH]);
+    [new Date(now.getTime() + CHARGE_LEASE_MS), now, now, ...(only ? [ids(only)] : []), RENEWAL_BATCH]);
     const charges: ReturnType<typeof pendingCharge>[] = [];
     const attempts = due.map((row): ClaimedAttempt => {
       // A pending attempt is one a worker claimed and never settled (it died): charge again with its key.
@@ -421,8 +431,11 @@ async function settle(app: BillingServices, rc: RequestContext, answered: readon
         from ${recordset(chargeResultColumns)} where c.id = x.id`, [now, JSON.stringify(chargeResults)]);
     }
     if (paid.length) {
-      await em.execute(`update billing_invoice set status = 'paid', amount_paid_minor = amount_due_minor, paid_at = ?, next_attempt_at = null,
-        attempt_count = attempt_count + 1, updated_at = ?, version = version + 1 where id = any(${idList})`, [now, now, ids(paid)]);
+      // The method that paid it (a retry may charge another than the renewal was invoiced to).
+      await em.execute(`update billing_invoice i set status = 'paid', amount_paid_minor = amount_due_minor, paid_at = ?, next_attempt_at = null,
+        attempt_count = attempt_count + 1, updated_at = ?, version = version + 1,
+        payment_method_id = coalesce((select c.payment_method_id from billing_invoice_charge c where c.invoice_id = i.id and c.status = 'succeeded' limit 1), i.payment_method_id)
+        where id = any(${idList})`, [now, now, ids(paid)]);
       await renewFromInvoices(em, paid, now);
     }
     if (retries.length) {
@@ -446,6 +459,19 @@ async function settle(app: BillingServices, rc: RequestContext, answered: readon
     summary.declined += retries.length + exhausted.length;
     summary.uncollectible += exhausted.length;
   });
+}
+
+/**
+ * Charges the given open invoices now if they are due (a payment method the
+ * subscriptions are billed to was just attached or chosen: decision "Payment
+ * methods of subscriptions"), exactly as the billing clock's retries do: an
+ * attempt that counts, a success recovers the subscription, a decline takes
+ * the next step of the retry schedule. Call it after the change committed.
+ */
+export async function retryInvoicesNow(app: BillingServices, rc: RequestContext, invoiceIds: readonly string[]): Promise<ClockSummary> {
+  const summary: ClockSummary = { resumed: 0, canceled: 0, expired: 0, invoiced: 0, paid: 0, declined: 0, uncollectible: 0 };
+  if (invoiceIds.length) await chargeDueInvoices(app, withFreshUnitOfWork(rc), app.clock.now(), summary, invoiceIds);
+  return summary;
 }
 
 const defineJob = jobsFor<BillingServices>();

@@ -73,6 +73,8 @@ export const SubscriptionSchema = defineEntity({
     trial_start: p.datetime().nullable(),
     trial_end: p.datetime().nullable(),
     payment_method_id: p.uuid().nullable(),
+    /** true: billed to payment_method_id whatever the account's default; false: follows the default (or none: complimentary). */
+    payment_method_chosen: p.boolean().default(false),
     coupon_id: p.uuid().nullable(),
     /**
      * What was actually paid for the rest of the current period (net of discounts; prepaid_tax_minor is the tax paid on it),

@@ -22,7 +22,7 @@ import { billingClockJob } from './billing-clock.ts';
 import { highestProfileLimit } from './profile-limit.ts';
 
 export type { BillingServices } from './services.ts';
-export { findDefaultPaymentMethod, findUserPaymentMethod } from './payment-method-service.ts';
+export { findDefaultPaymentMethod, findUserPaymentMethod } from './subscription-payment-method.ts';
 // For the billing engine (subscriptions, invoices, renewals), inside its own transactions.
 export { findActivePlan, findPlan } from './plan-service.ts';
 export { couponDiscount, couponRefusal, findCouponByCode, redeemCoupon } from './coupon-service.ts';

@@ -42,7 +42,8 @@ export const attachPaymentMethodRoute = defineRoute({
   method: 'post', path: '/v1/payment-methods', tags, access: write,
   summary: 'Attach a payment method from a gateway token',
   description: 'Send the token a client-side payment SDK returned, never card data (a value that looks like a card number is refused). '
-    + 'The first method becomes the default; `set_as_default` moves the default to the new one. '
+    + 'The first method becomes the default; `set_as_default` moves the default to the new one, and with it the subscriptions that follow the default '
+    + '(no method chosen for them): an open renewal invoice of theirs (past due) is charged to the new card at once. '
     + `Limits: ${MAX_PAYMENT_METHODS_PER_USER} methods per user (409), ${ATTACH_LIMITS[0]!.limit} attaches per hour per caller (429). `
     + 'A token the gateway does not know is a 400 on payment_method_token; a card the gateway refuses is a 402 PAYMENT_FAILED with `decline_code` '
     + '(expired_card, card_declined); an unreachable gateway is a 503 (retry with the same Idempotency-Key). '
@@ -89,12 +90,13 @@ export const readPaymentMethodRoute = defineRoute({
 export const makeDefaultPaymentMethodRoute = defineRoute({
   method: 'post', path: '/v1/payment-methods/:pm_id/default', tags, access: write,
   summary: 'Make a payment method the default',
-  description: 'The previous default stops being one. Another user\'s method is a 404 (an administrator may act on anyone\'s; audit-logged).',
+  description: 'The previous default stops being one. Subscriptions that follow the default (no method chosen for them) are billed to this one from now on, '
+    + 'and an open renewal invoice of theirs (past due) is charged to it at once. Another user\'s method is a 404 (an administrator may act on anyone\'s; audit-logged).',
   params: pmParams,
   responses: { 200: data(paymentMethodResource) },
   errors: ['CONFLICT'],
   async handler({ params, rc, app }) {
-    return presentPaymentMethod(await makeDefaultPaymentMethod(rc, params.pm_id), app.clock.now().getTime());
+    return presentPaymentMethod(await makeDefaultPaymentMethod(app, rc, params.pm_id), app.clock.now().getTime());
   },
 });
 

@@ -11,14 +11,21 @@
 // Every change to a user's methods first locks the user's row, so two
 // requests of one user (two first attaches, attach and delete) cannot both
 // decide which method is the default.
+//
+// Subscriptions follow the default unless a method was chosen for them
+// (subscription-payment-method.ts): a new default moves them, and an open
+// renewal invoice now billed to it is retried at once, after the commit.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { recordAudit } from '../audit/audit.ts';
-import type { RequestContext } from '../core/request-context.ts';
-import { ApiError, callerUserId as callerUserIdOf } from '../http/errors.ts';
+import { changesOf, recordAudit } from '../audit/audit.ts';
+import { inTransaction, type RequestContext } from '../core/request-context.ts';
+import { ApiError, assertThat, callerUserId as callerUserIdOf, validationError } from '../http/errors.ts';
 import { LIVE_SUBSCRIPTION_STATUSES, Subscription } from './billing.entities.ts';
 import { GatewayError, type GatewayPaymentMethod } from './gateway/payment-gateway.ts';
 import { PaymentMethod } from './payment-method.entity.ts';
+import { retryInvoicesNow } from './billing-clock.ts';
 import type { BillingServices } from './services.ts';
+import { dueNow, findDefaultPaymentMethod, findUserPaymentMethod, followDefault } from './subscription-payment-method.ts';
+import { findCallersSubscription } from './subscription-service.ts';
 
 /** At most this many saved methods per user: the list is unpaged (document 1 §4.4), and attaching is an abuse target. */
 export const MAX_PAYMENT_METHODS_PER_USER = 20;
@@ -40,20 +47,6 @@ export async function readDefaultPaymentMethod(rc: RequestContext): Promise<Paym
   const method = await rc.em.findOne(PaymentMethod, { user: callerUserId(rc), is_default: true });
   if (!method) throw new ApiError('NOT_FOUND', 'No default payment method');
   return method;
-}
-
-/**
- * A user's payment method by id, for billing (a subscription records the
- * method it is billed to and shows its last4): null when that user holds no
- * such method, whoever else may hold it.
- */
-export async function findUserPaymentMethod(em: EntityManager, userId: string, paymentMethodId: string): Promise<PaymentMethod | null> {
-  return em.findOne(PaymentMethod, { id: paymentMethodId, user: userId });
-}
-
-/** The user's default method, if any (what the billing engine charges when a subscription names none). */
-export async function findDefaultPaymentMethod(em: EntityManager, userId: string): Promise<PaymentMethod | null> {
-  return em.findOne(PaymentMethod, { user: userId, is_default: true });
 }
 
 /** A method the caller may act on: their own, or anyone's for a global holder of the permission; 404 otherwise. */
@@ -122,8 +115,10 @@ export async function attachPaymentMethod(app: BillingServices, rc: RequestConte
     throw attachRefusal(error);
   }
 
+  let retry: string[] = [];
+  let method: PaymentMethod;
   try {
-    return await rc.em.transactional(async (tx) => {
+    method = await rc.em.transactional(async (tx) => {
       await lockOwner(tx, userId);
       if (await tx.count(PaymentMethod, { user: userId }) >= MAX_PAYMENT_METHODS_PER_USER) throw tooMany();
       const hasDefault = (await tx.count(PaymentMethod, { user: userId, is_default: true })) > 0;
@@ -144,6 +139,7 @@ export async function attachPaymentMethod(app: BillingServices, rc: RequestConte
         is_default: makeDefault,
       } as never);
       await tx.flush();
+      if (makeDefault) retry = await followDefault(tx, userId, method.id, app.clock.now());
       return method;
     });
   } catch (error) {
@@ -151,11 +147,28 @@ export async function attachPaymentMethod(app: BillingServices, rc: RequestConte
     await detachQuietly(app, rc, gateway.name, held.id);
     throw error;
   }
+  await retryQuietly(app, rc, retry);
+  return method;
+}
+
+/**
+ * Retries at once the open invoices a payment-method change made due (the
+ * change is committed and stands whatever the charge answers; a gateway that
+ * fails leaves them due for the billing clock's next pass).
+ */
+async function retryQuietly(app: BillingServices, rc: RequestContext, invoiceIds: readonly string[]): Promise<void> {
+  if (!invoiceIds.length) return;
+  try {
+    await retryInvoicesNow(app, rc, invoiceIds);
+  } catch (error) {
+    rc.log.warn({ err: error, invoices: invoiceIds }, 'retry after a payment method change failed; the billing clock retries');
+  }
 }
 
 /** Makes the method its owner's default (DESIGN.md §5: POST /v1/payment-methods/{pm_id}/default). */
-export async function makeDefaultPaymentMethod(rc: RequestContext, id: string): Promise<PaymentMethod> {
-  return rc.em.transactional(async (tx) => {
+export async function makeDefaultPaymentMethod(app: BillingServices, rc: RequestContext, id: string): Promise<PaymentMethod> {
+  let retry: string[] = [];
+  const made = await rc.em.transactional(async (tx) => {
     const found = await findActionablePaymentMethod(tx, rc, id);
     const ownerId = found.user.id;
     await lockOwner(tx, ownerId);
@@ -167,8 +180,11 @@ export async function makeDefaultPaymentMethod(rc: RequestContext, id: string): 
     method.is_default = true;
     auditIfNotOwner(rc, tx, method, 'payment_method.made_default', {});
     await tx.flush();
+    retry = await followDefault(tx, ownerId, method.id, app.clock.now());
     return method;
   });
+  await retryQuietly(app, rc, retry);
+  return made;
 }
 
 /** Deletes a method (document 1 §4.4), then forgets it at the gateway. */
@@ -190,10 +206,11 @@ export async function deletePaymentMethod(app: BillingServices, rc: RequestConte
       const next = await tx.findOne(PaymentMethod, { user: ownerId }, { orderBy: { created_at: 'desc', id: 'desc' } });
       if (next) next.is_default = true;
     } else {
-      // Live subscriptions billed to this method are billed to the default from now on.
+      // Live subscriptions billed to this method follow the default from now on.
       const fallback = await tx.findOne(PaymentMethod, { user: ownerId, is_default: true });
       for (const subscription of await tx.find(Subscription, { ...live, payment_method_id: method.id })) {
         subscription.payment_method_id = fallback?.id ?? null;
+        subscription.payment_method_chosen = false;
       }
       tx.remove(method);
     }
@@ -212,4 +229,41 @@ async function detachQuietly(app: BillingServices, rc: RequestContext, gatewayNa
   } catch (error) {
     rc.log.warn({ err: error, gateway: gatewayName }, 'payment method not detached at the gateway');
   }
+}
+
+/**
+ * Chooses the method a subscription is billed to (PATCH /v1/subscriptions/{id}),
+ * whatever the account's default; null: none of its own, it follows the
+ * default again. An open renewal invoice of the subscription (past due) is
+ * charged to it at once, after the commit. Ended subscriptions are not
+ * billed (409), nor complimentary ones, which only an administrator moves
+ * onto a method (409). Audit-logged (`subscription.payment_method_chosen`).
+ */
+export async function chooseSubscriptionPaymentMethod(app: BillingServices, rc: RequestContext, subscriptionId: string, methodId: string | null): Promise<Subscription> {
+  const now = app.clock.now();
+  const { subscription, retry } = await inTransaction(rc, async (tx) => {
+    const subscription = await findCallersSubscription(tx, subscriptionId);
+    const ownerId = subscription.user.id;
+    await lockOwner(tx.em, ownerId);
+    await tx.em.refresh(subscription);
+    assertThat((LIVE_SUBSCRIPTION_STATUSES as readonly string[]).includes(subscription.status),
+      new ApiError('CONFLICT', `The subscription has ended (${subscription.status}); it is not billed any more`));
+    assertThat(subscription.payment_method_id !== null,
+      new ApiError('CONFLICT', 'The subscription is complimentary (billed by nobody); an administrator can move it onto a payment method'));
+    const method = methodId ? await findUserPaymentMethod(tx.em, ownerId, methodId) : await findDefaultPaymentMethod(tx.em, ownerId);
+    if (!method) throw validationError([{ field: 'payment_method_id', message: methodId ? 'No such payment method on this account' : 'The account has no default payment method' }]);
+    const before = { payment_method_id: subscription.payment_method_id, payment_method_chosen: subscription.payment_method_chosen };
+    subscription.payment_method_id = method.id;
+    subscription.payment_method_chosen = methodId !== null;
+    recordAudit(tx, {
+      action: 'subscription.payment_method_chosen', resource_type: 'subscription', resource_id: subscription.id,
+      changes: changesOf(before, { payment_method_id: subscription.payment_method_id, payment_method_chosen: subscription.payment_method_chosen }),
+      metadata: { user_id: ownerId, last4: method.last4 },
+    });
+    await tx.em.flush();
+    return { subscription, retry: await dueNow(tx.em, ownerId, method.id, now) };
+  });
+  await retryQuietly(app, rc, retry);
+  // As stored now (a retry may have recovered it), in a unit of work of its own.
+  return rc.em.fork().findOneOrFail(Subscription, subscription.id, { populate: ['plan'] });
 }

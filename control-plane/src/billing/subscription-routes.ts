@@ -13,6 +13,7 @@ import {
   invoiceRecord, presentInvoice, presentPreview, presentSubscription, presentSubscriptions, previewRecord, subscriptionRecord, subscriptionResource,
 } from './subscription-record.ts';
 import { callerUserId, cancelSubscription, changePlan, createSubscription, findCallersSubscription, previewPlanChange } from './subscription-service.ts';
+import { chooseSubscriptionPaymentMethod } from './payment-method-service.ts';
 import { defineBillingRoute as defineRoute } from './services.ts';
 
 const tags = ['Subscriptions'];
@@ -109,6 +110,23 @@ export const cancelSubscriptionRoute = defineRoute({
   },
 });
 
+export const chooseSubscriptionPaymentMethodRoute = defineRoute({
+  method: 'patch', path: '/v1/subscriptions/:subscription_id', tags, access: write,
+  summary: 'Choose the payment method a subscription is billed to',
+  description: 'A subscription follows the account\'s default payment method (`payment_method_chosen` false) unless one is chosen for it here: '
+    + '`payment_method_id` one of the caller\'s methods (400 otherwise) bills it there whatever the default; null makes it follow the default again. '
+    + 'An open renewal invoice of the subscription (past due) is charged to the method at once; the answer shows the subscription after that attempt. '
+    + 'An ended subscription (canceled, expired) or a complimentary one is a 409. If-Match: a stale ETag is a 412 and nothing changes. Audit-logged.',
+  params: subscriptionParams,
+  body: z.strictObject({ payment_method_id: uuid().nullable().describe('null: follow the account\'s default payment method') }),
+  ifMatch: ({ params, rc }) => findCallersSubscription(rc, params.subscription_id),
+  responses: { 200: data(subscriptionResource) },
+  errors: ['CONFLICT'],
+  async handler({ params, body, rc, app }) {
+    return presentSubscription(rc.em, await chooseSubscriptionPaymentMethod(app, rc, params.subscription_id, body.payment_method_id));
+  },
+});
+
 export const previewPlanChangeRoute = defineRoute({
   method: 'post', path: '/v1/subscriptions/:subscription_id/preview', tags, access: read,
   summary: 'Preview a plan change',
@@ -152,6 +170,7 @@ export const readInvoiceRoute = defineRoute({
 });
 
 export const subscriptionRoutes = [
-  listSubscriptionsRoute, createSubscriptionRoute, readSubscriptionRoute, changePlanRoute, cancelSubscriptionRoute, previewPlanChangeRoute,
+  listSubscriptionsRoute, createSubscriptionRoute, readSubscriptionRoute, chooseSubscriptionPaymentMethodRoute, changePlanRoute, cancelSubscriptionRoute,
+  previewPlanChangeRoute,
   listInvoicesRoute, readInvoiceRoute,
 ];

@@ -33,7 +33,7 @@ import { draftInvoice, invoiceTotals, payNow, periodLine, quoteInvoice, voidOpen
 import type { LineItem } from './invoice.entity.ts';
 import { prorate } from './money.ts';
 import { PaymentMethod } from './payment-method.entity.ts';
-import { findUserPaymentMethod } from './payment-method-service.ts';
+import { findDefaultPaymentMethod, findUserPaymentMethod } from './subscription-payment-method.ts';
 import type { BillingServices } from './services.ts';
 
 const CYCLE_MONTHS: Record<BillingCycle, number> = { monthly: 1, quarterly: 3, semi_annual: 6, annual: 12 };
@@ -119,6 +119,17 @@ async function usersMethod(em: EntityManager, userId: string, id: string, field 
   return method;
 }
 
+/**
+ * Whether naming `method` at sale chooses it for the subscription: the
+ * account's default is the one a subscription follows anyway (the create body
+ * must name a method), any other is a choice (decision "Payment methods of
+ * subscriptions").
+ */
+async function isChosen(em: EntityManager, userId: string, method: PaymentMethod | null): Promise<boolean> {
+  if (!method) return false;
+  return (await findDefaultPaymentMethod(em, userId))?.id !== method.id;
+}
+
 /** The coupon a body names, checked (not redeemed) for the user and plan: 400 on coupon_code with its error_code otherwise. */
 async function usableCoupon(em: EntityManager, code: string | undefined, plan: Plan, userId: string, now: Date): Promise<Coupon | null> {
   if (!code) return null;
@@ -158,6 +169,7 @@ export async function createSubscription(app: BillingServices, rc: RequestContex
       const live = await em.count(Subscription, { user: input.userId, type: plan.type, status: { $in: [...LIVE_SUBSCRIPTION_STATUSES] } });
       if (live) throw subscriptionExists(plan.type);
       const coupon = await usableCoupon(em, input.coupon_code, plan, input.userId, now);
+      const chosen = await isChosen(em, input.userId, method);
 
       const trialEnd = input.trial_end ?? (plan.trial_days > 0 ? new Date(now.getTime() + plan.trial_days * 86_400 * SECOND) : null);
       const trialing = trialEnd !== null && trialEnd.getTime() > now.getTime();
@@ -170,7 +182,7 @@ export async function createSubscription(app: BillingServices, rc: RequestContex
         max_profiles: plan.max_profiles, max_concurrent_streams: plan.max_concurrent_streams, max_devices: plan.max_devices,
         auto_renew: input.auto_renew ?? true, current_period_start: now, current_period_end: periodEnd, cancel_at_period_end: false,
         trial_start: trialing ? now : null, trial_end: trialing ? periodEnd : null,
-        payment_method_id: method?.id ?? null, coupon_id: coupon?.id ?? null, created_at: now, updated_at: now,
+        payment_method_id: method?.id ?? null, payment_method_chosen: chosen, coupon_id: coupon?.id ?? null, created_at: now, updated_at: now,
       } as never);
       syncNextBilling(subscription);
       await em.flush();
@@ -429,12 +441,14 @@ export async function reactivateSubscription(app: BillingServices, rc: RequestCo
       assertThat(plan.is_active, new ApiError('CONFLICT', 'The plan is no longer on sale (deactivated): name another plan_id'));
       const methodId = input.payment_method_id === undefined ? subscription.payment_method_id ?? null : input.payment_method_id;
       const method = methodId ? await usersMethod(em, userId, methodId) : null;
+      const chosen = input.payment_method_id === undefined ? subscription.payment_method_chosen && method !== null : await isChosen(em, userId, method);
       if (await em.count(Subscription, { user: userId, type: plan.type, status: { $in: [...LIVE_SUBSCRIPTION_STATUSES] } })) throw subscriptionExists(plan.type);
       const from = subscription.status;
       applyTerms(subscription, plan);
       Object.assign(subscription, {
         status: 'active' as SubscriptionStatus, current_period_start: now, current_period_end: addCycle(now, plan.billing_cycle),
         canceled_at: null, cancel_at_period_end: false, auto_renew: true, paused_at: null, resume_at: null, payment_method_id: method?.id ?? null,
+        payment_method_chosen: chosen,
       });
       syncNextBilling(subscription);
       await em.flush();
@@ -471,10 +485,12 @@ export async function patchSubscription(app: BillingServices, rc: RequestContext
     const em = tx.em;
     await lockUser(em, userId);
     const subscription = await findUsersSubscription(em, userId, subscriptionId);
-    const fields = ['payment_method_id', 'auto_renew', 'current_period_end', 'cancel_at_period_end'] as const;
+    const fields = ['payment_method_id', 'payment_method_chosen', 'auto_renew', 'current_period_end', 'cancel_at_period_end'] as const;
     const before = Object.fromEntries(fields.map((f) => [f, subscription[f]]));
     if (input.payment_method_id !== undefined) {
+      // An administrator's method is a choice for this subscription; null makes it complimentary.
       subscription.payment_method_id = input.payment_method_id === null ? null : (await usersMethod(em, userId, input.payment_method_id)).id;
+      subscription.payment_method_chosen = input.payment_method_id !== null;
     }
     if (input.current_period_end) {
       if (input.current_period_end.getTime() <= subscription.current_period_start.getTime()) {
