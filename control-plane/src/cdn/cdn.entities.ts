@@ -12,6 +12,7 @@ export const ORIGIN_SCHEMES = ['http', 'https'] as const;
 export const HEALTH_STATUSES = ['healthy', 'degraded', 'unhealthy', 'unknown'] as const;
 export type HealthStatus = (typeof HEALTH_STATUSES)[number];
 export const RETRY_ON = ['connect_failure', '5xx', '429', '408'] as const;
+export const IP_DEFAULT_ACTIONS = ['allow', 'deny'] as const;
 
 export interface TlsConfig { minimum_protocol_version: string; cipher_policy: string; http_to_https_redirect: boolean }
 export interface Compression { enabled: boolean; algorithms: string[]; min_size_bytes: number }
@@ -80,6 +81,8 @@ export const EndpointSchema = defineEntity({
     tags: p.json<string[]>(),
     // Signed URLs required (document 3 §4.8; migration 0014). Needs an active signing key.
     token_auth_enabled: p.boolean().default(false),
+    // What the edge does with viewers no IP access rule holds (migration 0031).
+    ip_default_action: p.enum(IP_DEFAULT_ACTIONS).default('allow'),
     search_document: searchDocumentProperty(['hostname'], true),
     ...timestamps,
   },

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { countryCodeField } from '../accounts/user-record.ts';
 import { versioned } from '../http/route.ts';
 import { orNull, timestamp, uuid } from '../http/schemas.ts';
-import { ENDPOINT_STATUSES, HTTP_VERSIONS, type Compression, type GeoRestriction, type TlsConfig } from './cdn.entities.ts';
+import { ENDPOINT_STATUSES, HTTP_VERSIONS, IP_DEFAULT_ACTIONS, type Compression, type GeoRestriction, type TlsConfig } from './cdn.entities.ts';
 import { nameField, tagsField } from './fields.ts';
 
 export const TLS_VERSIONS = ['TLSv1', 'TLSv1.1', 'TLSv1.2', 'TLSv1.3'] as const;
@@ -14,6 +14,13 @@ export const GEO_POLICIES = ['allowlist', 'blocklist'] as const;
 export const GEO_ACTIONS = ['block'] as const;
 export const MAX_ERROR_PAGES = 50;
 export const MAX_COMPRESSION_MIN_SIZE = 10 * 1024 * 1024;
+
+/** What the edge enforces on a viewer's request, and in what order (DESIGN.md §8); quoted by the operations that configure each step. */
+export const EDGE_REQUEST_ORDER = 'The edge checks every request to an endpoint before its cache and its origin, in this order: 1. IP access rules '
+  + '(with ip_default_action), 2. geo_restriction, 3. signed URLs (token_auth_enabled, the signing keys), 4. redirects '
+  + '(tls_config.http_to_https_redirect, then the redirect_rules of the route the request matches). A refusal is one plain 403 whichever check made it '
+  + '(the reason is in the edge\'s access log and its edge_policy_denials_total metric); a redirect is answered by the edge itself. The viewer\'s address '
+  + 'is the connection\'s, or what a trusted proxy in front of the edge reports (the agent\'s TRUST_PROXY_HEADER and TRUSTED_PROXY_CIDRS).';
 
 export const DEFAULT_TLS: TlsConfig = { minimum_protocol_version: 'TLSv1.2', cipher_policy: 'recommended', http_to_https_redirect: false };
 export const DEFAULT_COMPRESSION: Compression = { enabled: false, algorithms: ['br', 'gzip'], min_size_bytes: 1024 };
@@ -40,6 +47,7 @@ export const endpointRecord = z.object({
   shield_region: orNull(z.string()),
   tags: z.array(z.string()),
   token_auth_enabled: z.boolean().describe('Viewers need a URL signed with one of the endpoint\'s signing keys'),
+  ip_default_action: z.enum(IP_DEFAULT_ACTIONS).describe('What the edge does with a viewer no IP access rule holds'),
   created_at: timestamp(),
   updated_at: timestamp(),
 });
@@ -75,14 +83,19 @@ const endpointFields = {
   http_version: z.enum(HTTP_VERSIONS),
   ipv6_enabled: z.boolean(),
   response_headers_policy_id: uuid().nullable(),
-  tls_config: tlsInput.describe('Members sent change, others keep their values (defaults: TLSv1.2, recommended, no redirect)'),
+  tls_config: tlsInput.describe('Members sent change, others keep their values (defaults: TLSv1.2, recommended, no redirect). http_to_https_redirect: the edge '
+    + 'answers a viewer that did not come over TLS with a redirect to the same URL on https (301 for GET and HEAD, 308 otherwise)'),
   compression: compressionInput.describe('Members sent change, others keep their values (defaults: off, br and gzip, 1024 bytes)'),
-  geo_restriction: geoInput.describe('Decided on the client address\'s country; members sent change, others keep their values'),
+  geo_restriction: geoInput.describe('Decided at the edge on the viewer address\'s country (GeoLite2 country ranges); allowlist serves only the listed '
+    + 'countries, blocklist refuses them (403). Addresses with no country (loopback, private networks) are never refused. Members sent change, others '
+    + 'keep their values'),
   custom_error_pages: z.array(errorPageInput).max(MAX_ERROR_PAGES)
     .refine((pages) => new Set(pages.map((p) => p.error_code)).size === pages.length, 'Must not name an error_code twice'),
   shield_region: shieldRegion,
   tags: tagsField(),
   token_auth_enabled: z.boolean().describe('Require signed URLs; needs an active signing key (422 otherwise)'),
+  ip_default_action: z.enum(IP_DEFAULT_ACTIONS).describe('allow (default): viewers no IP access rule holds are served; deny: they are refused with 403 '
+    + '(default deny). deny needs an allow or challenge rule first (422 otherwise: it would refuse every viewer)'),
 };
 
 export const createEndpointBody = z.strictObject({
@@ -97,6 +110,7 @@ export const createEndpointBody = z.strictObject({
   shield_region: endpointFields.shield_region.default(null),
   tags: endpointFields.tags.default([]),
   token_auth_enabled: endpointFields.token_auth_enabled.default(false),
+  ip_default_action: endpointFields.ip_default_action.default('allow'),
 });
 export type CreateEndpointInput = z.output<typeof createEndpointBody>;
 

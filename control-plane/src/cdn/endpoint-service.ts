@@ -13,12 +13,12 @@ import { CustomDomain } from './domain-entity.ts';
 import { DEFAULT_COMPRESSION, DEFAULT_GEO, DEFAULT_TLS, type CreateEndpointInput, type UpdateEndpointInput } from './endpoint-record.ts';
 import { assertValidConfiguration, merged, resourceInUse } from './fields.ts';
 import { detachEndpointFromDrains } from './log-drain-service.ts';
-import { policyProblems, tokenAuthProblems } from './policy-checks.ts';
+import { defaultDenyProblems, policyProblems, tokenAuthProblems } from './policy-checks.ts';
 import { usableOriginProblems } from './origin-service.ts';
 
 const ENDPOINT_FIELDS = [
   'name', 'default_origin_id', 'hostname', 'status', 'http_version', 'ipv6_enabled', 'response_headers_policy_id', 'tls_config', 'compression',
-  'geo_restriction', 'custom_error_pages', 'shield_region', 'tags', 'token_auth_enabled',
+  'geo_restriction', 'custom_error_pages', 'shield_region', 'tags', 'token_auth_enabled', 'ip_default_action',
 ] as const satisfies readonly (keyof Endpoint)[];
 const snapshot = (e: Endpoint) => Object.fromEntries(ENDPOINT_FIELDS.map((f) => [f, e[f]])) as Partial<Endpoint>;
 
@@ -37,9 +37,12 @@ export function endpointLabel(): string {
 
 /** What would make the endpoint's own settings invalid for the edge. */
 async function settingsProblems(
-  rc: RequestContext, e: Pick<Endpoint, 'geo_restriction' | 'response_headers_policy_id' | 'token_auth_enabled'> & { id?: string },
+  rc: RequestContext, e: Pick<Endpoint, 'geo_restriction' | 'response_headers_policy_id' | 'token_auth_enabled' | 'ip_default_action'> & { id?: string },
 ): Promise<FieldError[]> {
-  const problems = [...(await policyProblems(rc, e.response_headers_policy_id)), ...(await tokenAuthProblems(rc, e.id, e.token_auth_enabled))];
+  const problems = [
+    ...(await policyProblems(rc, e.response_headers_policy_id)), ...(await tokenAuthProblems(rc, e.id, e.token_auth_enabled)),
+    ...(await defaultDenyProblems(rc, e.id, e.ip_default_action)),
+  ];
   if (e.geo_restriction.enabled && e.geo_restriction.policy === 'allowlist' && e.geo_restriction.countries.length === 0) {
     problems.push({ field: 'geo_restriction.countries', message: 'An enabled allowlist without countries would block every viewer' });
   }
@@ -76,6 +79,7 @@ export async function updateEndpoint(rc: RequestContext, id: string, input: Upda
     geo_restriction: next.geo_restriction,
     response_headers_policy_id: input.response_headers_policy_id === undefined ? endpoint.response_headers_policy_id : input.response_headers_policy_id,
     token_auth_enabled: input.token_auth_enabled ?? endpoint.token_auth_enabled,
+    ip_default_action: input.ip_default_action ?? endpoint.ip_default_action,
     id: endpoint.id,
   });
   if (input.default_origin_id !== undefined && input.default_origin_id !== endpoint.default_origin_id) {

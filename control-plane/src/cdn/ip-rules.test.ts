@@ -46,23 +46,13 @@ t.test('cidr is stored in its canonical form (IPv4 and IPv6, bare addresses, IPv
   }
 });
 
-t.test('bad input is refused with 400 naming the field (host bits set, bad ranges, limits), storing nothing', async (t) => {
-  const cases: [Record<string, unknown>, string, RegExp?][] = [
+t.test('bad input is refused with 400 naming the field (types, enums, limits), storing nothing', async (t) => {
+  const cases: [Record<string, unknown>, string][] = [
     [{ cidr: '10.0.0.0/8' }, 'action'],
     [{ action: 'allow' }, 'cidr'],
     [{ action: 'deny', cidr: '10.0.0.0/8' }, 'action'],
-    [{ action: 'allow', cidr: '10.0.0.5/8' }, 'cidr', /10\.0\.0\.0\/8/],
-    [{ action: 'allow', cidr: '2001:db8::1/32' }, 'cidr', /2001:db8::\/32/],
-    [{ action: 'allow', cidr: '10.0.0.0/33' }, 'cidr'],
-    [{ action: 'allow', cidr: '2001:db8::/129' }, 'cidr'],
-    [{ action: 'allow', cidr: '10.0.0/8' }, 'cidr'],
-    [{ action: 'allow', cidr: '010.0.0.1' }, 'cidr'],
-    [{ action: 'allow', cidr: '0x7f.1' }, 'cidr'],
-    [{ action: 'allow', cidr: 'fe80::1%eth0' }, 'cidr'],
-    [{ action: 'allow', cidr: 'example.com' }, 'cidr'],
-    [{ action: 'allow', cidr: '10.0.0.0/8/8' }, 'cidr'],
-    [{ action: 'allow', cidr: '' }, 'cidr'],
     [{ action: 'allow', cidr: 42 }, 'cidr'],
+    [{ action: 'allow', cidr: `10.0.0.0/${'8'.repeat(70)}` }, 'cidr'],
     [{ action: 'allow', cidr: '10.0.0.0/8', priority: 0 }, 'priority'],
     [{ action: 'allow', cidr: '10.0.0.0/8', priority: 1001 }, 'priority'],
     [{ action: 'allow', cidr: '10.0.0.0/8', priority: 1.5 }, 'priority'],
@@ -70,14 +60,68 @@ t.test('bad input is refused with 400 naming the field (host bits set, bad range
     [{ action: 'allow', cidr: '10.0.0.0/8', enabled: true }, 'enabled'],
   ];
   const before = await policiesState(cp);
-  for (const [body, field, message] of cases) {
+  for (const [body, field] of cases) {
     const res = await send(admin, 'POST', base, body);
     t.equal(res.status, 400, `${JSON.stringify(body)} → 400`);
-    const error = res.body.errors?.find((e: { field: string }) => e.field === field);
-    t.ok(error, `names ${field}: ${JSON.stringify(res.body.errors)}`);
+    t.ok(res.body.errors?.find((e: { field: string }) => e.field === field), `names ${field}: ${JSON.stringify(res.body.errors)}`);
+  }
+  t.same(await policiesState(cp), before, 'nothing stored');
+});
+
+t.test('a range the edge cannot use is refused with 422 INVALID_CONFIGURATION naming cidr (the edge\'s own check), storing nothing', async (t) => {
+  const cases: [string, RegExp?][] = [
+    ['10.0.0.5/8', /10\.0\.0\.0\/8/], ['2001:db8::1/32', /2001:db8::\/32/], ['10.0.0.0/33'], ['2001:db8::/129'], ['10.0.0/8'], ['010.0.0.1'],
+    ['0x7f.1'], ['fe80::1%eth0'], ['example.com'], ['10.0.0.0/8/8'], [''], ['10.0.0.0/'], ['1.2.3.4/08x'],
+  ];
+  const before = await policiesState(cp);
+  for (const [cidr, message] of cases) {
+    const res = await send(admin, 'POST', base, { action: 'block', cidr });
+    t.equal(res.status, 422, `${JSON.stringify(cidr)} → 422`);
+    t.equal(res.body.code, 'INVALID_CONFIGURATION');
+    const error = res.body.errors?.find((e: { field: string }) => e.field === 'cidr');
+    t.ok(error, `names cidr: ${JSON.stringify(res.body.errors)}`);
     if (message) t.match(error?.message, message, 'names the network meant');
   }
   t.same(await policiesState(cp), before, 'nothing stored');
+});
+
+t.test('ip_default_action: deny needs a rule that admits someone; that rule\'s deletion (409) or change to block (422) is refused while it is the last', async (t) => {
+  const { endpoint: e } = await makeEndpoint(cp, admin);
+  const rules = `/v1/cdn/endpoints/${e.id}/ip-rules`;
+  t.equal(e.ip_default_action, 'allow', 'allow by default');
+  const free = (await send(admin, 'POST', '/v1/cdn/origins', { name: 'free origin for deny', host: '93.184.216.11' })).body;
+  const before = await policiesState(cp);
+  const refused = await send(admin, 'PATCH', `/v1/cdn/endpoints/${e.id}`, { ip_default_action: 'deny' });
+  t.equal(refused.status, 422);
+  t.equal(refused.body.errors[0].field, 'ip_default_action');
+  const onCreate = await send(admin, 'POST', '/v1/cdn/endpoints', { name: 'deny at birth', default_origin_id: free.id, ip_default_action: 'deny' });
+  t.equal(onCreate.status, 422, 'a new endpoint has no rules yet');
+  t.equal((await send(admin, 'PATCH', `/v1/cdn/endpoints/${e.id}`, { ip_default_action: 'never' })).status, 400);
+  t.same(await policiesState(cp), before, 'nothing changed');
+  await send(admin, 'POST', rules, { action: 'block', cidr: '198.51.100.0/24' });
+  t.equal((await send(admin, 'PATCH', `/v1/cdn/endpoints/${e.id}`, { ip_default_action: 'deny' })).status, 422, 'a block rule admits nobody');
+  const office = (await send(admin, 'POST', rules, { action: 'allow', cidr: '203.0.113.0/24' })).body;
+  const deny = await send(admin, 'PATCH', `/v1/cdn/endpoints/${e.id}`, { ip_default_action: 'deny' });
+  t.equal(deny.status, 200, deny.text);
+  t.equal(deny.body.ip_default_action, 'deny');
+  t.equal((await send(viewer, 'GET', `/v1/cdn/endpoints/${e.id}`)).body.ip_default_action, 'deny');
+  const [audit] = await query<{ metadata: { changes: Record<string, unknown> } }>(cp,
+    `select metadata from audit_log where action = 'endpoint.updated' and resource_id = ? order by created_at desc limit 1`, [e.id]);
+  t.same(Object.keys(audit!.metadata.changes), ['ip_default_action'], 'audit-logged');
+
+  const kept = await policiesState(cp);
+  const del = await send(admin, 'DELETE', `${rules}/${office.id}`);
+  t.equal(del.status, 409);
+  t.equal(del.body.code, 'RESOURCE_IN_USE');
+  const toBlock = await send(admin, 'PATCH', `${rules}/${office.id}`, { action: 'block' });
+  t.equal(toBlock.status, 422);
+  t.equal(toBlock.body.errors[0].field, 'action');
+  t.same(await policiesState(cp), kept, 'nothing changed');
+  t.equal((await send(admin, 'PATCH', `${rules}/${office.id}`, { action: 'challenge' })).status, 200, 'a challenge rule admits browsers');
+  const second = (await send(admin, 'POST', rules, { action: 'allow', cidr: '192.0.2.0/24' })).body;
+  t.equal((await send(admin, 'DELETE', `${rules}/${office.id}`)).status, 204, 'not the last one any more');
+  t.equal((await send(admin, 'PATCH', `/v1/cdn/endpoints/${e.id}`, { ip_default_action: 'allow' })).status, 200);
+  t.equal((await send(admin, 'DELETE', `${rules}/${second.id}`)).status, 204, 'allowing by default, any rule may go');
 });
 
 t.test('a second rule for the same range (in any spelling) is 409 CONFLICT; another endpoint may have it', async (t) => {

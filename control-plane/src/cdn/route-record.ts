@@ -39,7 +39,8 @@ const matchInput = z.strictObject({
 const redirectInput = z.strictObject({
   type: z.enum(REDIRECT_TYPES).describe('http_to_https: to the same URL over https; path: to redirect_to'),
   status_code: z.union(REDIRECT_STATUSES.map((s) => z.literal(s)) as never as [z.ZodLiteral<301>, z.ZodLiteral<302>]).default(301),
-  match_path: patternField().default('/*'),
+  match_path: patternField().default('/*').describe('A path glob whose wildcards capture, from the left: * within a segment, ** and a trailing /* across '
+    + 'segments, ? one character; {a,b} and [..] match without capturing'),
   redirect_to: z.string().trim().max(2048).default('').describe('For type path: an absolute path or http(s) URL; $1…$9 insert what the wildcards of match_path matched'),
 }).superRefine((rule, ctx) => {
   if (rule.type === 'path' && !/^(\/|https?:\/\/)\S*$/.test(rule.redirect_to)) {
@@ -56,7 +57,11 @@ const routeFields = {
   match: matchInput.describe('All stated conditions must match (AND); at least one of hosts, paths, methods'),
   strip_prefix: z.string().max(2048).regex(/^\/\S*$/, 'Must be an absolute path such as /api').nullable(),
   response_headers_policy_id: uuid().nullable(),
-  redirect_rules: z.array(redirectInput).max(50),
+  redirect_rules: z.array(redirectInput).max(50).describe('Answered by the edge itself, after the IP rules, geo restriction and signed-URL checks and '
+    + 'before the cache, for requests this route matches: the first rule in order whose match_path matches the path answers. http_to_https: a viewer not '
+    + 'on TLS gets status_code and the same URL on https; path: status_code and Location redirect_to with $1…$9 filled in, plus the query as sent when '
+    + 'redirect_to has none. A rule the edge could not answer is refused with 422 by the edge\'s own compiler ($n naming no wildcard or placed in a '
+    + 'URL\'s host, wildcards inside {…})'),
   compression_enabled: z.boolean().nullable().describe('null follows the endpoint\'s compression setting'),
 };
 

@@ -13,6 +13,7 @@ export const routeRoutes = childRoutes({
   createBody: createRouteBody as never, createTopLevelBody: createTopLevelRouteBody as never, updateBody: updateRouteBody,
   rules: 'name, origin_id and match required (priority defaults to 100, enabled to true). Refused with 422 INVALID_CONFIGURATION when origin_id names a missing '
     + 'origin, one of another distribution, or a disabled one while the route is enabled; when a host pattern, path glob or redirect rule does not compile '
-    + 'or match states no condition; or when response_headers_policy_id names a policy that does not exist.',
+    + '(redirect rules by the edge\'s own compiler: a $n that names no wildcard of match_path or stands in a URL\'s host) or match states no condition; '
+    + 'or when response_headers_policy_id names a policy that does not exist. The edge answers redirect_rules itself (see the field).',
   service: routeService,
 });

@@ -7,6 +7,24 @@ import { timestamp, timestampOrNull } from '../http/schemas.ts';
 import { SIGNING_ALGORITHMS, SIGNING_KEY_STATUSES, type SigningKey } from './policies.entities.ts';
 import { nameField } from './fields.ts';
 
+/**
+ * The signed-URL algorithm as the edge verifies it (shared/src/signing/signed-url.ts; the README's "Signed URLs" has the same text and
+ * `npm run sign-url` implements it), quoted by the signing-key operations.
+ */
+export const SIGNED_URL_ALGORITHM = 'With token_auth_enabled on the endpoint, the edge serves a request only when its query carries expires_param and '
+  + 'token_param signed by one of the endpoint\'s active keys (any of them; during a rotation\'s grace period the replaced secret too, until '
+  + 'grace_period_ends_at); otherwise 403, the same answer for a missing, malformed, wrongly signed, expired or IP-mismatched URL. '
+  + 'To sign: `canonical = path + "\\n" + expires` (with ip_binding_enabled: `path + "\\n" + expires + "\\n" + client_ip`); '
+  + '`signature = base64url(HMAC(algorithm, secret, canonical))`, unpadded (43 characters for HMAC-SHA256, 86 for HMAC-SHA512); the token is the signature '
+  + '(with ip_binding_enabled: `client_ip + "~" + signature`); the URL is the path, its other query parameters, then `expires_param=<expires>&token_param=<token>`. '
+  + 'path is the URL path as the edge normalises it (dot segments removed, no query); expires is a Unix time in seconds, accepted up to and including that '
+  + 'second; client_ip is the viewer\'s address (IPv6 compact lower case, IPv4-mapped as IPv4); secret is the key\'s secret as UTF-8. Other query '
+  + 'parameters are not signed; the two signature parameters are removed before the cache key and the origin request are made, so every signed copy of '
+  + 'a URL is one cached object. Worked example: secret `example-secret-for-the-docs-only-0123456789`, path `/videos/intro.mp4`, expires 1767225600, '
+  + 'HMAC-SHA256: canonical `/videos/intro.mp4\\n1767225600`, URL `/videos/intro.mp4?expires=1767225600&token=prz1uB7enDKQNv6UWL8vAT2n4ELDSOobiUIcf1jCES4` '
+  + '(`printf \'/videos/intro.mp4\\n1767225600\' | openssl dgst -sha256 -hmac <secret> -binary | base64 | tr +/ -_ | tr -d =` gives the token). '
+  + '`npm run sign-url -- --url https://<hostname>/videos/intro.mp4 --secret-file <file> --expires-in 3600` prints a signed URL.';
+
 export const MAX_GRACE_HOURS = 168;
 export const GENERATED_SECRET_LENGTH = 64;
 
@@ -16,9 +34,9 @@ export const signingKeyRecord = z.object({
   name: z.string(),
   algorithm: z.enum(SIGNING_ALGORITHMS),
   status: z.enum(SIGNING_KEY_STATUSES),
-  token_param: z.string(),
-  expires_param: z.string(),
-  ip_binding_enabled: z.boolean(),
+  token_param: z.string().describe('The query parameter carrying the token'),
+  expires_param: z.string().describe('The query parameter carrying the expiry (Unix seconds)'),
+  ip_binding_enabled: z.boolean().describe('Signed URLs also cover the viewer\'s address and work from that address only'),
   rotated_at: timestampOrNull().describe('When the secret was last rotated'),
   grace_period_ends_at: timestampOrNull().describe('Until when a secret replaced by a rotation is still accepted; null when none is'),
   created_at: timestamp(),

@@ -7,8 +7,10 @@ import { endpointChildParams, endpointParams, listEndpointChildren } from './end
 import { SigningKey } from './policies.entities.ts';
 import { defineCdnRoute as defineRoute } from './services.ts';
 import {
-  createSigningKeyBody, MAX_GRACE_HOURS, presentSigningKey, rotateSigningKeyBody, signingKeyRecord, signingKeyResource, signingKeyWithSecret,
+  createSigningKeyBody, MAX_GRACE_HOURS, presentSigningKey, rotateSigningKeyBody, SIGNED_URL_ALGORITHM, signingKeyRecord, signingKeyResource,
+  signingKeyWithSecret,
 } from './signing-key-record.ts';
+import { EDGE_REQUEST_ORDER } from './endpoint-record.ts';
 import { createSigningKey, deleteSigningKey, findSigningKey, rotateSigningKey } from './signing-key-service.ts';
 
 const tags = ['CDN: signing keys'];
@@ -20,7 +22,7 @@ const aliasNote = ' Also under `/v1/cdn/distributions/{id}/signing-keys`.';
 
 export const listSigningKeysRoute = defineRoute({
   method: 'get', path: base, tags, access: read,
-  summary: 'List the signing keys of an endpoint', description: `Oldest first; secrets are never shown.${aliasNote}`,
+  summary: 'List the signing keys of an endpoint', description: `Oldest first; secrets are never shown. ${SIGNED_URL_ALGORITHM}${aliasNote}`,
   params: endpointParams, query: pageQuery({}),
   responses: { 200: page(signingKeyRecord) },
   async handler({ params, query, rc, app }) {
@@ -34,7 +36,7 @@ export const createSigningKeyRoute = defineRoute({
   summary: 'Create a signing key',
   description: 'name required; algorithm HMAC-SHA256 (default) or HMAC-SHA512; secret at least 32 characters, or left out for 64 generated ones. The reply '
     + 'carries the secret, once: it is stored encrypted and never shown again (an idempotent replay repeats this reply). Several active keys are all '
-    + `accepted. Audit-logged without the secret.${aliasNote}`,
+    + `accepted. Audit-logged without the secret. ${SIGNED_URL_ALGORITHM} ${EDGE_REQUEST_ORDER}${aliasNote}`,
   params: endpointParams, body: createSigningKeyBody,
   responses: { 201: bare(signingKeyWithSecret) },
   async handler({ params, body, rc, app }) {
@@ -71,7 +73,8 @@ export const rotateSigningKeyRoute = defineRoute({
   method: 'post', path: `${base}/:key_id/rotate`, tags, access: write,
   summary: 'Rotate a signing key',
   description: `Gives the key a new generated secret, shown once in the reply. The replaced secret is still accepted for grace_period_hours (0..${MAX_GRACE_HOURS}, `
-    + 'default 24; grace_period_ends_at says until when), then dropped; 0 invalidates it at once. Audit-logged without secrets.',
+    + 'default 24; grace_period_ends_at says until when), then dropped; 0 invalidates it at once. The edge accepts URLs signed with the replaced secret until '
+    + `that moment exactly and refuses them after. Audit-logged without secrets. ${SIGNED_URL_ALGORITHM}`,
   params, body: rotateSigningKeyBody,
   responses: { 200: bare(signingKeyWithSecret) },
   async handler({ params, body, rc, app }) {

@@ -12,6 +12,7 @@ import { HOUR, ManualClock } from '../core/clock.ts';
 import type { CdnServices } from './services.ts';
 import { SigningKey } from './policies.entities.ts';
 import { signingSecrets } from './signing-key-service.ts';
+import { signPath } from '../../../shared/src/signing/signed-url.ts';
 
 const clock = new ManualClock(new Date('2027-03-01T00:00:00Z'));
 const { log, lines } = collectingLogger();
@@ -214,5 +215,16 @@ t.test('no secret appears in any read, list, audit entry, stored column or log l
   t.ok(lines.length > 10, 'the log was collected');
   for (const secret of seen) {
     for (const text of texts) t.notOk(text.includes(secret), 'secret absent');
+  }
+});
+
+t.test('the signing-key operations document the signed-URL algorithm with a worked example that the edge\'s own signer reproduces', async (t) => {
+  const doc = (await cp.request('GET', '/openapi.json')).body;
+  const signed = signPath({ path: '/videos/intro.mp4', expires: 1767225600, secret: 'example-secret-for-the-docs-only-0123456789' });
+  for (const [path, method] of [['/v1/cdn/endpoints/{id}/signing-keys', 'post'], ['/v1/cdn/endpoints/{id}/signing-keys/{key_id}/rotate', 'post'], ['/v1/cdn/endpoints/{id}/signing-keys', 'get']] as const) {
+    const description: string = doc.paths[path][method].description;
+    t.ok(description.includes(signed), `${method} ${path} carries the example URL ${signed}`);
+    t.match(description, /canonical = path \+ "\\n" \+ expires/);
+    t.match(description, /npm run sign-url/);
   }
 });

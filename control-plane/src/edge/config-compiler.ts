@@ -16,11 +16,13 @@ import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
 import { endpointSnapshot, logDrainSnapshot, responseHeadersPolicySnapshot } from '../../../shared/src/config/snapshot.ts';
 import { encodeResource, type EncodedResource, type ResourceType } from '../../../shared/src/config/resources.ts';
+import { canonicalCidr } from '../../../shared/src/match/cidr.ts';
 import { ruleProblems } from '../cdn/cache-rule-service.ts';
 import type { CacheRule, CdnRoute } from '../cdn/cdn.entities.ts';
 import { keyAad } from '../cdn/domain-service.ts';
 import { drainSecrets } from '../cdn/log-drain-service.ts';
 import type { LogDrain, SigningKey } from '../cdn/policies.entities.ts';
+import { ADMITTING_ACTIONS } from '../cdn/policy-checks.ts';
 import { matchProblems, redirectProblems } from '../cdn/route-service.ts';
 import type { CdnServices } from '../cdn/services.ts';
 import { signingSecrets } from '../cdn/signing-key-service.ts';
@@ -41,7 +43,7 @@ export type CompileServices = Pick<CdnServices, 'secretBox' | 'clock' | 'config'
 // One statement per table; children in the order the edge evaluates them (priority, then id).
 const QUERIES = {
   endpoints: { sql: `select id, name, hostname, status, default_origin_id, http_version, ipv6_enabled, response_headers_policy_id, tls_config, compression,
-    geo_restriction, custom_error_pages, shield_region, token_auth_enabled from cdn_endpoint`, order: 'id' },
+    geo_restriction, custom_error_pages, shield_region, token_auth_enabled, ip_default_action from cdn_endpoint`, order: 'id' },
   origins: { sql: `select id, distribution_id, name, scheme, host, port, path_prefix, enabled, health_check_url, health_check_interval_seconds, verify_tls,
     allow_private_network, ssrf_protection, timeout_ms, connect_timeout_ms, max_retries, retry_on, forward_host_header, custom_headers from cdn_origin`, order: 'id' },
   routes: { sql: `select id, distribution_id, origin_id, name, enabled, priority, match, strip_prefix, response_headers_policy_id, redirect_rules, compression_enabled
@@ -49,7 +51,8 @@ const QUERIES = {
   cacheRules: { sql: `select id, distribution_id, name, enabled, priority, match, ttl_seconds, browser_ttl_seconds, cache_key, bypass, stale_while_revalidate_seconds,
     stale_if_error_seconds, cache_status_header from cdn_cache_rule`, order: 'priority, id' },
   signingKeys: { sql: `select id, endpoint_id, algorithm, status, secret_sealed, retired_secrets, token_param, expires_param, ip_binding_enabled from cdn_signing_key`, order: 'id' },
-  ipRules: { sql: `select id, endpoint_id, action, cidr, priority from cdn_ip_rule`, order: 'priority, id' },
+  // Equal priorities oldest first: the order the API lists them in, and the edge keeps the snapshot's order among equals.
+  ipRules: { sql: `select id, endpoint_id, action, cidr, priority from cdn_ip_rule`, order: 'priority, created_at, id' },
   domains: { sql: `select id, endpoint_id, hostname, certificate_pem, private_key_sealed from cdn_custom_domain`, order: 'hostname, id' },
   policies: { sql: `select id, name, cors, security_headers, custom_response_headers, custom_request_headers, remove_response_headers, remove_request_headers
     from cdn_response_headers_policy`, order: 'id' },
@@ -209,6 +212,16 @@ export async function compileConfiguration(app: CompileServices, em: EntityManag
       }
     }) : [];
 
+    // The edge compiles each range with canonicalCidr too: what it could not use is named here rather than nacked there.
+    const ipRuleEntries = (ipRulesByEndpoint.get(e.id) ?? []).map((r) => {
+      const range = canonicalCidr(r.cidr);
+      if ('problem' in range) problem('ip_rule', r.id, `cidr: ${range.problem}`);
+      return { id: r.id, action: r.action, cidr: r.cidr, priority: r.priority };
+    });
+    if (e.ip_default_action === 'deny' && !ipRuleEntries.some((r) => (ADMITTING_ACTIONS as readonly string[]).includes(r.action))) {
+      problem('endpoint', e.id, 'ip_default_action is deny but no allow or challenge IP rule admits anyone: every viewer would be refused');
+    }
+
     const customDomains = (domainsByEndpoint.get(e.id) ?? []).map((d) => {
       const hostname = String(d.hostname).toLowerCase();
       const owner = endpointHostnames.get(hostname);
@@ -241,8 +254,8 @@ export async function compileConfiguration(app: CompileServices, em: EntityManag
       routes: routeEntries,
       cache_rules: cacheRuleEntries,
       signing_keys: signingKeyEntries,
-      ip_rules: (ipRulesByEndpoint.get(e.id) ?? []).map((r) => ({ id: r.id, action: r.action, cidr: r.cidr, priority: r.priority })),
-      ip_default_action: 'allow',
+      ip_rules: ipRuleEntries,
+      ip_default_action: e.ip_default_action,
     }, endpointSnapshot);
   }
 

@@ -107,18 +107,18 @@ export async function restoreConfiguration(app: RestoreServices, em: EntityManag
     id: e.id, name: e.name, default_origin_id: e.default_origin_id, hostname: e.hostname, status: e.enabled ? 'deploying' : 'disabled',
     http_version: e.http_version, ipv6_enabled: e.ipv6_enabled, response_headers_policy_id: e.response_headers_policy_id, tls_config: e.tls_config,
     compression: e.compression, geo_restriction: e.geo_restriction, custom_error_pages: e.custom_error_pages, shield_region: e.shield_region,
-    token_auth_enabled: e.signing_keys.length > 0,
+    token_auth_enabled: e.signing_keys.length > 0, ip_default_action: e.ip_default_action,
   }));
   const upsertedEndpoints = await upsert(em, 'cdn_endpoint', {
     id: 'uuid', name: 'varchar', default_origin_id: 'uuid', hostname: 'varchar', status: 'text', http_version: 'text', ipv6_enabled: 'boolean',
     response_headers_policy_id: 'uuid', tls_config: 'jsonb', compression: 'jsonb', geo_restriction: 'jsonb', custom_error_pages: 'jsonb',
-    shield_region: 'varchar', token_auth_enabled: 'boolean',
+    shield_region: 'varchar', token_auth_enabled: 'boolean', ip_default_action: 'text',
   }, endpointRows, {
     kept: { tags: `'[]'::jsonb` },
     // Enabled stays as it is (deploying or active), disabled follows the snapshot.
     updates: { status: `case when excluded.status = 'disabled' then 'disabled' when cdn_endpoint.status = 'disabled' then 'deploying' else cdn_endpoint.status end` },
     compared: ['name', 'default_origin_id', 'hostname', `($status = 'disabled')`, 'http_version', 'ipv6_enabled', 'response_headers_policy_id', 'tls_config', 'compression',
-      'geo_restriction', 'custom_error_pages', 'shield_region', 'token_auth_enabled'],
+      'geo_restriction', 'custom_error_pages', 'shield_region', 'token_auth_enabled', 'ip_default_action'],
   });
 
   const upsertedOrigins = await upsert(em, 'cdn_origin', {

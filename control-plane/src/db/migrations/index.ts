@@ -28,6 +28,7 @@ import { Migration0025ApiTokenAuthNotify } from './0025-api-token-auth-notify.ts
 import { Migration0026BillingPrepaidValue } from './0026-billing-prepaid-value.ts';
 import { Migration0027ApiTokenIssuerRoles } from './0027-api-token-issuer-roles.ts';
 import { Migration0028BillingChosenPaymentMethod } from './0028-billing-chosen-payment-method.ts';
+import { Migration0031CdnIpDefaultAction } from './0031-cdn-ip-default-action.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -57,4 +58,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0026-billing-prepaid-value', class: Migration0026BillingPrepaidValue },
   { name: '0027-api-token-issuer-roles', class: Migration0027ApiTokenIssuerRoles },
   { name: '0028-billing-chosen-payment-method', class: Migration0028BillingChosenPaymentMethod },
+  { name: '0031-cdn-ip-default-action', class: Migration0031CdnIpDefaultAction },
 ];
