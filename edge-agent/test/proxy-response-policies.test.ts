@@ -30,7 +30,7 @@ t.test('response policies see and may change every answer of the endpoint', asyn
       if (i !== -1) r.headers.splice(i, 2);
     }
   };
-  edge.agent.routing.byId.get('ep1')!.responsePolicies.push(policy);
+  edge.agent.routing.byId.get('ep1')!.responsePolicies.hooks.push(policy);
 
   const miss = await edge.get('/doc');
   const hit = await edge.get('/doc');

@@ -4,8 +4,9 @@
 // request themselves; response-side policies (header policies, compression,
 // custom error pages) run on every answer of the endpoint, in the proxy's
 // single exit, before the head is written. Both are compiled once per
-// configuration, per endpoint (request-policies.ts for the request side, so the
-// policies can import this file's types without an import circle).
+// configuration, per endpoint (request-policies.ts for the request side,
+// response-shaping.ts for the response side, so the policies can import this
+// file's types without an import circle).
 import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { CacheStatus } from '../metrics/traffic.ts';
@@ -63,9 +64,10 @@ export interface PolicyAnswer {
 export type RequestPolicy = (ctx: PolicyRequest) => PolicyAnswer | null;
 
 /**
- * What a response policy sees and may change before the head is written:
- * status, headers (a private copy; the flat list may be edited in place) and
- * body (e.g. a custom error page replaces it).
+ * What a generic response hook (ResponsePolicies.hooks, run after the
+ * endpoint's error pages, compression and header policy) sees and may change
+ * before the head is written: status, headers (a private copy; the flat list
+ * may be edited in place) and body.
  */
 export interface PolicyResponse {
   readonly req: IncomingMessage;
@@ -80,8 +82,3 @@ export interface PolicyResponse {
 }
 
 export type ResponsePolicy = (res: PolicyResponse) => void;
-
-/** Per-endpoint response policies, compiled from the snapshot; an empty list costs one length check per answer. */
-export function compileResponsePolicies(_endpoint: EndpointSnapshot): ResponsePolicy[] {
-  return [];
-}

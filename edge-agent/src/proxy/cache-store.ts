@@ -63,6 +63,10 @@ export interface CachedObject {
   hitHeadersAge: number;
   /** This object's top-URL counter in the current traffic window (see TrafficCounters.record). */
   urlSlot?: UrlSlot | null;
+  /** Set on an encoded variant the edge made of a stored object (variants.ts): its coding. Ranges are served from the identity object. */
+  coding?: string;
+  /** The hit head after the response policies' request-independent part (the exit's, kept while hitHeaders and the policies stay). */
+  shapedHit?: { from: string[]; by: object; headers: string[] } | null;
 }
 
 interface Ban {
@@ -453,7 +457,7 @@ class DiskTier {
     }
     const file = join(this.dir, createHash('sha256').update(o.key).digest('hex'));
     const body = o.body;
-    const meta: CachedObject = { ...o, body: null, hitHeaders: null };
+    const meta: CachedObject = { ...o, body: null, hitHeaders: null, shapedHit: null };
     const entry: DiskEntry = { file, meta, ready: false };
     this.entries.set(o.key, entry);
     this.bytes += o.size;

@@ -6,6 +6,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { formatAuthority, parseAuthority, type Authority } from '../../../shared/src/match/authority.ts';
 import { normalizePath } from '../../../shared/src/match/path.ts';
+import { applyRequestEdits } from '../policy/headers.ts';
 import type { PolicyDenial } from '../policy/index.ts';
 import { connectionListedFields, endToEndHeaders, scanViewerHeaders, type HeaderSource, type ViewerHeaders } from './http-util.ts';
 import type { CompiledCacheRule, CompiledEndpoint, CompiledRoute } from './routing.ts';
@@ -43,9 +44,20 @@ export class Exchange implements HeaderSource {
     this.vh = scanViewerHeaders(req.rawHeaders);
   }
 
-  /** The viewer's end-to-end header fields; built (and req.headers materialised) only when something reads them. */
+  /**
+   * The viewer's end-to-end header fields as they go to the origin: with the
+   * route's request header policy applied (custom and removed request
+   * headers), so the cache key, Vary and bypass checks read what is forwarded.
+   * Built (and req.headers materialised) only when something reads them, which
+   * is after routing.
+   */
   get headers(): IncomingHttpHeaders {
-    return (this.endToEnd ??= endToEndHeaders(this.req.headers, this.connectionListed, this.authority));
+    if (this.endToEnd === null) {
+      this.endToEnd = endToEndHeaders(this.req.headers, this.connectionListed, this.authority);
+      const edits = this.route === null ? null : this.route.shaping.headers?.request;
+      if (edits) applyRequestEdits(edits, this.endToEnd);
+    }
+    return this.endToEnd;
   }
 }
 

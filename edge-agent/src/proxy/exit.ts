@@ -1,8 +1,10 @@
 // The single exit of the request path: every answer (cache hits, 304/206/416
 // from cache, origin responses streamed through, early refusals such as
 // 400/421/403, origin errors 502/504, request timeouts 408) leaves through
-// Exit.send, which runs the endpoint's response policies, writes the head and
-// body, and makes the access record and the traffic metrics.
+// Exit.send, which runs the endpoint's response policies (shaping.ts: custom
+// error page, compression of a streamed answer, header policy, then the
+// generic hooks), writes the head and body, and makes the access record and
+// the traffic metrics.
 import type { Logger } from 'pino';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -10,6 +12,7 @@ import type { CacheStatus, TrafficCounters } from '../metrics/traffic.ts';
 import type { PolicyResponse } from '../policy/index.ts';
 import type { CachedObject } from './cache-store.ts';
 import type { Exchange } from './exchange.ts';
+import type { ResponseShaper } from './shaping.ts';
 
 export type AnswerBody = Buffer | string | Readable | null;
 
@@ -31,10 +34,13 @@ export class Exit {
   private readonly logger: Logger;
   /** Cache-Status values (RFC 9211) per cache status, with this agent's cache name. */
   readonly cacheStatusValues: Record<CacheStatus, string>;
+  /** The response policies' work (error pages, compression, header policies). */
+  readonly shaper: ResponseShaper;
 
-  constructor(traffic: TrafficCounters, logger: Logger, cacheName: string) {
+  constructor(traffic: TrafficCounters, logger: Logger, cacheName: string, shaper: ResponseShaper) {
     this.traffic = traffic;
     this.logger = logger;
+    this.shaper = shaper;
     this.cacheStatusValues = Object.fromEntries(Object.entries(CACHE_STATUS_DETAIL).map(([k, v]) => [k, `${cacheName}; ${v}`])) as Record<CacheStatus, string>;
   }
 
@@ -42,7 +48,8 @@ export class Exit {
    * Answers the exchange. headers is a flat [name, value, ...] list with
    * lower-case names (it may be a cached object's shared list: it is copied
    * before a response policy may edit it). A HEAD request, 204 and 304 get no
-   * body. Returns a promise only for a stream body (settled when it is done).
+   * body. Returns a promise only for a stream body or while a custom error
+   * page is fetched (settled when it is done).
    */
   send(ex: Exchange, status: number, headers: string[], body: AnswerBody, cacheStatus: CacheStatus, fromCache = false, entry: CachedObject | null = null): void | Promise<void> {
     const res = ex.res;
@@ -52,19 +59,50 @@ export class Exit {
       res.destroy();
       return;
     }
+    const pages = ex.endpoint === null ? null : ex.endpoint.responsePolicies.errorPages;
+    const rule = pages === null ? undefined : pages.get(status);
+    if (rule !== undefined && !res.destroyed) {
+      const answer = { status, headers, body };
+      const page = this.shaper.pages.page(ex.endpoint!, rule);
+      if (page instanceof Promise) {
+        return page.then((p) => {
+          const a = this.shaper.withPage(answer, rule, p);
+          if (a.body !== body) dispose(body);
+          return this.deliver(ex, a.status, a.headers, a.body, cacheStatus, fromCache, entry);
+        });
+      }
+      const a = this.shaper.withPage(answer, rule, page);
+      if (a.body !== body) dispose(body);
+      ({ status, headers, body } = a);
+    }
+    return this.deliver(ex, status, headers, body, cacheStatus, fromCache, entry);
+  }
+
+  /** send's second half: the response policies past the error page, then the head and body. */
+  private deliver(ex: Exchange, status: number, headers: string[], body: AnswerBody, cacheStatus: CacheStatus, fromCache: boolean, entry: CachedObject | null): void | Promise<void> {
+    const res = ex.res;
     if (res.destroyed) {
       dispose(body);
       this.abandoned(ex, cacheStatus);
       return;
     }
-    const policies = ex.endpoint === null ? null : ex.endpoint.responsePolicies;
-    if (policies !== null && policies.length > 0) {
-      const p: PolicyResponse = { req: ex.req, endpoint: ex.endpoint!, host: ex.host, path: ex.path, query: ex.query, cacheStatus, status, headers: headers.slice(), body };
-      for (const policy of policies) policy(p);
-      if (p.body !== body) dispose(body);
-      status = p.status;
-      headers = p.headers;
-      body = p.body;
+    const endpoint = ex.endpoint;
+    if (endpoint !== null) {
+      const shaping = (ex.route ?? endpoint.defaultRoute).shaping;
+      if (body !== null && typeof body !== 'string' && !(body instanceof Uint8Array)) {
+        const encoded = this.shaper.encoded(ex, shaping, status, headers, body);
+        if (encoded !== null) ({ headers, body } = encoded);
+      }
+      headers = this.shaper.head(ex, shaping, status, headers, entry);
+      const hooks = endpoint.responsePolicies.hooks;
+      if (hooks.length > 0) {
+        const p: PolicyResponse = { req: ex.req, endpoint, host: ex.host, path: ex.path, query: ex.query, cacheStatus, status, headers: headers.slice(), body };
+        for (const hook of hooks) hook(p);
+        if (p.body !== body) dispose(body);
+        status = p.status;
+        headers = p.headers;
+        body = p.body;
+      }
     }
     const noBody = ex.method === 'HEAD' || status === 204 || status === 304;
     if (body !== null && typeof body !== 'string' && !(body instanceof Uint8Array)) return this.pipe(ex, status, headers, body, cacheStatus, noBody);

@@ -12,6 +12,7 @@ import type { CacheStatus } from '../metrics/traffic.ts';
 import type { CacheStore } from './cache-store.ts';
 import type { RoutedExchange } from './exchange.ts';
 import type { Exit } from './exit.ts';
+import { applyRequestEdits } from '../policy/headers.ts';
 import { headerString, passthroughHeaders } from './http-util.ts';
 import { fetchOrigin, OriginError, ViewerBodyTimeoutError, type OriginPools, type OriginRequest, type OriginResponse } from './origin-client.ts';
 import type { CompiledRoute } from './routing.ts';
@@ -116,9 +117,11 @@ export class Forwarder {
 
   /**
    * Request fields for the origin: the viewer's end-to-end fields (hop-by-hop
-   * and Connection-listed ones already gone), Host per forward_host_header,
-   * X-Forwarded-*, custom headers. The viewer's authority reaches the origin
-   * (Host and X-Forwarded-Host) exactly when the cache key holds it.
+   * and Connection-listed ones already gone, the route's request header policy
+   * applied), Host per forward_host_header, X-Forwarded-*, the policy again
+   * (so it may also remove or set the fields the edge adds), the origin's
+   * custom headers. The viewer's authority reaches the origin (Host and
+   * X-Forwarded-Host) exactly when the cache key holds it.
    */
   originHeaders(ex: RoutedExchange, forCache: boolean): Record<string, string | string[]> {
     const src = ex.headers;
@@ -137,6 +140,8 @@ export class Forwarder {
     out['x-forwarded-for'] = xff ? `${xff}, ${clientIp}` : clientIp;
     out['x-forwarded-proto'] = (ex.req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
     out.via = src.via ? `${headerString(src.via)}, 1.1 ${this.deps.cacheName}` : `1.1 ${this.deps.cacheName}`;
+    const edits = ex.route.shaping.headers?.request;
+    if (edits) applyRequestEdits(edits, out);
     for (const [k, v] of origin.customHeaders) out[k] = v;
     return out;
   }

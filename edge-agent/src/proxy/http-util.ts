@@ -193,7 +193,7 @@ export function responseTags(headers: HeaderBag): string[] {
 /**
  * The few request fields the cache path reads, taken straight from
  * req.rawHeaders so a cache hit never materialises req.headers. Duplicates are
- * combined as node:http does: first wins for host, authorization and
+ * combined as node:http does: first wins for host, authorization, origin and
  * if-modified-since, cookies join with "; ", the rest with ", ". hostCount
  * counts Host field lines (more than one is refused), connection is the
  * Connection field (its listed fields are cleared by the request normalisation).
@@ -210,6 +210,9 @@ export class ViewerHeaders {
   pragma: string | undefined = undefined;
   authorization: string | undefined = undefined;
   cookie: string | undefined = undefined;
+  /** For compression (the coding an encoded variant is chosen by) and CORS (the origin echoed). */
+  acceptEncoding: string | undefined = undefined;
+  origin: string | undefined = undefined;
 
   /** Forgets a field the viewer listed in Connection (it is hop-by-hop: neither forwarded nor used). */
   clear(name: string): void {
@@ -222,6 +225,8 @@ export class ViewerHeaders {
       case 'pragma': this.pragma = undefined; break;
       case 'authorization': this.authorization = undefined; break;
       case 'cookie': this.cookie = undefined; break;
+      case 'accept-encoding': this.acceptEncoding = undefined; break;
+      case 'origin': this.origin = undefined; break;
     }
   }
 }
@@ -234,7 +239,7 @@ export function scanViewerHeaders(raw: string[]): ViewerHeaders {
     const name = raw[i];
     const len = name.length;
     // Only names of a length we care about are lower-cased and compared.
-    if (len !== 4 && len !== 5 && len !== 6 && len !== 8 && len !== 10 && len !== 13 && len !== 17) continue;
+    if (len !== 4 && len !== 5 && len !== 6 && len !== 8 && len !== 10 && len !== 13 && len !== 15 && len !== 17) continue;
     if (len === 10 && (name.charCodeAt(0) | 0x20) !== 99 /* c: only Connection, not User-Agent */) continue;
     const v = raw[i + 1];
     switch (name.toLowerCase()) {
@@ -248,6 +253,8 @@ export function scanViewerHeaders(raw: string[]): ViewerHeaders {
       case 'pragma': h.pragma = join(h.pragma, v); break;
       case 'authorization': if (h.authorization === undefined) h.authorization = v; break;
       case 'cookie': h.cookie = h.cookie === undefined ? v : h.cookie + '; ' + v; break;
+      case 'accept-encoding': h.acceptEncoding = join(h.acceptEncoding, v); break;
+      case 'origin': if (h.origin === undefined) h.origin = v; break;
     }
   }
   return h;

@@ -11,6 +11,7 @@ import type { Logger } from 'pino';
 import type { Counter, Histogram } from 'prom-client';
 import type { TrafficCounters } from '../metrics/traffic.ts';
 import { resolveViewer, type TrustedProxy } from '../policy/client-address.ts';
+import { preflightAnswer } from '../policy/cors.ts';
 import type { PolicyRequest } from '../policy/index.ts';
 import type { CachedObject, CacheStore } from './cache-store.ts';
 import { Collapser, isErrorStatusForStale } from './collapse.ts';
@@ -22,6 +23,7 @@ import { cacheKeys, freshness, requestDirectives, staleIfErrorAllowed, usableObj
 import type { OriginPools } from './origin-client.ts';
 import { matchCacheRule, matchRoute, type RoutingTable } from './routing.ts';
 import { serveFromCache } from './serve-cached.ts';
+import { ResponseShaper } from './shaping.ts';
 import { CacheFiller, type FillResult } from './storing.ts';
 
 export interface ProxyOptions {
@@ -63,7 +65,7 @@ export class Proxy {
   constructor(deps: ProxyDeps) {
     this.deps = deps;
     const { options } = deps;
-    this.exit = new Exit(deps.traffic, deps.logger, options.cacheName);
+    this.exit = new Exit(deps.traffic, deps.logger, options.cacheName, new ResponseShaper({ store: deps.store, pools: deps.pools, logger: deps.logger, cacheName: options.cacheName }));
     this.forwarder = new Forwarder({
       pools: deps.pools, store: deps.store, exit: this.exit, logger: deps.logger, originLatency: deps.originLatency,
       cacheName: options.cacheName, bodyIdleTimeoutMs: options.bodyIdleTimeoutMs ?? 0,
@@ -98,6 +100,7 @@ export class Proxy {
     ex.route = matchRoute(endpoint, ex.host, ex.path, method);
     const rx = ex as RoutedExchange;
     if (endpoint.requestPolicies.length > 0 && this.requestPolicies(rx)) return;
+    if (method === 'OPTIONS' && this.preflight(rx)) return;
     if (method !== 'GET' && method !== 'HEAD') {
       void this.forwarder.forward(rx, 'BYPASS', true);
       return;
@@ -142,6 +145,17 @@ export class Proxy {
     }
     ex.query = pctx.query;
     return false;
+  }
+
+  /** A CORS preflight to a route whose header policy has CORS on is answered here, never forwarded (policy/cors.ts); true when answered. */
+  private preflight(ex: RoutedExchange): boolean {
+    const cors = ex.route.shaping.headers?.cors;
+    if (!cors) return false;
+    const answer = preflightAnswer(cors, ex.req.headers);
+    if (answer === null) return false;
+    ex.req.resume();
+    void this.exit.send(ex, answer.status, answer.headers, answer.body, 'BYPASS');
+    return true;
   }
 
   private withEntry(ex: RoutedExchange, primary: string, key: string, found: CachedObject | undefined): void {

@@ -5,8 +5,10 @@
 import type { CacheRuleSnapshot, ConfigSnapshot, EndpointSnapshot, OriginSnapshot, RouteSnapshot } from '../../../shared/src/config/snapshot.ts';
 import { compilePathGlobs, type PathMatcher } from '../../../shared/src/match/glob.ts';
 import { compileHostPatterns, normalizeHost, type HostMatcher } from '../../../shared/src/match/host.ts';
-import { compileResponsePolicies, type RequestPolicy, type ResponsePolicy } from '../policy/index.ts';
+import type { CompiledHeaderPolicy } from '../policy/headers.ts';
+import type { RequestPolicy } from '../policy/index.ts';
 import { compileRequestPolicies } from '../policy/request-policies.ts';
+import { compileHeaderPolicies, compileResponsePolicies, type ResponsePolicies, type RouteShaping } from '../policy/response-shaping.ts';
 
 export interface CompiledOrigin {
   id: string;
@@ -31,6 +33,8 @@ export interface CompiledRoute {
   origin: CompiledOrigin;
   stripPrefix: string | null;
   snapshot: RouteSnapshot | null;
+  /** Its header policy and compression (the route's own settings winning over the endpoint's). */
+  shaping: RouteShaping;
 }
 
 export interface CompiledCacheRule {
@@ -69,7 +73,7 @@ export interface CompiledEndpoint {
   /** Run between endpoint lookup and route match; may answer the request. */
   requestPolicies: RequestPolicy[];
   /** Run on every answer of the endpoint, in the proxy's exit. */
-  responsePolicies: ResponsePolicy[];
+  responsePolicies: ResponsePolicies;
 }
 
 export interface RoutingTable {
@@ -102,7 +106,7 @@ function compileOrigin(o: OriginSnapshot): CompiledOrigin {
   };
 }
 
-function compileRoute(r: RouteSnapshot, origin: CompiledOrigin): CompiledRoute {
+function compileRoute(r: RouteSnapshot, origin: CompiledOrigin, shaping: RouteShaping): CompiledRoute {
   return {
     id: r.id,
     priority: r.priority,
@@ -112,6 +116,7 @@ function compileRoute(r: RouteSnapshot, origin: CompiledOrigin): CompiledRoute {
     origin,
     stripPrefix: r.strip_prefix && r.strip_prefix !== '/' ? r.strip_prefix.replace(/\/+$/, '') : null,
     snapshot: r,
+    shaping,
   };
 }
 
@@ -146,7 +151,9 @@ function compileCacheRule(c: CacheRuleSnapshot): CompiledCacheRule {
 
 const byPriority = <T extends { priority: number }>(a: T, b: T) => a.priority - b.priority;
 
-export function compileEndpoint(e: EndpointSnapshot): CompiledEndpoint {
+/** headerPolicies: the snapshot's response headers policies, compiled once for all endpoints (compileHeaderPolicies). */
+export function compileEndpoint(e: EndpointSnapshot, headerPolicies: ReadonlyMap<string, CompiledHeaderPolicy> = new Map()): CompiledEndpoint {
+  const responsePolicies = compileResponsePolicies(e, headerPolicies);
   const origins = new Map<string, CompiledOrigin>();
   for (const o of e.origins) origins.set(o.id, compileOrigin(o));
   const defaultOrigin = origins.get(e.default_origin_id);
@@ -156,7 +163,7 @@ export function compileEndpoint(e: EndpointSnapshot): CompiledEndpoint {
     if (!r.enabled) continue;
     const origin = origins.get(r.origin_id);
     if (!origin) throw new Error(`endpoint ${e.id}: route ${r.id} names unknown origin ${r.origin_id}`);
-    routes.push(compileRoute(r, origin));
+    routes.push(compileRoute(r, origin, responsePolicies.route(r)));
   }
   // Stable sort: equal priorities keep snapshot order. Lower value first, as for IP rules.
   routes.sort(byPriority);
@@ -169,12 +176,13 @@ export function compileEndpoint(e: EndpointSnapshot): CompiledEndpoint {
     origin: defaultOrigin,
     stripPrefix: null,
     snapshot: null,
+    shaping: responsePolicies.endpoint,
   };
   const cacheRules = e.cache_rules.filter((c) => c.enabled).map(compileCacheRule).sort(byPriority);
   const hostnames = [e.hostname, ...e.custom_domains.map((d) => d.hostname)].map(normalizeHost);
   const compiled: CompiledEndpoint = {
     id: e.id, enabled: e.enabled, snapshot: e, origins, routes, defaultRoute, cacheRules, hostnames,
-    requestPolicies: compileRequestPolicies(e), responsePolicies: compileResponsePolicies(e),
+    requestPolicies: compileRequestPolicies(e), responsePolicies,
   };
   return compiled;
 }
@@ -182,17 +190,19 @@ export function compileEndpoint(e: EndpointSnapshot): CompiledEndpoint {
 /**
  * Throws on an inconsistent snapshot (unknown origin ids, duplicate hostnames) so it can be refused whole.
  * With `previous`, an endpoint whose snapshot entry is the very object compiled there is reused as it is
- * (compileEndpoint is a pure function of that entry): a one-endpoint delta on 10,000 endpoints compiles one.
+ * (compileEndpoint is a pure function of that entry and of the response headers policies, which the caller
+ * guarantees unchanged by passing `previous` only then): a one-endpoint delta on 10,000 endpoints compiles one.
  * The checks across endpoints (ids, hostnames, origin ids) still run over all of them.
  */
 export function compileRoutingTable(snapshot: ConfigSnapshot, previous?: RoutingTable): RoutingTable {
   const byHost = new Map<string, CompiledEndpoint>();
   const byId = new Map<string, CompiledEndpoint>();
   const origins = new Map<string, CompiledOrigin>();
+  const headerPolicies = compileHeaderPolicies(snapshot.response_headers_policies);
   for (const e of snapshot.endpoints) {
     if (byId.has(e.id)) throw new Error(`duplicate endpoint id ${e.id}`);
     const before = previous?.byId.get(e.id);
-    const compiled = before !== undefined && before.snapshot === e ? before : compileEndpoint(e);
+    const compiled = before !== undefined && before.snapshot === e ? before : compileEndpoint(e, headerPolicies);
     byId.set(e.id, compiled);
     for (const h of compiled.hostnames) {
       const other = byHost.get(h);

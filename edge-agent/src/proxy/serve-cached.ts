@@ -2,6 +2,8 @@
 // own conditional matched), 206 or 416 (a single byte range of a stored 200),
 // or the full stored response. A hit's header list is built once per object
 // and whole-second Age and reused; only Age (and the Cache-Status ttl) changes.
+// Where the route compresses, the object answered is the identity object's
+// encoded variant the viewer accepts (variants.ts), made the first time.
 import type { CacheStatus } from '../metrics/traffic.ts';
 import type { CachedObject } from './cache-store.ts';
 import { ifNoneMatchMatches } from './cache-control.ts';
@@ -13,6 +15,19 @@ import { parseRange, type ViewerHeaders } from './http-util.ts';
 const NOT_MODIFIED_FIELDS = new Set(['cache-control', 'content-location', 'date', 'etag', 'expires', 'vary', 'last-modified']);
 
 export function serveFromCache(exit: Exit, ex: RoutedExchange, entry: CachedObject, status: CacheStatus, now: number): void {
+  const compression = ex.route.shaping.compression;
+  if (compression !== null && entry.status === 200) {
+    const chosen = exit.shaper.variants.choose(entry, compression, ex.vh.acceptEncoding, ex.vh.range !== undefined);
+    if (chosen instanceof Promise) {
+      chosen.then((variant) => serveObject(exit, ex, variant, status, Date.now())).catch(() => ex.res.destroy());
+      return;
+    }
+    entry = chosen;
+  }
+  serveObject(exit, ex, entry, status, now);
+}
+
+function serveObject(exit: Exit, ex: RoutedExchange, entry: CachedObject, status: CacheStatus, now: number): void {
   const vh = ex.vh;
   const ageSec = Math.max(0, Math.floor((entry.correctedInitialAgeMs + now - entry.responseTimeMs) / 1000));
   // Statuses that did not go to the origin count as served from cache.
@@ -81,7 +96,8 @@ function buildHeaders(exit: Exit, entry: CachedObject, ageSec: number, status: C
     out.push(k, v);
   }
   if (entry.browserCacheControl !== null) out.push('cache-control', entry.browserCacheControl);
-  if (!forRange && entry.status === 200) out.push('accept-ranges', 'bytes');
+  // An encoded variant is never cut into ranges (they come from the identity object).
+  if (!forRange && entry.status === 200 && entry.coding === undefined) out.push('accept-ranges', 'bytes');
   addCacheHeaders(exit, out, entry, ageSec, status);
   return out;
 }
