@@ -12,6 +12,7 @@ import { cdn, type CdnServices } from './cdn/index.ts';
 import { cdnAdmin } from './cdn-admin/index.ts';
 import { edge, type EdgeServices } from './edge/index.ts';
 import type { PersonalDataProvider } from './core/personal-data.ts';
+import { Deployment } from './db/deployment.ts';
 import type { CoreServices } from './core/services.ts';
 import { health, type HealthServices } from './health/index.ts';
 import { notifications } from './notifications/index.ts';
@@ -45,8 +46,8 @@ export interface Capability {
 
 export const capabilities: readonly Capability[] = [accounts, notifications, auth, billing, admin, cdn, cdnAdmin, edge, health];
 
-/** Every entity of the control plane: the framework's own (audit, jobs) and each capability's. */
-export const entities: EntityClass<object>[] = [AuditEntry, Job, JobSchedule, ...capabilities.flatMap((c) => c.entities ?? [])];
+/** Every entity of the control plane: the framework's own (audit, jobs, the deployment's identity) and each capability's. */
+export const entities: EntityClass<object>[] = [AuditEntry, Job, JobSchedule, Deployment, ...capabilities.flatMap((c) => c.entities ?? [])];
 
 /** Every API route, in capability order. */
 export const routes: RouteDefinition<AppServices>[] = capabilities.flatMap((c) => c.routes ?? []);

@@ -13,6 +13,7 @@ import type { Config } from './config/config.ts';
 import { systemClock, type Clock } from './core/clock.ts';
 import type { CoreServices } from './core/services.ts';
 import { deriveKey, loadSecretsKey, SecretBox, SECRET_BOX_PURPOSE, TOKEN_PEPPER_PURPOSE } from './crypto/secret-box.ts';
+import { deploymentNamespace } from './db/deployment.ts';
 import { openDatabase, type Database } from './db/orm.ts';
 import { createApp } from './http/app.ts';
 import { createLogger } from './http/logger.ts';
@@ -23,7 +24,7 @@ import { DeferredTasks } from './jobs/deferred-tasks.ts';
 import { JobQueue, type JobDefinition } from './jobs/index.ts';
 import { createMailer } from './mail/mailer.ts';
 import { mountPages } from './pages/pages.ts';
-import { createStore, type KeyValueStore } from './store/index.ts';
+import { createStore, namespacePrefix, type KeyValueStore } from './store/index.ts';
 
 export type { AppServices } from './capabilities.ts';
 
@@ -58,7 +59,9 @@ export interface ControlPlane {
 export async function startControlPlane(config: Config, options: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const log = options.log ?? createLogger(config.LOG_LEVEL);
   const db = options.db ?? await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.dataDir, entities, extraEntities: options.extraEntities, log });
-  const store = options.store ?? createStore(config.REDIS_URL, options.storeKeyPrefix);
+  // Every key and channel in this deployment's namespace (REDIS_NAMESPACE, or the database's deployment id):
+  // deployments sharing one Redis server never see each other's.
+  const store = options.store ?? createStore(config.REDIS_URL, options.storeKeyPrefix ?? (config.REDIS_URL ? namespacePrefix(await deploymentNamespace(config, db)) : ''));
   const secretsKey = await loadSecretsKey({ secretsKey: config.SECRETS_KEY, dataDir: config.dataDir, production: config.NODE_ENV === 'production' });
   const mailer = createMailer({ smtpUrl: config.SMTP_URL, dataDir: config.dataDir, from: config.MAIL_FROM, logger: log.child({ component: 'mail' }) });
   const deferred = new DeferredTasks(log.child({ component: 'deferred' }));

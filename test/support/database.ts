@@ -101,6 +101,8 @@ export async function createTestDatabase(options: {
     databaseUrl: url, dataDir: os.tmpdir(), entities, extraEntities: options.extraEntities, poolMax: options.postgresUrl ? 4 : 1,
     onQuery: (sql) => recording?.push(sql),
   });
+  // A copy of the template holds the template's deployment id: each test database is a deployment of its own.
+  await db.orm.em.fork().getConnection().execute(`update deployment set deployment_id = gen_random_uuid()`);
   return {
     db,
     real: Boolean(options.postgresUrl),

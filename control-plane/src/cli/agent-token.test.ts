@@ -1,9 +1,9 @@
 // `npm run agent-token`: the real CLI process against the test control
 // plane's PostgreSQL database and data directory (so it derives the same
-// token pepper) and the real Redis: create prints the value once and the
-// control plane's verifier accepts it; list never shows a value; revoke and
-// rotate announce the token on the revocation channel; bad arguments exit 1
-// and store nothing.
+// token pepper) and the real Redis, in the namespace of the database's
+// deployment: create prints the value once and the control plane's verifier
+// accepts it; list never shows a value; revoke and rotate announce the token
+// on the revocation channel; bad arguments exit 1 and store nothing.
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
@@ -15,15 +15,16 @@ import { eventually } from '../../../test/support/eventually.ts';
 import { embeddedEnv, runToEnd, startControlPlaneProcess } from '../../../test/support/processes.ts';
 import { detectServices } from '../../../test/support/services.ts';
 import { AGENT_TOKEN_REVOKED_CHANNEL } from '../edge/contracts.ts';
-import { createStore } from '../store/index.ts';
+import { deploymentNamespace } from '../db/deployment.ts';
+import { createStore, namespacePrefix } from '../store/index.ts';
 
 const services = await detectServices();
 const cli = path.resolve(import.meta.dirname, 'agent-token.ts');
 
 t.test('agent-token create, list, revoke and rotate; bad arguments refused', { skip: services.postgresUrl && services.redisUrl ? false : 'needs a real PostgreSQL and Redis' }, async (t) => {
   const cp = await startTestControlPlane(t);
-  // The CLI publishes without a key prefix, as a production control plane subscribes.
-  const store = createStore(services.redisUrl, '');
+  // The CLI publishes in the deployment's namespace (the database's deployment id), where its control planes subscribe.
+  const store = createStore(services.redisUrl, namespacePrefix(await deploymentNamespace({}, cp.database.db)));
   t.teardown(() => store.close());
   const announced: string[] = [];
   t.teardown(await store.subscribe(AGENT_TOKEN_REVOKED_CHANNEL, (message) => { announced.push(message); }));

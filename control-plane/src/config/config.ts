@@ -32,6 +32,9 @@ const schema = z.object({
   DATA_DIR: z.string().min(1).default('./.data'),
   DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/ }).optional(),
   REDIS_URL: z.url({ protocol: /^rediss?$/ }).optional(),
+  // Prefix of every Redis key and pub/sub channel of this deployment; unset: the database's own deployment id
+  // (migration 0032). Two deployments sharing one Redis server must differ (one restored from the other's dump does not).
+  REDIS_NAMESPACE: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'Must be 1..64 letters, digits, ".", "_" or "-"').optional(),
   SMTP_URL: z.url({ protocol: /^smtps?$/ }).optional(),
   PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
   // A front end's base URL: when set, links in e-mails (verify e-mail, reset password, invitation) point there

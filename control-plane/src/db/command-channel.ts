@@ -18,7 +18,8 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { ConfigError, type Config } from '../config/config.ts';
 import { deriveKey, loadSecretsKey, SecretBox, SecretBoxError, SECRET_BOX_PURPOSE, TOKEN_PEPPER_PURPOSE } from '../crypto/secret-box.ts';
-import { createStore, type KeyValueStore } from '../store/index.ts';
+import { createStore, namespacePrefix, type KeyValueStore } from '../store/index.ts';
+import { deploymentNamespace } from './deployment.ts';
 import { DataDirBusyError } from './data-dir-lock.ts';
 import { commandSocketPathFor, EmbeddedDatabaseError } from './embedded-postgres.ts';
 import { openDatabase, type Database } from './orm.ts';
@@ -124,7 +125,7 @@ async function runLocally<A>(command: Command<A>, args: A, config: Config, io: C
     migrate: command.migrateOnOpen !== false,
     embeddedOptions: { role: command.name, whenBusy: 'fail' },
   });
-  const services = localServices(config);
+  const services = localServices(config, db);
   try {
     return (await command.run({ db, publicUrl: config.publicUrl, io, services }, args)) ?? 0;
   } finally {
@@ -133,8 +134,11 @@ async function runLocally<A>(command: Command<A>, args: A, config: Config, io: C
   }
 }
 
-/** A command's services when it runs in its own process: the pepper derived from the same key as the control plane's, Redis when configured. */
-function localServices(config: Config): CommandServices & { close(): Promise<void> } {
+/**
+ * A command's services when it runs in its own process: the pepper derived from the same key as the control plane's,
+ * Redis when configured, in the namespace the control planes on this database use.
+ */
+function localServices(config: Config, db: Database): CommandServices & { close(): Promise<void> } {
   let secretsKey: Promise<Buffer> | undefined;
   const key = () => (secretsKey ??= loadSecretsKey({ secretsKey: config.SECRETS_KEY, dataDir: config.dataDir, production: config.NODE_ENV === 'production' }));
   let store: KeyValueStore | undefined;
@@ -148,7 +152,7 @@ function localServices(config: Config): CommandServices & { close(): Promise<voi
     },
     async publish(channel, message) {
       if (!config.REDIS_URL) return false;
-      store ??= createStore(config.REDIS_URL);
+      store ??= createStore(config.REDIS_URL, namespacePrefix(await deploymentNamespace(config, db)));
       await store.publish(channel, message);
       return true;
     },

@@ -36,8 +36,12 @@ export interface FeedNodeColumns {
 export interface Feed<S = unknown> {
   /** Named in logs and errors. */
   readonly name: string;
-  /** Store channels (Redis pub/sub across replicas) it listens on → the handler of a parsed JSON object. */
-  readonly subjects?: Readonly<Record<string, (message: Record<string, unknown>) => void>>;
+  /**
+   * Store channels (Redis pub/sub across replicas) it listens on → the handler of a parsed JSON object. `local`:
+   * published by this process; anything else is checked against this database before it is acted on (issue 21
+   * item 4: a process of another deployment may share the namespace).
+   */
+  readonly subjects?: Readonly<Record<string, (message: Record<string, unknown>, local: boolean) => void>>;
   /** Acknowledgement kinds it takes (each kind belongs to one feed). */
   readonly ackKinds?: readonly AckKind[];
   /** Other agent messages it takes. */

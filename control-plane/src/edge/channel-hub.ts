@@ -142,22 +142,28 @@ export class ChannelHub {
   start(): void {
     for (const feed of this.#feeds) feed.start?.();
     const pending: Promise<unknown>[] = [];
-    const on = (channel: string, handler: (message: Record<string, unknown>) => void) => {
-      pending.push(this.#store.subscribe(channel, (raw) => {
+    const on = (channel: string, handler: (message: Record<string, unknown>, local: boolean) => void) => {
+      pending.push(this.#store.subscribe(channel, (raw, local) => {
         let message: Record<string, unknown>;
         try {
           message = JSON.parse(raw);
         } catch {
           return;
         }
-        if (message && typeof message === 'object') handler(message);
+        if (message && typeof message === 'object') handler(message, local);
       }).then((unsubscribe) => {
         if (this.#closing) void unsubscribe();
         else this.#unsubscribe.push(unsubscribe);
       }, (error: unknown) => this.#closing || this.#log.error({ err: error, channel }, 'edge channel: subscribing failed')));
     };
-    on(AGENT_TOKEN_REVOKED_CHANNEL, (m) => typeof m.id === 'string' && this.#revoke(m.id));
-    on(NODE_CONNECTED_CHANNEL, (m) => this.#connectedElsewhere(m));
+    on(AGENT_TOKEN_REVOKED_CHANNEL, (m, local) => {
+      if (typeof m.id !== 'string' || !UUID.test(m.id)) return;
+      const id = m.id.toLowerCase();
+      // Checked against this database unless this process revoked it: another deployment's message names no token of ours.
+      if (local) this.#revoke(id);
+      else void this.#context.safely('agent token revocation', () => this.#revokeUnlessActive(id));
+    });
+    on(NODE_CONNECTED_CHANNEL, (m) => void this.#context.safely('node takeover', () => this.#connectedElsewhere(m)));
     for (const feed of this.#feeds) for (const [channel, handler] of Object.entries(feed.subjects ?? {})) on(channel, handler);
     this.subscribed = Promise.all(pending).then(() => {});
     // Messages published while the subscription was down are lost: catch up when it is back.
@@ -398,10 +404,25 @@ export class ChannelHub {
     if (streams.length) this.#log.info({ token_id: tokenId, streams: streams.length }, 'streams of a revoked agent token closed');
   }
 
-  #connectedElsewhere(message: Record<string, unknown>): void {
-    if (message.replica_id === this.replicaId || typeof message.node_id !== 'string' || typeof message.connected_at !== 'number') return;
-    const stream = this.#streams.get(message.node_id);
-    if (stream && stream.connectedAt.getTime() < message.connected_at) stream.end(GrpcStatus.ABORTED, 'the node connected to another control-plane replica');
+  /** Closes the streams of an agent token this database does not hold active (another process of this deployment revoked it). */
+  async #revokeUnlessActive(tokenId: string): Promise<void> {
+    const [active] = await this.#context.em().execute<{ id: string }[]>(
+      `select id from cdn_agent_token where id = ? and status = 'active' and (expires_at is null or expires_at > ?)`, [tokenId, this.#now]);
+    if (!active) this.#revoke(tokenId);
+  }
+
+  /**
+   * Another replica took a node this one holds a stream of: the older stream ends, once this database confirms
+   * that replica holds the node now (another deployment's message changes nothing here).
+   */
+  async #connectedElsewhere(message: Record<string, unknown>): Promise<void> {
+    const { node_id: nodeId, replica_id: replicaId, connected_at: connectedAt } = message;
+    if (replicaId === this.replicaId || typeof replicaId !== 'string' || typeof nodeId !== 'string' || typeof connectedAt !== 'number' || !Number.isSafeInteger(connectedAt)) return;
+    const stream = this.#streams.get(nodeId);
+    if (!stream || stream.connectedAt.getTime() >= connectedAt) return;
+    const [held] = await this.#context.em().execute<{ id: string }[]>(
+      `select id from cdn_edge_node where id = ? and replica_id = ? and connected_at = ?`, [nodeId, replicaId, new Date(connectedAt)]);
+    if (held && !stream.closed) stream.end(GrpcStatus.ABORTED, 'the node connected to another control-plane replica');
   }
 
   // ---- what agents send ----------------------------------------------------

@@ -155,7 +155,7 @@ export class PurgeFeed implements Feed<PurgeState> {
     this.#context = context;
     this.ring = new PurgeRing(context.em);
     this.acks = new PurgeAckBuffer(context.writer);
-    this.subjects = { [PURGE_SUBMITTED_CHANNEL]: (message) => this.#announced(message) };
+    this.subjects = { [PURGE_SUBMITTED_CHANNEL]: (message, local) => this.#announced(message, local) };
   }
 
   start(): void {
@@ -220,11 +220,14 @@ export class PurgeFeed implements Feed<PurgeState> {
   }
 
   /**
-   * A purge was stored (here or on another replica). Announced with its content and next in sequence, it
-   * is pushed at once, in this call, without reading the database; otherwise the ring reads what it lacks.
+   * A purge was stored (here or on another replica). Stored by this process (`local`), announced with its content
+   * and next in sequence, it is pushed at once, in this call, without reading the database. Otherwise the ring
+   * reads what it lacks from this database: an announcement from elsewhere is a hint, never content to push (a
+   * process of another deployment sharing the namespace would otherwise push its purges, and their sequence
+   * numbers would hide this deployment's own).
    */
-  #announced(message: Record<string, unknown>): void {
-    const row = announcedPurge(message.purge);
+  #announced(message: Record<string, unknown>, local: boolean): void {
+    const row = local ? announcedPurge(message.purge) : null;
     const added = row && Number(message.sequence) === row.sequence ? this.ring.offer(row) : null;
     if (added) {
       if (added.length) this.#push(added);

@@ -67,16 +67,16 @@ export class MemoryStore implements KeyValueStore {
 
   async publish(channel: string, message: string): Promise<void> {
     // Each subscriber on its own: one that throws does not keep the message from the others.
-    for (const listener of this.#bus.listeners(channel) as ((message: string) => void)[]) {
+    for (const listener of this.#bus.listeners(channel) as ((message: string, local: boolean) => void)[]) {
       try {
-        listener(message);
+        listener(message, true);
       } catch {
         // A subscriber's own failure is its to report.
       }
     }
   }
 
-  async subscribe(channel: string, onMessage: (message: string) => void): Promise<() => Promise<void>> {
+  async subscribe(channel: string, onMessage: (message: string, local: boolean) => void): Promise<() => Promise<void>> {
     this.#bus.on(channel, onMessage);
     return async () => { this.#bus.off(channel, onMessage); };
   }

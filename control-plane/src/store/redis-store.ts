@@ -35,7 +35,7 @@ export class RedisStore implements KeyValueStore {
   readonly #url: string;
   readonly #prefix: string;
   #subscriber: Redis | undefined;
-  readonly #handlers = new Map<string, Set<(message: string) => void>>();
+  readonly #handlers = new Map<string, Set<(message: string, local: boolean) => void>>();
   readonly #origin = randomBytes(8).toString('hex');
 
   constructor(url: string, options: RedisStoreOptions = {}) {
@@ -90,15 +90,15 @@ export class RedisStore implements KeyValueStore {
   }
 
   async publish(channel: string, message: string): Promise<void> {
-    this.#deliver(this.#prefix + channel, message);
+    this.#deliver(this.#prefix + channel, message, true);
     await this.#client.publish(this.#prefix + channel, `${MARK}${this.#origin}${MARK}${message}`);
   }
 
-  /** Hands a message to this store's subscribers of the channel (a failing handler does not stop the others). */
-  #deliver(channel: string, message: string): void {
+  /** Hands a message to this store's subscribers of the channel (a failing handler does not stop the others); `local`: published here. */
+  #deliver(channel: string, message: string, local: boolean): void {
     for (const handler of this.#handlers.get(channel) ?? []) {
       try {
-        handler(message);
+        handler(message, local);
       } catch {
         // A subscriber's own failure is its to report.
       }
@@ -112,12 +112,12 @@ export class RedisStore implements KeyValueStore {
       this.#subscriber = subscriber;
       subscriber.on('error', () => {});
       subscriber.on('message', (ch: string, wire: string) => {
-        if (!wire.startsWith(MARK)) return this.#deliver(ch, wire);
+        if (!wire.startsWith(MARK)) return this.#deliver(ch, wire, false);
         const end = wire.indexOf(MARK, 1);
-        if (end === -1) return this.#deliver(ch, wire);
+        if (end === -1) return this.#deliver(ch, wire, false);
         // Our own message came back: its subscribers here had it in publish().
         if (wire.slice(1, end) === this.#origin) return;
-        this.#deliver(ch, wire.slice(end + 1));
+        this.#deliver(ch, wire.slice(end + 1), false);
       });
       // Messages published while the connection is down are lost: listeners must know.
       subscriber.on('close', () => this.#setLive(false));
@@ -168,7 +168,7 @@ export class RedisStore implements KeyValueStore {
     return out;
   }
 
-  async subscribe(channel: string, onMessage: (message: string) => void): Promise<() => Promise<void>> {
+  async subscribe(channel: string, onMessage: (message: string, local: boolean) => void): Promise<() => Promise<void>> {
     const full = this.#prefix + channel;
     this.#subscriberConnection();
     let set = this.#handlers.get(full);

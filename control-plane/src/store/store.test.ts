@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import t from 'tap';
 import { detectServices } from '../../../test/support/services.ts';
+import { namespacePrefix } from './index.ts';
 import { MemoryStore } from './memory-store.ts';
 import { COMMAND_TIMEOUT_MS, RedisStore } from './redis-store.ts';
 import type { KeyValueStore } from './store.ts';
@@ -145,4 +146,47 @@ t.test('a Redis store hands its own messages to its subscribers once, at once, a
   await raw.publish(`${keyPrefix}chan`, '\u0001no end mark');
   for (let i = 0; i < 50 && onA.length < 3; i++) await sleep(10);
   t.same(onA.slice(1), ['plain', '\u0001no end mark']);
+});
+
+t.test('a subscriber is told whether a message was published through its own store (local) or came from another process', async (t) => {
+  const memory = new MemoryStore();
+  t.teardown(() => memory.close());
+  const inProcess: boolean[] = [];
+  await memory.subscribe('chan', (_m, local) => inProcess.push(local));
+  await memory.publish('chan', 'x');
+  t.same(inProcess, [true], 'the in-process store: always local');
+  if (!redisUrl) return;
+  const keyPrefix = `test:${process.pid}:${Date.now()}:origin:`;
+  const a = new RedisStore(redisUrl, { keyPrefix });
+  const b = new RedisStore(redisUrl, { keyPrefix });
+  t.teardown(async () => { await a.close(); await b.close(); });
+  const onA: [string, boolean][] = [];
+  await a.subscribe('chan', (m, local) => onA.push([m, local]));
+  await b.subscribe('chan', () => {});
+  await a.publish('chan', 'mine');
+  await b.publish('chan', 'theirs');
+  for (let i = 0; i < 50 && onA.length < 2; i++) await sleep(10);
+  t.same(onA, [['mine', true], ['theirs', false]]);
+});
+
+t.test('namespaces: stores of two deployments on one Redis server share no key and no channel', { skip: !redisUrl && 'Redis not reachable' }, async (t) => {
+  const run = `${process.pid}-${Date.now()}`;
+  const production = new RedisStore(redisUrl!, { keyPrefix: namespacePrefix(`production-${run}`) });
+  const staging = new RedisStore(redisUrl!, { keyPrefix: namespacePrefix(`staging-${run}`) });
+  t.teardown(async () => {
+    await production.del('rl:x');
+    await production.close();
+    await staging.close();
+  });
+  const onStaging: string[] = [];
+  const onProduction: string[] = [];
+  await staging.subscribe('cdn:purge-submitted', (m) => onStaging.push(m));
+  await production.subscribe('cdn:purge-submitted', (m) => onProduction.push(m));
+  await production.set('rl:x', '1', { ttlMs: 60_000 });
+  t.equal(await staging.get('rl:x'), null, 'a key of one is not the other\'s');
+  await production.publish('cdn:purge-submitted', '{"sequence":1}');
+  for (let i = 0; i < 50 && onProduction.length < 1; i++) await sleep(10);
+  await sleep(100); // time for Redis to deliver it anywhere it would go
+  t.same(onProduction, ['{"sequence":1}']);
+  t.same(onStaging, [], 'nor a message');
 });

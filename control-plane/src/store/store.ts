@@ -24,8 +24,11 @@ export interface KeyValueStore {
   /** Increments a counter that lives for windowMs from its first increment (fixed window). */
   incrWindow(key: string, windowMs: number): Promise<WindowCount>;
   publish(channel: string, message: string): Promise<void>;
-  /** Returns a function that ends the subscription. */
-  subscribe(channel: string, onMessage: (message: string) => void): Promise<() => Promise<void>>;
+  /**
+   * Returns a function that ends the subscription. `local` says the message was published through this
+   * store (this process), not received from another process sharing the Redis server.
+   */
+  subscribe(channel: string, onMessage: (message: string, local: boolean) => void): Promise<() => Promise<void>>;
   /** Every live key with this prefix, its value and remaining lifetime (SCAN; for resynchronising caches). */
   entries(prefix: string): Promise<{ key: string; value: string; ttlMs: number | null }[]>;
   /**

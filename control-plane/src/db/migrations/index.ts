@@ -29,6 +29,7 @@ import { Migration0026BillingPrepaidValue } from './0026-billing-prepaid-value.t
 import { Migration0027ApiTokenIssuerRoles } from './0027-api-token-issuer-roles.ts';
 import { Migration0028BillingChosenPaymentMethod } from './0028-billing-chosen-payment-method.ts';
 import { Migration0031CdnIpDefaultAction } from './0031-cdn-ip-default-action.ts';
+import { Migration0032DeploymentIdentity } from './0032-deployment-identity.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -59,4 +60,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0027-api-token-issuer-roles', class: Migration0027ApiTokenIssuerRoles },
   { name: '0028-billing-chosen-payment-method', class: Migration0028BillingChosenPaymentMethod },
   { name: '0031-cdn-ip-default-action', class: Migration0031CdnIpDefaultAction },
+  { name: '0032-deployment-identity', class: Migration0032DeploymentIdentity },
 ];
