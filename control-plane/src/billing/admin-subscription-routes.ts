@@ -55,7 +55,8 @@ export const assignSubscriptionRoute = defineRoute({
   description: '`payment_method_id` null (or left out) makes a complimentary subscription: its invoices are issued fully discounted and nothing is charged. '
     + 'With a method (one of the user\'s), the first period is charged now unless the subscription starts in a trial (the plan\'s trial_days, or `trial_end`; '
     + 'a past `trial_end` skips the trial). `current_period_end` overrides the first period\'s end. 409 SUBSCRIPTION_EXISTS when a live subscription of the '
-    + 'type exists; 402 when the card declines (nothing created). `admin_note` goes to the audit trail only.',
+    + 'type exists; 402 when the card declines (nothing created); 409 ACCOUNT_SCHEDULED_FOR_DELETION while the account awaits deletion (nothing may be billed to it). '
+    + '`admin_note` goes to the audit trail only.',
   params: userParams,
   body: z.strictObject({
     plan_id: uuid(),
@@ -68,7 +69,7 @@ export const assignSubscriptionRoute = defineRoute({
   }),
   idempotent: true,
   responses: { 201: data(subscriptionResource) },
-  errors: ['SUBSCRIPTION_EXISTS', 'PAYMENT_FAILED', 'CONFLICT'],
+  errors: ['SUBSCRIPTION_EXISTS', 'PAYMENT_FAILED', 'CONFLICT', 'ACCOUNT_SCHEDULED_FOR_DELETION'],
   async handler({ params, body, rc, app, ctx }) {
     found(await rc.em.findOne(User, params.user_id), 'User');
     const subscription = await createSubscription(app, rc, {
@@ -106,7 +107,7 @@ export const patchSubscriptionRoute = defineRoute({
   }),
   ifMatch: ({ params, rc }) => findUsersSubscription(rc.em, params.user_id, params.subscription_id),
   responses: { 200: data(subscriptionResource) },
-  errors: ['PLAN_TYPE_MISMATCH', 'PAYMENT_FAILED', 'CONFLICT'],
+  errors: ['PLAN_TYPE_MISMATCH', 'PAYMENT_FAILED', 'CONFLICT', 'ACCOUNT_SCHEDULED_FOR_DELETION'],
   async handler({ params, body, rc, app }) {
     const subscription = await patchSubscription(app, rc, params.user_id, params.subscription_id, {
       ...body, current_period_end: body.current_period_end ? new Date(body.current_period_end) : undefined,
@@ -146,10 +147,11 @@ export const pauseRoute = defineRoute({
 export const resumeRoute = defineRoute({
   method: 'post', path: '/v1/admin/users/:user_id/subscriptions/:subscription_id/resume', tags, access: manage,
   summary: 'Resume a paused subscription',
-  description: 'Paused only (409 otherwise). `trialing` again when the trial had not ended, `active` otherwise; the period end moves later by the paused time.',
+  description: 'Paused only (409 otherwise). `trialing` again when the trial had not ended, `active` otherwise; the period end moves later by the paused time. '
+    + '409 ACCOUNT_SCHEDULED_FOR_DELETION while the account awaits deletion.',
   params: subscriptionParams,
   responses: { 200: data(subscriptionResource) },
-  errors: ['CONFLICT'],
+  errors: ['CONFLICT', 'ACCOUNT_SCHEDULED_FOR_DELETION'],
   async handler({ params, rc, app }) {
     const subscription = await findUsersSubscription(rc.em, params.user_id, params.subscription_id);
     return presentSubscription(rc.em, await resumeSubscription(app, rc, subscription));
@@ -160,11 +162,12 @@ export const reactivateRoute = defineRoute({
   method: 'post', path: '/v1/admin/users/:user_id/subscriptions/:subscription_id/reactivate', tags, access: manage,
   summary: 'Reactivate a canceled or expired subscription',
   description: 'A new period starts now on the same plan or `plan_id` (same type, on sale), charged now through `payment_method_id` (default: the one it had; null: '
-    + 'complimentary). 409 for a live subscription or when another of its type is live (SUBSCRIPTION_EXISTS); 402 when the card declines (nothing changes).',
+    + 'complimentary). 409 for a live subscription or when another of its type is live (SUBSCRIPTION_EXISTS); 402 when the card declines (nothing changes); '
+    + '409 ACCOUNT_SCHEDULED_FOR_DELETION while the account awaits deletion (its owner could neither see nor cancel it).',
   params: subscriptionParams,
   body: z.strictObject({ plan_id: uuid().optional(), payment_method_id: uuid().nullable().optional(), admin_note: note() }),
   responses: { 200: data(subscriptionResource) },
-  errors: ['CONFLICT', 'PLAN_TYPE_MISMATCH', 'SUBSCRIPTION_EXISTS', 'PAYMENT_FAILED'],
+  errors: ['CONFLICT', 'PLAN_TYPE_MISMATCH', 'SUBSCRIPTION_EXISTS', 'PAYMENT_FAILED', 'ACCOUNT_SCHEDULED_FOR_DELETION'],
   async handler({ params, body, rc, app }) {
     return presentSubscription(rc.em, await reactivateSubscription(app, rc, params.user_id, params.subscription_id, body));
   },

@@ -17,6 +17,7 @@ import { AccountBalance, BalanceEntry } from './gift-card.entity.ts';
 import { PaymentMethod } from './payment-method.entity.ts';
 import { Invoice } from './invoice.entity.ts';
 import { invoiceRecord, presentInvoice } from './subscription-record.ts';
+import { voidOpenInvoices } from './invoice-service.ts';
 import type { BillingServices } from './services.ts';
 
 /**
@@ -42,6 +43,8 @@ export async function endSubscriptionsForAccountDeletion(app: Pick<CoreServices,
     });
   }
   await rc.em.flush();
+  // A past-due renewal must not be charged to an account awaiting deletion.
+  await voidOpenInvoices(rc, live.map((s) => s.id), now);
   return live.length;
 }
 

@@ -55,6 +55,7 @@ export const createSubscriptionRoute = defineRoute({
     + 'the first period is invoiced and paid at once — the account balance in the plan\'s currency first, then the payment method — and the subscription is '
     + '`active`. A declined card is a 402 PAYMENT_FAILED (`decline_code`) and nothing is created: no subscription, no coupon redemption, no balance debit. '
     + '`payment_method_id` must be one of the caller\'s methods (400 otherwise). `coupon_code` is redeemed on use (400 with `error_code` when not usable). '
+    + 'A plan\'s trial is offered once per user and plan type: a user who had a trial of the type before (any plan) is charged at once. '
     + 'Idempotency-Key: a replay answers the first result; a retry after a failure charges the gateway with the same key.',
   body: z.strictObject({ plan_id: uuid(), payment_method_id: uuid(), coupon_code: couponCode().optional() }),
   idempotent: true,

@@ -22,6 +22,7 @@
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { createHash } from 'node:crypto';
+import { pendingDeletionSql } from '../accounts/deletion-request.entity.ts';
 import { changesOf, recordAudit } from '../audit/audit.ts';
 import { SECOND } from '../core/clock.ts';
 import { inTransaction, type RequestContext } from '../core/request-context.ts';
@@ -90,6 +91,17 @@ async function lockUser(em: EntityManager, userId: string): Promise<void> {
   await em.execute('select id from app_user where id = ? for update', [userId]);
 }
 
+/**
+ * Refuses a billing action that would charge an account awaiting deletion
+ * (a pending deletion request: its subscriptions ended without refund, its
+ * owner can no longer see or cancel anything): 409 ACCOUNT_SCHEDULED_FOR_DELETION.
+ */
+async function assertNotScheduledForDeletion(em: EntityManager, userId: string): Promise<void> {
+  const [row] = await em.execute<{ pending: boolean }[]>(`select ${pendingDeletionSql('u')} as pending from app_user u where u.id = ?`, [userId]);
+  assertThat(!row?.pending, new ApiError('ACCOUNT_SCHEDULED_FOR_DELETION',
+    'The account is scheduled for deletion: nothing may be billed to it until its owner cancels the deletion'));
+}
+
 export const callerUserId = (rc: RequestContext): string => callerUserIdOf(rc, 'Subscriptions belong to user accounts');
 
 /** A subscription the caller may act on: their own, or anyone's for a global holder (an admin); 404 otherwise. */
@@ -130,6 +142,11 @@ async function isChosen(em: EntityManager, userId: string, method: PaymentMethod
   return (await findDefaultPaymentMethod(em, userId))?.id !== method.id;
 }
 
+/** Whether the user ever had a trial of this plan type (any plan, any outcome): a plan's trial is offered once per user and type. */
+async function hadTrial(em: EntityManager, userId: string, type: string): Promise<boolean> {
+  return (await em.count(Subscription, { user: userId, type: type as Plan['type'], trial_start: { $ne: null } })) > 0;
+}
+
 /** The coupon a body names, checked (not redeemed) for the user and plan: 400 on coupon_code with its error_code otherwise. */
 async function usableCoupon(em: EntityManager, code: string | undefined, plan: Plan, userId: string, now: Date): Promise<Coupon | null> {
   if (!code) return null;
@@ -164,6 +181,7 @@ export async function createSubscription(app: BillingServices, rc: RequestContex
     return await withChargeCompensation(app, rc, (onCharged) => inTransaction(rc, async (tx) => {
       const em = tx.em;
       await lockUser(em, input.userId);
+      await assertNotScheduledForDeletion(em, input.userId);
       const plan = await planOnSale(em, input.plan_id);
       const method = input.payment_method_id === null ? null : await usersMethod(em, input.userId, input.payment_method_id);
       const live = await em.count(Subscription, { user: input.userId, type: plan.type, status: { $in: [...LIVE_SUBSCRIPTION_STATUSES] } });
@@ -171,7 +189,9 @@ export async function createSubscription(app: BillingServices, rc: RequestContex
       const coupon = await usableCoupon(em, input.coupon_code, plan, input.userId, now);
       const chosen = await isChosen(em, input.userId, method);
 
-      const trialEnd = input.trial_end ?? (plan.trial_days > 0 ? new Date(now.getTime() + plan.trial_days * 86_400 * SECOND) : null);
+      // One free trial per user and plan type (decision "Trials"); an administrator's trial_end grants one anyway.
+      const offersTrial = plan.trial_days > 0 && !(await hadTrial(em, input.userId, plan.type));
+      const trialEnd = input.trial_end ?? (offersTrial ? new Date(now.getTime() + plan.trial_days * 86_400 * SECOND) : null);
       const trialing = trialEnd !== null && trialEnd.getTime() > now.getTime();
       const periodEnd = input.current_period_end ?? (trialing ? trialEnd : addCycle(now, plan.billing_cycle));
       if (periodEnd.getTime() <= now.getTime()) throw validationError([{ field: 'current_period_end', message: 'Must be in the future' }]);
@@ -306,6 +326,7 @@ export async function changePlan(app: BillingServices, rc: RequestContext, subsc
 export async function applyPlanChange(app: BillingServices, tx: RequestContext, subscription: Subscription, input: { plan_id: string; coupon_code?: string; idempotencyKey?: string; admin_note?: string }, now: Date, onCharged: (chargeId: string) => void): Promise<void> {
   const em = tx.em;
   const userId = subscription.user.id;
+  await assertNotScheduledForDeletion(em, userId);
   const proration = await prorationOf(app, em, subscription, input.plan_id, input.coupon_code, now, { lock: true });
   const method = proration.method;
   const from = { plan_id: proration.fromPlan.id, price_minor: subscription.price_minor };
@@ -401,6 +422,7 @@ export function resumeInPlace(subscription: Subscription, now: Date): void {
 
 export async function resumeSubscription(app: BillingServices, rc: RequestContext, subscription: Subscription): Promise<Subscription> {
   assertThat(subscription.status === 'paused', new ApiError('CONFLICT', `Only a paused subscription can be resumed (this one is ${subscription.status})`));
+  await assertNotScheduledForDeletion(rc.em, subscription.user.id);
   const before = { status: subscription.status, current_period_end: subscription.current_period_end };
   resumeInPlace(subscription, app.clock.now());
   audit(rc, subscription, 'subscription.resumed', undefined, changesOf(before, { status: subscription.status, current_period_end: subscription.current_period_end }));
@@ -434,6 +456,7 @@ export async function reactivateSubscription(app: BillingServices, rc: RequestCo
       await lockUser(em, userId);
       const subscription = await findUsersSubscription(em, userId, subscriptionId);
       await em.refresh(subscription);
+      await assertNotScheduledForDeletion(em, userId);
       assertThat(subscription.status === 'canceled' || subscription.status === 'expired',
         new ApiError('CONFLICT', `Only a canceled or expired subscription can be reactivated (this one is ${subscription.status})`));
       const plan = input.plan_id ? await planOnSale(em, input.plan_id) : subscription.plan;
