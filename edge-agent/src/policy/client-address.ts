@@ -109,6 +109,11 @@ export function parseClientAddress(input: string): ClientAddress | null {
   if (text.length === 0) return null;
   const v4 = parseV4(text);
   if (v4 >= 0) return { text, v4: true, words: Uint32Array.of(v4) };
+  // What a dual-stack listener reports for every IPv4 viewer: no need for the general IPv6 parse.
+  if (text.startsWith('::ffff:') && text.includes('.')) {
+    const mapped = parseV4(text, 7);
+    if (mapped >= 0) return { text: text.slice(7), v4: true, words: Uint32Array.of(mapped) };
+  }
   if (text.charCodeAt(0) === 91 /* [ */ && text.charCodeAt(text.length - 1) === 93) text = text.slice(1, -1);
   if (!text.includes(':')) return null;
   const g = parseV6Groups(text);

@@ -108,6 +108,16 @@ t.test('several keys: each with its own parameters and algorithm; any one of the
   t.equal(reason(check(request(expiredK1))), 'expired', 'the failure that got furthest is reported');
 });
 
+t.test('a verified signature is remembered per compiled configuration only: the next one (a rotation without grace) checks again', async (t) => {
+  const url = signPath({ path: '/v/cached.mp4', expires: nowS + 60, secret: SECRET });
+  const before = compileSignedUrls([key({ id: 'k1' })], () => NOW)!;
+  t.equal(before(request(url)), null);
+  t.equal(before(request(url)), null, 'again (remembered)');
+  const after = compileSignedUrls([key({ id: 'k1', secrets: [{ secret: OLD, valid_until: null }] })], () => NOW)!;
+  t.equal(reason(after(request(url))), 'bad_signature', 'the same key id with a new secret does not reuse what the previous configuration verified');
+  t.equal(reason(before(request(url, '198.51.100.20'))), null);
+});
+
 t.test('no keys: no check', async (t) => {
   t.equal(compileSignedUrls([]), null);
 });

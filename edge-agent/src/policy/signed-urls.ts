@@ -21,6 +21,8 @@ export type SignedUrlFailure = 'missing' | 'malformed' | 'bad_signature' | 'reti
 const PROGRESS: Record<SignedUrlFailure, number> = { missing: 0, malformed: 1, bad_signature: 2, retired_secret: 3, expired: 4, ip_mismatch: 5 };
 
 interface CompiledKey {
+  /** Unique per compilation (the verified-signature cache's key prefix). */
+  id: number;
   digest: 'sha256' | 'sha512';
   signatureChars: number;
   tokenParam: string;
@@ -44,6 +46,7 @@ function decodeComponent(s: string): string | null {
 
 function compileKey(k: SigningKeySnapshot): CompiledKey {
   return {
+    id: ++compiledKeys,
     digest: DIGEST[k.algorithm],
     signatureChars: SIGNATURE_CHARS[k.algorithm],
     tokenParam: k.token_param,
@@ -56,6 +59,38 @@ function compileKey(k: SigningKeySnapshot): CompiledKey {
     }),
   };
 }
+
+/**
+ * Signatures verified recently (an HMAC costs 3–4 µs here, more than the rest
+ * of a cache hit's policy work): one cache for the process, bounded, keyed by
+ * the compiled key (a new configuration compiles new keys, so a rotation or a
+ * deleted key never reuses an entry), the path, the expiry and the token as
+ * sent. Only a matching signature is kept, with the end of its secret's
+ * acceptance; the clock and the viewer's address are still checked on every
+ * request. A player fetching the same signed URL again (manifests, seeks)
+ * costs a map lookup.
+ */
+const VERIFIED_MAX = 100_000;
+let verifiedYoung = new Map<string, { validUntil: number }>();
+let verifiedOld = new Map<string, { validUntil: number }>();
+
+/** Two generations make an approximate LRU at the cost of a Map read or two (lru-cache's bookkeeping cost more than the rest of the check). */
+function verifiedGet(key: string): { validUntil: number } | undefined {
+  const young = verifiedYoung.get(key);
+  if (young !== undefined) return young;
+  const old = verifiedOld.get(key);
+  if (old !== undefined) verifiedSet(key, old);
+  return old;
+}
+
+function verifiedSet(key: string, value: { validUntil: number }): void {
+  if (verifiedYoung.size >= VERIFIED_MAX / 2) {
+    verifiedOld = verifiedYoung;
+    verifiedYoung = new Map();
+  }
+  verifiedYoung.set(key, value);
+}
+let compiledKeys = 0;
 
 /** One key's verdict on the request's parameters: null when it accepts them. */
 function verify(key: CompiledKey, ctx: PolicyRequest, token: string, expiresText: string, nowMs: number): SignedUrlFailure | null {
@@ -71,14 +106,18 @@ function verify(key: CompiledKey, ctx: PolicyRequest, token: string, expiresText
   }
   if (signature.length !== key.signatureChars || !BASE64URL.test(signature)) return 'malformed';
   const expires = Number(expiresText);
-  const canonical = canonicalString(ctx.path, expires, boundIp);
-  const given = Buffer.from(signature, 'latin1');
-  let matched: { validUntil: number } | null = null;
-  for (const secret of key.secrets) {
-    const expected = Buffer.from(createHmac(key.digest, secret.key).update(canonical).digest('base64url'), 'latin1');
-    if (timingSafeEqual(expected, given)) {
-      matched = secret;
-      break;
+  const cacheKey = `${key.id}\n${ctx.path}\n${expiresText}\n${token}`;
+  let matched: { validUntil: number } | null = verifiedGet(cacheKey) ?? null;
+  if (matched === null) {
+    const canonical = canonicalString(ctx.path, expires, boundIp);
+    const given = Buffer.from(signature, 'latin1');
+    for (const secret of key.secrets) {
+      const expected = Buffer.from(createHmac(key.digest, secret.key).update(canonical).digest('base64url'), 'latin1');
+      if (timingSafeEqual(expected, given)) {
+        matched = secret;
+        verifiedSet(cacheKey, { validUntil: secret.validUntil });
+        break;
+      }
     }
   }
   if (matched === null) return 'bad_signature';
@@ -88,15 +127,34 @@ function verify(key: CompiledKey, ctx: PolicyRequest, token: string, expiresText
   return null;
 }
 
-/** The query without the named parameters, the others as sent and in order. */
-function withoutParams(query: string, names: ReadonlySet<string>): string {
-  const kept: string[] = [];
-  for (const part of query.split('&')) {
-    const eq = part.indexOf('=');
-    const name = decodeComponent(eq === -1 ? part : part.slice(0, eq));
-    if (name === null || !names.has(name)) kept.push(part);
+/** The signature parameters of a query, and the query without them (the others as sent and in order), in one pass. */
+interface SignatureParams {
+  /** By name; null for a name sent twice (ambiguous, so malformed). */
+  values: Map<string, string | null>;
+  malformed: boolean;
+  rest: string;
+}
+
+function splitQuery(query: string, names: ReadonlySet<string>): SignatureParams {
+  const values = new Map<string, string | null>();
+  let malformed = false;
+  let rest = '';
+  for (let start = 0; start <= query.length;) {
+    let end = query.indexOf('&', start);
+    if (end === -1) end = query.length;
+    const eq = query.indexOf('=', start);
+    const nameEnd = eq === -1 || eq > end ? end : eq;
+    const name = decodeComponent(query.slice(start, nameEnd));
+    if (name !== null && names.has(name)) {
+      const value = decodeComponent(nameEnd === end ? '' : query.slice(nameEnd + 1, end));
+      if (value === null) malformed = true;
+      values.set(name, values.has(name) ? null : value);
+    } else if (end > start || end < query.length) {
+      rest = rest === '' ? query.slice(start, end) : `${rest}&${query.slice(start, end)}`;
+    }
+    start = end + 1;
   }
-  return kept.join('&');
+  return { values, malformed, rest };
 }
 
 /** The signed-URL check of an endpoint, or null when it has no signing keys (token authentication off). */
@@ -105,30 +163,18 @@ export function compileSignedUrls(keys: readonly SigningKeySnapshot[], now: () =
   const compiled = keys.map(compileKey);
   const names = new Set(compiled.flatMap((k) => [k.tokenParam, k.expiresParam]));
   return (ctx) => {
-    // The signature parameters, by name: a name sent twice is ambiguous (null), and so malformed.
-    const params = new Map<string, string | null>();
-    let malformed = false;
-    if (ctx.query !== '') {
-      for (const part of ctx.query.split('&')) {
-        const eq = part.indexOf('=');
-        const name = decodeComponent(eq === -1 ? part : part.slice(0, eq));
-        if (name === null || !names.has(name)) continue;
-        const value = decodeComponent(eq === -1 ? '' : part.slice(eq + 1));
-        if (value === null) malformed = true;
-        params.set(name, params.has(name) ? null : value);
-      }
-    }
+    const params = splitQuery(ctx.query, names);
     const nowMs = now();
     let failure: SignedUrlFailure = 'missing';
     for (const key of compiled) {
-      const token = params.get(key.tokenParam);
-      const expires = params.get(key.expiresParam);
+      const token = params.values.get(key.tokenParam);
+      const expires = params.values.get(key.expiresParam);
       if (token === undefined && expires === undefined) continue;
-      const verdict = malformed || token === undefined || expires === undefined || token === null || expires === null
+      const verdict = params.malformed || token === undefined || expires === undefined || token === null || expires === null
         ? 'malformed'
         : verify(key, ctx, token, expires, nowMs);
       if (verdict === null) {
-        ctx.query = withoutParams(ctx.query, names);
+        ctx.query = params.rest;
         return null;
       }
       if (PROGRESS[verdict] > PROGRESS[failure]) failure = verdict;
