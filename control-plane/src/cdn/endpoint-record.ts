@@ -22,6 +22,21 @@ export const EDGE_REQUEST_ORDER = 'The edge checks every request to an endpoint 
   + '(the reason is in the edge\'s access log and its edge_policy_denials_total metric); a redirect is answered by the edge itself. The viewer\'s address '
   + 'is the connection\'s, or what a trusted proxy in front of the edge reports (the agent\'s TRUST_PROXY_HEADER and TRUSTED_PROXY_CIDRS).';
 
+/** What the edge does to every answer of an endpoint, and in what order (DESIGN.md §8); quoted by the operations that configure each step. */
+export const EDGE_RESPONSE_ORDER = 'The edge shapes every answer of an endpoint (from its cache, from the origin, and its own refusals and redirects) in this '
+  + 'order: 1. custom_error_pages: an answer whose status is a listed error_code is replaced by the page fetched from response_page_path on the '
+  + 'endpoint\'s default origin, with response_code when given (else the original status); the page is kept for ttl_seconds and purges reach it; '
+  + 'a page the edge cannot fetch (an error status, over 1 MiB, no answer within 5 s) leaves the original answer. 2. compression (a route\'s '
+  + 'compression_enabled, when not null, replaces compression.enabled): a 200 of a compressible type (text/* but event streams, JSON, XML, '
+  + 'JavaScript, HLS and DASH manifests, SVG, WebAssembly, uncompressed fonts, icons) of at least min_size_bytes, not already encoded by the origin '
+  + 'and without Cache-Control: no-transform, is sent br or gzip as the viewer\'s Accept-Encoding prefers by q-value (the order of algorithms '
+  + 'breaks ties), with Vary: Accept-Encoding and the ETag suffixed -br or -gzip; each encoded variant of a cached object is made once and cached '
+  + 'beside it; byte ranges are always served uncompressed. 3. the response headers policy (a route\'s response_headers_policy_id, when set, '
+  + 'replaces the endpoint\'s): remove_response_headers, then the enabled security headers, then custom_response_headers (override true '
+  + 'replaces the origin\'s field, false only fills a missing one), then CORS. The policy\'s custom_request_headers and remove_request_headers '
+  + 'change what is forwarded to the origin, and the cache key is made of the fields as forwarded. A CORS preflight (OPTIONS with Origin and '
+  + 'Access-Control-Request-Method) to a route whose policy has CORS enabled is answered by the edge and never forwarded.';
+
 export const DEFAULT_TLS: TlsConfig = { minimum_protocol_version: 'TLSv1.2', cipher_policy: 'recommended', http_to_https_redirect: false };
 export const DEFAULT_COMPRESSION: Compression = { enabled: false, algorithms: ['br', 'gzip'], min_size_bytes: 1024 };
 export const DEFAULT_GEO: GeoRestriction = { enabled: false, policy: 'allowlist', countries: [], action: 'block' };
@@ -82,15 +97,22 @@ const endpointFields = {
   default_origin_id: uuid().describe('An enabled origin that belongs to no other endpoint; it joins this one'),
   http_version: z.enum(HTTP_VERSIONS),
   ipv6_enabled: z.boolean(),
-  response_headers_policy_id: uuid().nullable(),
+  response_headers_policy_id: uuid().nullable().describe('The response headers policy of every answer of the endpoint, unless the route the request '
+    + 'matches names its own (which then replaces it); must name an existing policy (422)'),
   tls_config: tlsInput.describe('Members sent change, others keep their values (defaults: TLSv1.2, recommended, no redirect). http_to_https_redirect: the edge '
     + 'answers a viewer that did not come over TLS with a redirect to the same URL on https (301 for GET and HEAD, 308 otherwise)'),
-  compression: compressionInput.describe('Members sent change, others keep their values (defaults: off, br and gzip, 1024 bytes)'),
+  compression: compressionInput.describe('br and gzip at the edge, chosen by the viewer\'s Accept-Encoding q-values (algorithms order breaks ties); only '
+    + '200 answers of a compressible type of at least min_size_bytes that the origin did not encode; each encoded variant of a cached object is made '
+    + 'once and cached beside it; a route\'s compression_enabled overrides enabled. Members sent change, others keep their values (defaults: off, br and '
+    + 'gzip, 1024 bytes)'),
   geo_restriction: geoInput.describe('Decided at the edge on the viewer address\'s country (GeoLite2 country ranges); allowlist serves only the listed '
     + 'countries, blocklist refuses them (403). Addresses with no country (loopback, private networks) are never refused. Members sent change, others '
     + 'keep their values'),
   custom_error_pages: z.array(errorPageInput).max(MAX_ERROR_PAGES)
-    .refine((pages) => new Set(pages.map((p) => p.error_code)).size === pages.length, 'Must not name an error_code twice'),
+    .refine((pages) => new Set(pages.map((p) => p.error_code)).size === pages.length, 'Must not name an error_code twice')
+    .describe('An answer with a listed error_code (from the origin, the cache or the edge itself) is replaced by the page at response_page_path on the '
+      + 'default origin, fetched by the edge and kept for ttl_seconds (default 10; purging the path drops it), with response_code when given (null keeps '
+      + 'the status); when the page cannot be fetched the original answer goes out. A path the edge could not fetch (an encoded slash, "//host") is 422'),
   shield_region: shieldRegion,
   tags: tagsField(),
   token_auth_enabled: z.boolean().describe('Require signed URLs; needs an active signing key (422 otherwise)'),

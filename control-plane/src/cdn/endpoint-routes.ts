@@ -4,7 +4,7 @@
 import { z } from 'zod';
 import { bare, empty, page, reply, type RouteDefinition } from '../http/route.ts';
 import { ENDPOINT_STATUSES, Endpoint } from './cdn.entities.ts';
-import { createEndpointBody, EDGE_REQUEST_ORDER, endpointRecord, endpointResource, updateEndpointBody } from './endpoint-record.ts';
+import { createEndpointBody, EDGE_REQUEST_ORDER, EDGE_RESPONSE_ORDER, endpointRecord, endpointResource, updateEndpointBody } from './endpoint-record.ts';
 import { createEndpoint, deleteEndpoint, findEndpoint, setEndpointEnabled, updateEndpoint } from './endpoint-service.ts';
 import { idParams, listResources, topLevelQuery } from './fields.ts';
 import { defineCdnRoute as defineRoute, type CdnServices } from './services.ts';
@@ -30,7 +30,7 @@ export const createEndpointRoute = defineRoute({
   summary: 'Create an endpoint',
   description: 'Assigns a hostname `<label>.<CDN_DOMAIN>`; the endpoint is `deploying` until the edge nodes have it. default_origin_id must name an enabled origin '
     + 'that belongs to no other endpoint; it joins this one. Refused with 422 INVALID_CONFIGURATION (nothing stored) when the configuration would be invalid. '
-    + `Audit-logged. ${EDGE_REQUEST_ORDER}${aliasNote}`,
+    + `Audit-logged. ${EDGE_REQUEST_ORDER} ${EDGE_RESPONSE_ORDER}${aliasNote}`,
   body: createEndpointBody,
   responses: { 201: bare(endpointResource) },
   errors: ['INVALID_CONFIGURATION'],
@@ -55,7 +55,7 @@ export const updateEndpointRoute = defineRoute({
   summary: 'Update an endpoint',
   description: 'Partial: only sent fields change; inside tls_config, compression and geo_restriction only sent members change. response_headers_policy_id and '
     + 'shield_region may be null. A change moves the endpoint to `deploying` (a disabled one stays disabled). With a stale If-Match: 412, nothing changes. '
-    + `Audit-logged. ${EDGE_REQUEST_ORDER}${aliasNote}`,
+    + `Audit-logged. ${EDGE_REQUEST_ORDER} ${EDGE_RESPONSE_ORDER}${aliasNote}`,
   params: idParams,
   body: updateEndpointBody,
   ifMatch: ({ params, rc }) => findEndpoint(rc, params.id),

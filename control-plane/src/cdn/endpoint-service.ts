@@ -4,6 +4,7 @@
 // to `disabled`, enable to `deploying`. Writes that would leave the working
 // configuration invalid are refused with 422 before anything is stored.
 import { randomBytes } from 'node:crypto';
+import { errorPageProblems } from '../../../shared/src/config/response-policies.ts';
 import { changesOf, recordAudit } from '../audit/audit.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import { found } from '../http/errors.ts';
@@ -37,11 +38,12 @@ export function endpointLabel(): string {
 
 /** What would make the endpoint's own settings invalid for the edge. */
 async function settingsProblems(
-  rc: RequestContext, e: Pick<Endpoint, 'geo_restriction' | 'response_headers_policy_id' | 'token_auth_enabled' | 'ip_default_action'> & { id?: string },
+  rc: RequestContext,
+  e: Pick<Endpoint, 'geo_restriction' | 'response_headers_policy_id' | 'token_auth_enabled' | 'ip_default_action' | 'custom_error_pages'> & { id?: string },
 ): Promise<FieldError[]> {
   const problems = [
     ...(await policyProblems(rc, e.response_headers_policy_id)), ...(await tokenAuthProblems(rc, e.id, e.token_auth_enabled)),
-    ...(await defaultDenyProblems(rc, e.id, e.ip_default_action)),
+    ...(await defaultDenyProblems(rc, e.id, e.ip_default_action)), ...errorPageProblems(e.custom_error_pages),
   ];
   if (e.geo_restriction.enabled && e.geo_restriction.policy === 'allowlist' && e.geo_restriction.countries.length === 0) {
     problems.push({ field: 'geo_restriction.countries', message: 'An enabled allowlist without countries would block every viewer' });
@@ -80,6 +82,7 @@ export async function updateEndpoint(rc: RequestContext, id: string, input: Upda
     response_headers_policy_id: input.response_headers_policy_id === undefined ? endpoint.response_headers_policy_id : input.response_headers_policy_id,
     token_auth_enabled: input.token_auth_enabled ?? endpoint.token_auth_enabled,
     ip_default_action: input.ip_default_action ?? endpoint.ip_default_action,
+    custom_error_pages: input.custom_error_pages ?? endpoint.custom_error_pages,
     id: endpoint.id,
   });
   if (input.default_origin_id !== undefined && input.default_origin_id !== endpoint.default_origin_id) {

@@ -57,6 +57,9 @@ t.test('an invalid configuration is refused with 422 INVALID_CONFIGURATION namin
     [{ default_origin_id: taken.id }, 'default_origin_id'],
     [{ default_origin_id: free.id, response_headers_policy_id: crypto.randomUUID() }, 'response_headers_policy_id'],
     [{ default_origin_id: free.id, geo_restriction: { enabled: true } }, 'geo_restriction.countries'],
+    // Custom error pages the edge could not fetch (the edge's own rule, shared/src/config/response-policies.ts).
+    [{ default_origin_id: free.id, custom_error_pages: [{ error_code: 404, response_page_path: '//evil.example/404.html' }] }, 'custom_error_pages[0].response_page_path'],
+    [{ default_origin_id: free.id, custom_error_pages: [{ error_code: 404, response_page_path: '/errors%2F404.html' }] }, 'custom_error_pages[0].response_page_path'],
   ];
   const before = await cdnState(cp);
   for (const [body, field] of cases) {
@@ -138,6 +141,9 @@ t.test('PATCH: partial (nested objects merge), back to deploying, If-Match 412, 
   const other = await makeEndpoint(cp, admin);
   t.same((await send(admin, 'PATCH', `/v1/cdn/endpoints/${endpoint.id}`, { default_origin_id: other.origin.id })).body.errors?.[0]?.field, 'default_origin_id');
   t.equal((await send(admin, 'PATCH', `/v1/cdn/endpoints/${endpoint.id}`, { response_headers_policy_id: crypto.randomUUID() })).status, 422);
+  const badPage = await send(admin, 'PATCH', `/v1/cdn/endpoints/${endpoint.id}`, { custom_error_pages: [{ error_code: 503, response_page_path: '//other.example/down.html' }] });
+  t.equal(badPage.status, 422, 'an error page the edge could not fetch');
+  t.equal(badPage.body.errors?.[0]?.field, 'custom_error_pages[0].response_page_path');
   t.equal((await send(admin, 'PATCH', `/v1/cdn/endpoints/${endpoint.id}`, { hostname: 'x.example.com' })).status, 400);
   t.same((await cdnState(cp)).endpoints.find((e: any) => e.id === endpoint.id), before.endpoints.find((e: any) => e.id === endpoint.id), 'unchanged');
   const moved = await makeOrigin(cp, admin);

@@ -81,6 +81,8 @@ t.test('bad input is refused with 400 naming the field, storing nothing', async 
     [{ name: 'n', custom_response_headers: [{ name: 'X-A', value: 'a\r\nSet-Cookie: x=1' }] }, 'custom_response_headers[0].value'],
     [{ name: 'n', custom_response_headers: [{ name: 'X-A', value: 'a\nb' }] }, 'custom_response_headers[0].value'],
     [{ name: 'n', custom_response_headers: [{ name: 'X-A', value: 'a\u0000b' }] }, 'custom_response_headers[0].value'],
+    [{ name: 'n', custom_response_headers: [{ name: 'X-A', value: 'bell\u0007' }] }, 'custom_response_headers[0].value'],
+    [{ name: 'n', custom_response_headers: [{ name: 'X-A', value: 'price \u20ac5' }] }, 'custom_response_headers[0].value'],
     [{ name: 'n', custom_response_headers: [{ name: 'X-A', value: 'x'.repeat(4097) }] }, 'custom_response_headers[0].value'],
     [{ name: 'n', custom_response_headers: [{ name: 'Connection', value: 'close' }] }, 'custom_response_headers[0].name'],
     [{ name: 'n', custom_response_headers: [{ name: 'transfer-encoding', value: 'chunked' }] }, 'custom_response_headers[0].name'],
@@ -94,6 +96,8 @@ t.test('bad input is refused with 400 naming the field, storing nothing', async 
     [{ name: 'n', cors: { max_age_seconds: 86401 } }, 'cors.max_age_seconds'],
     [{ name: 'n', cors: { allow_methods: ['FETCH'] } }, 'cors.allow_methods[0]'],
     [{ name: 'n', cors: { allow_origins: ['example.com'] } }, 'cors.allow_origins[0]'],
+    [{ name: 'n', cors: { allow_origins: ['https://*'] } }, 'cors.allow_origins[0]'],
+    [{ name: 'n', cors: { allow_origins: ['https://a..example'] } }, 'cors.allow_origins[0]'],
     [{ name: 'n', cors: { allow_origins: [] } }, 'cors.allow_origins'],
     [{ name: 'n', cors: { colour: 'red' } }, 'cors.colour'],
     [{ name: 'n', security_headers: { strict_transport_security: { max_age_seconds: 63072001 } } }, 'security_headers.strict_transport_security.max_age_seconds'],
@@ -265,4 +269,23 @@ t.test('Idempotency-Key: a replay returns the first policy; another body under t
   const other = await send(admin, 'POST', base, { name: 'other' }, { 'idempotency-key': key });
   t.equal(other.status, 422);
   t.equal(other.body.code, 'IDEMPOTENCY_KEY_REUSED');
+});
+
+t.test('the policy, endpoint and route operations say in OpenAPI what the edge does with a policy, compression and error pages, and in what order', async (t) => {
+  const doc = (await cp.request('GET', '/openapi.json')).body;
+  for (const [path, method] of [[base, 'post'], [`${base}/{id}`, 'patch'], ['/v1/cdn/distributions/{id}/response-headers-policies', 'post']] as const) {
+    const description: string = doc.paths[path][method].description;
+    t.match(description, /1\. remove_response_headers are dropped; 2\. the enabled security headers/, `${method} ${path}: the order of the response edits`);
+    t.match(description, /Preflights .* are answered by the edge and never forwarded/);
+    t.match(description, /override true replaces the origin's field, false only fills a missing one/);
+    t.match(description, /the cache key and Vary read the fields as forwarded/);
+  }
+  for (const [path, method] of [['/v1/cdn/endpoints', 'post'], ['/v1/cdn/endpoints/{id}', 'patch']] as const) {
+    const description: string = doc.paths[path][method].description;
+    t.match(description, /1\. custom_error_pages: .* 2\. compression .* 3\. the response headers policy/, `${method} ${path}: the order of the response steps`);
+    t.match(description, /byte ranges are always served uncompressed/);
+  }
+  const route = doc.paths['/v1/cdn/routes'].post.requestBody.content['application/json'].schema.properties;
+  t.match(route.compression_enabled.description, /overrides the endpoint's compression\.enabled/);
+  t.match(route.response_headers_policy_id.description, /replacing the endpoint's \(not merged with it\)/);
 });

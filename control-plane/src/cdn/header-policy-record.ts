@@ -2,8 +2,13 @@
 // Every member has a default (the edge snapshot's responseHeadersPolicySnapshot),
 // every override flag defaults to true (replace the origin's value), and what
 // the edge would emit is checked here: header names are RFC 9110 tokens,
-// values single lines, hop-by-hop and framing names are refused.
+// values single lines, hop-by-hop and framing names are refused (the value
+// sets and the edge-owned names are the edge's own, shared/src/config/
+// response-policies.ts, whose rules the service runs for the 422s).
 import { z } from 'zod';
+import {
+  EDGE_OWNED_HEADERS, isCorsOrigin, isFieldValue, REFERRER_POLICIES, X_FRAME_OPTIONS, X_XSS_VALUES,
+} from '../../../shared/src/config/response-policies.ts';
 import { versioned } from '../http/route.ts';
 import { orNull, timestamp } from '../http/schemas.ts';
 import type { Cors, HeaderEntry, SecurityHeaders } from './policies.entities.ts';
@@ -14,17 +19,6 @@ export const MAX_HEADER_VALUE = 4096;
 export const MAX_POLICY_STRING = 4096;
 export const MAX_CORS_AGE = 86_400;
 export const MAX_HSTS_AGE = 63_072_000;
-export const X_FRAME_OPTIONS = ['DENY', 'SAMEORIGIN'] as const;
-export const REFERRER_POLICIES = [
-  'no-referrer', 'no-referrer-when-downgrade', 'origin', 'origin-when-cross-origin', 'same-origin', 'strict-origin', 'strict-origin-when-cross-origin', 'unsafe-url',
-] as const;
-export const X_XSS_VALUES = ['0', '1', '1; mode=block'] as const;
-
-/** Hop-by-hop and framing fields (RFC 9110 §7.6.1, RFC 9112): the edge owns them; a policy can neither set nor remove them. */
-export const HOP_BY_HOP = new Set([
-  'connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'content-length', 'host', 'proxy-authenticate', 'proxy-authorization',
-]);
-
 export const DEFAULT_CORS: Cors = {
   enabled: false, allow_origins: ['*'], allow_methods: ['GET', 'HEAD'], allow_headers: [], expose_headers: [], allow_credentials: false, max_age_seconds: null,
   override_origin: true,
@@ -69,9 +63,9 @@ export const headerPolicyRecord = z.object({
 export const headerPolicyResource = versioned(headerPolicyRecord);
 
 /** A header field value the edge can send: one line, no NUL (RFC 9110 §5.5). */
-const singleLine = (max: number) => z.string().max(max).regex(/^[^\r\n\u0000]*$/, 'Must be a single line (no CR, LF or NUL)');
+const singleLine = (max: number) => z.string().max(max).refine(isFieldValue, 'Must be a single line (no CR, LF, NUL or other control characters)');
 /** A header name a policy may set or remove. */
-const configurableName = () => tokenField('header').refine((n) => !HOP_BY_HOP.has(n.toLowerCase()), 'A hop-by-hop or framing header; the edge owns it');
+const configurableName = () => tokenField('header').refine((n) => !EDGE_OWNED_HEADERS.has(n.toLowerCase()), 'A hop-by-hop or framing header; the edge owns it');
 const noRepeats = (names: string[]) => new Set(names.map((n) => n.toLowerCase())).size === names.length;
 
 const headerEntries = z.array(z.strictObject({ name: configurableName(), value: singleLine(MAX_HEADER_VALUE), override: z.boolean().default(true) }))
@@ -79,8 +73,7 @@ const headerEntries = z.array(z.strictObject({ name: configurableName(), value: 
   .refine((h) => noRepeats(h.map((e) => e.name)), 'Must not name a header twice (names are case-insensitive)');
 const removedHeaders = z.array(configurableName()).max(MAX_HEADER_ENTRIES).refine(noRepeats, 'Must not name a header twice (names are case-insensitive)');
 
-const corsOrigin = z.string().max(2048).refine((o) => o === '*' || /^https?:\/\/(\*\.)?[A-Za-z0-9.-]+(:\d{1,5})?$/.test(o),
-  'Must be "*" or an origin such as https://example.com (a leading *. allows subdomains)');
+const corsOrigin = z.string().max(2048).refine(isCorsOrigin, 'Must be "*" or an origin such as https://example.com (a leading *. allows subdomains)');
 const corsInput = z.strictObject({
   enabled: z.boolean(),
   allow_origins: z.array(corsOrigin).min(1).max(100).describe('Origins answered in Access-Control-Allow-Origin ("*" for any); default ["*"]'),

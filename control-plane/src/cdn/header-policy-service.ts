@@ -2,10 +2,12 @@
 // level); endpoints and routes refer to it by response_headers_policy_id, a
 // reference the working configuration checks (policyProblems) and that keeps
 // the policy from being deleted (409). Nested members merge on update; what
-// the edge could not honour on the merged policy is refused with 422.
+// the edge could not honour on the merged policy is refused with 422, by the
+// rules the edge itself runs (shared/src/config/response-policies.ts).
+import { headerPolicyProblems } from '../../../shared/src/config/response-policies.ts';
 import { changesOf, recordAudit } from '../audit/audit.ts';
 import { inTransaction, type RequestContext } from '../core/request-context.ts';
-import { found, type FieldError } from '../http/errors.ts';
+import { found } from '../http/errors.ts';
 import { CdnRoute, Endpoint } from './cdn.entities.ts';
 import { updateEndpoint } from './endpoint-service.ts';
 import { assertValidConfiguration, merged, resourceInUse } from './fields.ts';
@@ -36,32 +38,6 @@ function valuesOf(input: HeaderPolicyInput, current: PolicyValues): PolicyValues
   return next;
 }
 
-/** What the edge could not send as configured (cross-member rules on the merged policy). */
-function policyRules(p: PolicyValues): FieldError[] {
-  const problems: FieldError[] = [];
-  const s = p.security_headers;
-  if (p.cors.enabled && p.cors.allow_credentials && p.cors.allow_origins.includes('*')) {
-    problems.push({ field: 'cors.allow_credentials', message: 'Browsers refuse credentials with Access-Control-Allow-Origin "*"; list the origins instead' });
-  }
-  const hsts = s.strict_transport_security;
-  if (hsts.preload && (!hsts.include_subdomains || hsts.max_age_seconds < 31_536_000)) {
-    problems.push({ field: 'security_headers.strict_transport_security.preload', message: 'Preload needs include_subdomains and max_age_seconds of at least 31536000' });
-  }
-  if (s.content_security_policy.enabled && !s.content_security_policy.policy.trim()) {
-    problems.push({ field: 'security_headers.content_security_policy.policy', message: 'Required while the header is enabled' });
-  }
-  if (s.permissions_policy.enabled && !s.permissions_policy.policy.trim()) {
-    problems.push({ field: 'security_headers.permissions_policy.policy', message: 'Required while the header is enabled' });
-  }
-  for (const [set, removed] of [['custom_response_headers', 'remove_response_headers'], ['custom_request_headers', 'remove_request_headers']] as const) {
-    const removing = new Set(p[removed].map((n) => n.toLowerCase()));
-    p[set].forEach((h, i) => {
-      if (removing.has(h.name.toLowerCase())) problems.push({ field: `${set}[${i}].name`, message: `${h.name} is also in ${removed}` });
-    });
-  }
-  return problems;
-}
-
 const DEFAULTS: PolicyValues = {
   name: '', description: '', cors: DEFAULT_CORS, security_headers: DEFAULT_SECURITY_HEADERS, custom_response_headers: [], custom_request_headers: [],
   remove_response_headers: [], remove_request_headers: [],
@@ -69,7 +45,7 @@ const DEFAULTS: PolicyValues = {
 
 export async function createHeaderPolicy(rc: RequestContext, input: HeaderPolicyInput): Promise<ResponseHeadersPolicy> {
   const values = valuesOf(input, DEFAULTS);
-  assertValidConfiguration(policyRules(values));
+  assertValidConfiguration(headerPolicyProblems(values));
   const policy = rc.em.create(ResponseHeadersPolicy, values as never);
   recordAudit(rc, { action: 'response_headers_policy.created', resource_type: 'response_headers_policy', resource_id: policy.id, changes: changesOf({}, snapshot(policy)) });
   await rc.em.flush();
@@ -91,7 +67,7 @@ export async function updateHeaderPolicy(rc: RequestContext, id: string, input: 
   const values = valuesOf(input, policy);
   const changes = changesOf(before, values as Partial<ResponseHeadersPolicy>, POLICY_FIELDS);
   if (Object.keys(changes).length === 0) return policy;
-  assertValidConfiguration(policyRules(values));
+  assertValidConfiguration(headerPolicyProblems(values));
   Object.assign(policy, values);
   recordAudit(rc, { action: 'response_headers_policy.updated', resource_type: 'response_headers_policy', resource_id: policy.id, changes });
   await rc.em.flush();

@@ -56,13 +56,15 @@ const routeFields = {
   priority: z.number().int().min(0).max(10000).describe('Lower values are tried first'),
   match: matchInput.describe('All stated conditions must match (AND); at least one of hosts, paths, methods'),
   strip_prefix: z.string().max(2048).regex(/^\/\S*$/, 'Must be an absolute path such as /api').nullable(),
-  response_headers_policy_id: uuid().nullable(),
+  response_headers_policy_id: uuid().nullable().describe('The response headers policy of the answers to requests this route matches, replacing the '
+    + 'endpoint\'s (not merged with it); null uses the endpoint\'s. Must name an existing policy (422)'),
   redirect_rules: z.array(redirectInput).max(50).describe('Answered by the edge itself, after the IP rules, geo restriction and signed-URL checks and '
     + 'before the cache, for requests this route matches: the first rule in order whose match_path matches the path answers. http_to_https: a viewer not '
     + 'on TLS gets status_code and the same URL on https; path: status_code and Location redirect_to with $1…$9 filled in, plus the query as sent when '
     + 'redirect_to has none. A rule the edge could not answer is refused with 422 by the edge\'s own compiler ($n naming no wildcard or placed in a '
     + 'URL\'s host, wildcards inside {…})'),
-  compression_enabled: z.boolean().nullable().describe('null follows the endpoint\'s compression setting'),
+  compression_enabled: z.boolean().nullable().describe('true or false overrides the endpoint\'s compression.enabled for requests this route matches '
+    + '(with the endpoint\'s algorithms and min_size_bytes); null follows the endpoint'),
 };
 
 export const createRouteBody = z.strictObject(routeFields).partial().required({ name: true, origin_id: true, match: true });

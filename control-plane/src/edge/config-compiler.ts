@@ -16,6 +16,7 @@ import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
 import { endpointSnapshot, logDrainSnapshot, responseHeadersPolicySnapshot } from '../../../shared/src/config/snapshot.ts';
 import { encodeResource, type EncodedResource, type ResourceType } from '../../../shared/src/config/resources.ts';
+import { errorPageProblems, headerPolicyProblems } from '../../../shared/src/config/response-policies.ts';
 import { canonicalCidr } from '../../../shared/src/match/cidr.ts';
 import { ruleProblems } from '../cdn/cache-rule-service.ts';
 import type { CacheRule, CdnRoute } from '../cdn/cdn.entities.ts';
@@ -183,6 +184,7 @@ export async function compileConfiguration(app: CompileServices, em: EntityManag
     if (e.geo_restriction?.enabled && e.geo_restriction.policy === 'allowlist' && !e.geo_restriction.countries?.length) {
       problem('endpoint', e.id, 'An enabled geo allowlist without countries would block every viewer');
     }
+    for (const p of errorPageProblems(e.custom_error_pages)) problem('endpoint', e.id, `${p.field}: ${p.message}`);
 
     const routeEntries = (routesByEndpoint.get(e.id) ?? []).map((r) => {
       const origin = ownOrigins.get(r.origin_id);
@@ -259,7 +261,11 @@ export async function compileConfiguration(app: CompileServices, em: EntityManag
     }, endpointSnapshot);
   }
 
-  for (const p of policies) add('response_headers_policy', policyEntry(p), responseHeadersPolicySnapshot);
+  for (const p of policies) {
+    const entry = policyEntry(p);
+    for (const x of headerPolicyProblems(entry)) problem('response_headers_policy', p.id, `${x.field}: ${x.message}`);
+    add('response_headers_policy', entry, responseHeadersPolicySnapshot);
+  }
 
   const endpointIds = new Set(endpoints.map((e) => e.id as string));
   for (const d of drains) {
