@@ -195,7 +195,7 @@ async function main(): Promise<void> {
       if (reg.status !== 201) throw new Error(`register: ${reg.status} ${await reg.text()}`);
       const message = await waitForMessage(path.join(dataDir, 'outbox'), { to: email }, { timeoutMs: 10_000 });
       const token = new URL(message.links[0]!).searchParams.get('token');
-      const verified = await fetch(`${base}/v1/auth/email/verify`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) });
+      const verified = await fetch(`${base}/v1/auth/email/verify`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token, password: PASSWORD }) });
       if (verified.status !== 200) throw new Error(`verify: ${verified.status}`);
       emails.push(email);
     }

@@ -15,7 +15,7 @@ const refresh = (token: string) => cp.request('POST', '/v1/auth/refresh', { head
 t.test('register → verify via the e-mailed link → login → refresh twice → reuse of the first refresh token revokes the session → login again', async (t) => {
   const { email, password } = await register(cp);
   const token = await tokenFromLatest(cp, email, VERIFY_SUBJECT);
-  const verified = await cp.request('POST', '/v1/auth/email/verify', { json: { token } });
+  const verified = await cp.request('POST', '/v1/auth/email/verify', { json: { token, password } });
   t.equal(verified.status, 200);
   t.equal(verified.body.data.status, 'active');
 

@@ -129,10 +129,10 @@ export async function register(cp: TestControlPlane, options: RegisterOptions = 
   return { email, password, id: res.body.data.id as string, res };
 }
 
-/** Follows the verification link of the newest verification e-mail. */
-export async function verifyEmail(cp: TestControlPlane, email: string): Promise<TestResponse> {
+/** Follows the verification link of the newest verification e-mail, showing the password chosen at registration (so it is kept). */
+export async function verifyEmail(cp: TestControlPlane, email: string, password = PASSWORD): Promise<TestResponse> {
   const token = await tokenFromLatest(cp, email, VERIFY_SUBJECT);
-  const res = await cp.request('POST', '/v1/auth/email/verify', { json: { token } });
+  const res = await cp.request('POST', '/v1/auth/email/verify', { json: { token, password } });
   if (res.status !== 200) throw new Error(`verify ${email}: ${res.status} ${res.text}`);
   return res;
 }
@@ -158,7 +158,7 @@ export interface TestAccount extends LoggedIn {
 /** register → verify through the e-mailed link → login. */
 export async function registerVerifiedUser(cp: TestControlPlane, options: RegisterOptions = {}): Promise<TestAccount> {
   const { email, password } = await register(cp, options);
-  const verified = await verifyEmail(cp, email);
+  const verified = await verifyEmail(cp, email, password);
   const session = await login(cp, email, password);
   return { id: verified.body.data.id, email, password, ...session };
 }

@@ -51,13 +51,6 @@ export async function spendOneTimeToken(em: EntityManager, record: OneTimeToken)
   if (spent !== 1) throw invalidToken();
 }
 
-/** Spends a one-time token: exactly once, before it expires. */
-async function consumeOneTimeToken(app: AppServices, em: EntityManager, token: string, purpose: OneTimeTokenPurpose): Promise<User> {
-  const record = await findLiveOneTimeToken(app, em, token, purpose);
-  await spendOneTimeToken(em, record);
-  return record.user as unknown as User;
-}
-
 /** An access token for a session, carrying the user's current roles (informational). */
 async function accessTokenFor(app: AppServices, em: EntityManager, userId: string, sessionId: string): Promise<AccessTokenResponse> {
   const { roles } = await loadUserGrants(em, userId);
@@ -176,12 +169,53 @@ async function sendVerificationLink(app: AppServices, userId: string): Promise<v
   await deliver(app, user.email, verificationEmail({ publicUrl: app.config.linkBaseUrl, token, displayName: user.display_name ?? undefined }));
 }
 
-export async function verifyEmail(app: AppServices, rc: RequestContext, token: string): Promise<User & { roles: string[] }> {
+export interface VerifyEmailInput {
+  token: string;
+  /** The password chosen at registration, as proof that the verifier chose it. */
+  password?: string;
+  /** A password replacing the one chosen at registration. */
+  new_password?: string;
+}
+
+/** What a verification did to the password set before it (audit-logged). */
+type PasswordOutcome = 'kept' | 'replaced' | 'removed' | 'none';
+
+/**
+ * Verifies the address with the e-mailed token (document 2), and defends
+ * against account pre-hijacking: anyone can register an address with a
+ * password of their choosing and wait for its owner to confirm it. The link
+ * proves the mailbox; the password set before verification stays only when
+ * the verifier shows they set it, by sending it (`password`) or by calling
+ * from a session of the account (logged in with it). Otherwise it is replaced
+ * (`new_password`) or removed, every session of the account ends (those of a
+ * squatter who logged in before verification included), and a link to choose
+ * a password is e-mailed. A wrong `password` is 400 on `password` with the
+ * token left unspent.
+ */
+export async function verifyEmail(app: AppServices, rc: RequestContext, input: VerifyEmailInput): Promise<User & { roles: string[] }> {
   const em = rc.em;
-  const user = await consumeOneTimeToken(app, em, token, 'email_verification');
+  const record = await findLiveOneTimeToken(app, em, input.token, 'email_verification');
+  const user = record.user as unknown as User;
+  if (input.password !== undefined && !(user.password_hash && (await verifyPassword(user.password_hash, input.password)))) {
+    throw new ApiError('VALIDATION_ERROR', undefined, { errors: [{ field: 'password', message: 'Not the password chosen for this account; choose a new one with new_password' }] });
+  }
+  const replacement = input.new_password === undefined ? undefined : await hashPassword(input.new_password);
+  await spendOneTimeToken(em, record);
+  const fromOwnSession = rc.actor?.type === 'user' && rc.actor.id === user.id;
+  let password: PasswordOutcome;
+  if (replacement) password = 'replaced';
+  else if (!user.password_hash) password = 'none';
+  else password = input.password !== undefined || fromOwnSession ? 'kept' : 'removed';
+  if (password === 'replaced' || password === 'removed') {
+    user.password_hash = replacement ?? null;
+    await app.sessions.revokeAll(em, user.id, 'email_verified');
+  }
   user.email_verified = true;
   if (user.status === 'pending_verification') user.status = 'active';
+  // Named so the audit's secret masking leaves the outcome readable (it masks every key naming a password).
+  recordAudit(rc, { action: 'user.email_verified', resource_type: 'user', resource_id: user.id, metadata: { earlier_credential: password } }, em);
   await em.flush();
+  if (password === 'removed') app.deferred.defer('password-setting-mail', () => sendPasswordResetLink(app, user.id), rc.log);
   const { roles } = await loadUserGrants(em, user.id);
   return withRoles(user, roles);
 }
@@ -327,13 +361,16 @@ export async function revokeSession(app: AppServices, rc: RequestContext, sessio
  */
 export function forgotPassword(app: AppServices, rc: RequestContext, email: string): void {
   const address = normalizeEmail(email);
-  app.deferred.defer('password-reset-mail', async () => {
-    const em = app.db.orm.em.fork() as EntityManager;
-    const user = await em.findOne(User, { email: address });
-    if (!user || user.status === 'deleted') return;
-    const token = await issueOneTimeToken(app, em, user, 'password_reset', RESET_TOKEN_TTL_MS);
-    await deliver(app, user.email, passwordResetEmail({ publicUrl: app.config.linkBaseUrl, token, expiresInMinutes: 15, displayName: user.display_name ?? undefined }));
-  }, rc.log);
+  app.deferred.defer('password-reset-mail', () => sendPasswordResetLink(app, { email: address }), rc.log);
+}
+
+/** Issues a reset token and e-mails its link to the account (by id or address), unless there is none or it is deleted. */
+async function sendPasswordResetLink(app: AppServices, who: string | { email: string }): Promise<void> {
+  const em = app.db.orm.em.fork() as EntityManager;
+  const user = await em.findOne(User, who);
+  if (!user || user.status === 'deleted') return;
+  const token = await issueOneTimeToken(app, em, user, 'password_reset', RESET_TOKEN_TTL_MS);
+  await deliver(app, user.email, passwordResetEmail({ publicUrl: app.config.linkBaseUrl, token, expiresInMinutes: 15, displayName: user.display_name ?? undefined }));
 }
 
 export interface ResetPasswordInput {

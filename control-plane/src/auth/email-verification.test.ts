@@ -1,21 +1,79 @@
 import t from 'tap';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import {
-  bearer, countRows, login, messagesTo, query, register, RELAXED_LIMITS, tokenFromLatest, uniqueEmail, VERIFY_SUBJECT,
+  bearer, cookieHeader, countRows, login, messagesTo, OTHER_PASSWORD, PASSWORD, query, register, RELAXED_LIMITS, RESET_SUBJECT, tokenFromLatest,
+  uniqueEmail, VERIFY_SUBJECT,
 } from '../../../test/support/auth.ts';
 
 const cp = await startTestControlPlane(t, { env: RELAXED_LIMITS });
 
-t.test('POST /v1/auth/email/verify with the e-mailed token activates the account; the token works once', async (t) => {
+t.test('POST /v1/auth/email/verify with the e-mailed token and the password chosen at registration activates the account and keeps its sessions; the token works once', async (t) => {
   const { email, id } = await register(cp);
+  const before = await login(cp, email);
   const token = await tokenFromLatest(cp, email, VERIFY_SUBJECT);
-  const res = await cp.request('POST', '/v1/auth/email/verify', { json: { token } });
+  const res = await cp.request('POST', '/v1/auth/email/verify', { json: { token, password: PASSWORD } });
   t.equal(res.status, 200);
   t.match(res.body.data, { id, email, email_verified: true, status: 'active', roles: ['subscriber'] });
-  const again = await cp.request('POST', '/v1/auth/email/verify', { json: { token } });
+  t.equal((await cp.request('GET', '/v1/me/auth/sessions', { headers: bearer(before.accessToken) })).status, 200, 'the registrant\'s session goes on');
+  t.equal((await login(cp, email, PASSWORD)).res.status, 200, 'and the password still signs in');
+  const again = await cp.request('POST', '/v1/auth/email/verify', { json: { token, password: PASSWORD } });
   t.equal(again.status, 400);
   t.equal(again.body.code, 'VALIDATION_ERROR');
   t.same(again.body.errors.map((e: { field: string }) => e.field), ['token']);
+  t.equal(await countRows(cp, 'audit_log', `action = 'user.email_verified' and resource_id = ? and metadata->>'earlier_credential' = 'kept'`, [id]), 1);
+});
+
+t.test('regression: account pre-hijacking; a password set before verification survived the owner\'s confirmation, so whoever registered the address could sign in', async (t) => {
+  // The squatter registers the owner's address with a password of their own and signs in before verification.
+  const { email, id } = await register(cp, { password: OTHER_PASSWORD });
+  const squatter = await login(cp, email, OTHER_PASSWORD);
+  // The owner opens the link waiting in their mailbox and confirms without knowing that password.
+  const token = await tokenFromLatest(cp, email, VERIFY_SUBJECT);
+  const res = await cp.request('POST', '/v1/auth/email/verify', { json: { token } });
+  t.equal(res.status, 200);
+  t.match(res.body.data, { id, email_verified: true, status: 'active' });
+  t.equal((await cp.request('POST', '/v1/auth/login', { json: { email, password: OTHER_PASSWORD } })).status, 401, 'the squatter\'s password is gone');
+  t.equal((await cp.request('GET', '/v1/users/me', { headers: bearer(squatter.accessToken) })).status, 401, 'their access token is refused');
+  t.equal((await cp.request('POST', '/v1/auth/refresh', { headers: cookieHeader(squatter.refreshToken) })).status, 401, 'their session is over');
+  const [row] = await query<{ password_hash: string | null }>(cp, 'select password_hash from app_user where id = ?', [id]);
+  t.equal(row!.password_hash, null);
+  // The owner is sent a link to choose a password, and then owns the account.
+  const reset = await tokenFromLatest(cp, email, RESET_SUBJECT);
+  t.equal((await cp.request('POST', '/v1/auth/password/reset', { json: { token: reset, new_password: PASSWORD } })).status, 200);
+  t.equal((await login(cp, email, PASSWORD)).res.status, 200);
+  t.equal(await countRows(cp, 'audit_log', `action = 'user.email_verified' and resource_id = ? and metadata->>'earlier_credential' = 'removed'`, [id]), 1);
+});
+
+t.test('verifying with new_password replaces the password set before verification and ends every session', async (t) => {
+  const { email } = await register(cp, { password: OTHER_PASSWORD });
+  const squatter = await login(cp, email, OTHER_PASSWORD);
+  const token = await tokenFromLatest(cp, email, VERIFY_SUBJECT);
+  const res = await cp.request('POST', '/v1/auth/email/verify', { json: { token, new_password: 'Owners-Own-Pass-9' } });
+  t.equal(res.status, 200);
+  t.equal((await cp.request('GET', '/v1/users/me', { headers: bearer(squatter.accessToken) })).status, 401);
+  t.equal((await cp.request('POST', '/v1/auth/login', { json: { email, password: OTHER_PASSWORD } })).status, 401);
+  t.equal((await login(cp, email, 'Owners-Own-Pass-9')).res.status, 200);
+  t.equal((await messagesTo(cp, email)).filter((m) => RESET_SUBJECT.test(m.subject)).length, 0, 'no reset link needed');
+});
+
+t.test('verification with a wrong password, or with both password and new_password, is 400 and changes nothing', async (t) => {
+  const { email, id } = await register(cp);
+  const token = await tokenFromLatest(cp, email, VERIFY_SUBJECT);
+  const hash = async () => (await query<{ password_hash: string }>(cp, 'select password_hash from app_user where id = ?', [id]))[0]!.password_hash;
+  const stored = await hash();
+  for (const [json, field] of [
+    [{ token, password: 'Not-The-Password-1' }, 'password'],
+    [{ token, password: PASSWORD, new_password: 'Another-Pass-42' }, 'new_password'],
+    [{ token, new_password: 'weak' }, 'new_password'],
+  ] as const) {
+    const res = await cp.request('POST', '/v1/auth/email/verify', { json });
+    t.equal(res.status, 400, JSON.stringify(json));
+    t.same([...new Set(res.body.errors.map((e: { field: string }) => e.field))], [field]);
+  }
+  const [row] = await query<{ status: string }>(cp, 'select status from app_user where id = ?', [id]);
+  t.equal(row!.status, 'pending_verification');
+  t.equal(await hash(), stored, 'the password is untouched');
+  t.equal((await cp.request('POST', '/v1/auth/email/verify', { json: { token, password: PASSWORD } })).status, 200, 'the token still works');
 });
 
 t.test('POST /v1/auth/email/verify refuses an unknown or expired token and changes nothing', async (t) => {
@@ -71,7 +129,9 @@ t.test('before verification: login works, only verify/resend/logout/me are allow
   const resend = await cp.request('POST', '/v1/auth/email/resend', { json: { email }, headers: bearer(accessToken) });
   t.equal(resend.status, 200);
   const token = await tokenFromLatest(cp, email, VERIFY_SUBJECT);
+  // From the session the registrant opened with the password: that proves who chose it, so it is kept.
   t.equal((await cp.request('POST', '/v1/auth/email/verify', { json: { token }, headers: bearer(accessToken) })).status, 200);
+  t.equal((await login(cp, email)).res.status, 200, 'the password is kept');
   // The same access token now passes: verification is read from storage on every request.
   t.equal((await cp.request('GET', '/v1/me/auth/sessions', { headers: bearer(accessToken) })).status, 200);
   t.equal((await cp.request('POST', '/v1/auth/logout', { headers: bearer(accessToken) })).status, 200);
@@ -100,7 +160,7 @@ t.test('POST /v1/auth/email/resend sends a new link and only the newest link wor
 
 t.test('POST /v1/auth/email/resend answers the same for unknown and already verified addresses, sending nothing', async (t) => {
   const { email } = await register(cp);
-  await cp.request('POST', '/v1/auth/email/verify', { json: { token: await tokenFromLatest(cp, email, VERIFY_SUBJECT) } });
+  await cp.request('POST', '/v1/auth/email/verify', { json: { token: await tokenFromLatest(cp, email, VERIFY_SUBJECT), password: PASSWORD } });
   const pending = await register(cp);
   const unknownEmail = uniqueEmail('nobody');
   const responses = [];

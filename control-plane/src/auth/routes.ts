@@ -14,7 +14,7 @@ import { totpLimit } from './limits.ts';
 import * as mfa from './mfa-service.ts';
 import {
   accessTokenResponse, changePasswordBody, emailOnlyBody, loginBody, messageRecord, recoveryCodesResponse, registerBody,
-  resetPasswordBody, sessionRecord, stepUpResponse, tokenBody, tokenSetResponse, totpBody,
+  resetPasswordBody, sessionRecord, stepUpResponse, tokenSetResponse, totpBody, verifyEmailBody,
 } from './schemas.ts';
 import { defineAuthRoute as defineRoute, type AuthServices } from './services.ts';
 
@@ -131,11 +131,15 @@ export const resetPasswordRoute = defineRoute({
 export const verifyEmailRoute = defineRoute({
   method: 'post', path: '/v1/auth/email/verify', tags, access: 'public',
   summary: 'Verify the e-mail address with the token from the link',
-  body: tokenBody,
+  description: 'Moves the account to active. Anyone can register an address with a password of their choosing, so the password set at registration '
+    + 'is kept only when the verifier shows they chose it: with `password`, or by calling with an access token of the account\'s own session. '
+    + 'With `new_password` it is replaced; with neither it is removed and a link to choose one is e-mailed. In both cases every session of the '
+    + 'account ends. A wrong `password` is 400 on `password` and leaves the token usable.',
+  body: verifyEmailBody,
   rateLimits: [perIp('verify-email', 30, 3600)],
   responses: { 200: data(userResource) },
   async handler({ body, rc, app }) {
-    return auth.verifyEmail(app, rc, body.token);
+    return auth.verifyEmail(app, rc, body);
   },
 });
 

@@ -28,7 +28,19 @@ export const loginBody = z.strictObject({
 });
 
 export const emailOnlyBody = z.strictObject({ email: emailField() });
-export const tokenBody = z.strictObject({ token: z.string().min(16).max(512) });
+/**
+ * Verification: the token, and who set the account's password showing it was them (`password`), or a
+ * new password replacing it (`new_password`). See auth-service.ts verifyEmail.
+ */
+export const verifyEmailBody = z.strictObject({
+  token: z.string().min(16).max(512),
+  password: z.string().min(1).max(1024).optional().describe('The password chosen at registration: kept, with the sessions opened with it'),
+  new_password: newPasswordSchema.optional().describe('Replaces the password chosen at registration; every session of the account ends'),
+}).superRefine((body, ctx) => {
+  if (body.password !== undefined && body.new_password !== undefined) {
+    ctx.addIssue({ code: 'custom', path: ['new_password'], message: 'Give either password or new_password, not both' });
+  }
+});
 export const resetPasswordBody = z.strictObject({
   token: z.string().min(16).max(512),
   new_password: newPasswordSchema,

@@ -45,6 +45,12 @@ t.test('the verify-email link opens a page that confirms the address through the
   t.equal(page.headers.get('referrer-policy'), 'no-referrer', 'the token in the address never leaves as a Referer');
   t.notMatch(page.html, /<script>|<style>|\son\w+=/, 'no inline script, style or handler');
   await page.submit();
+  t.equal(page.message().kind, 'error', 'neither the password nor a new one: nothing is sent');
+  page.fill('password', 'Not-The-Password-1');
+  await page.submit();
+  t.equal(page.message().kind, 'error', page.message().text);
+  page.fill('password', PASSWORD);
+  await page.submit();
   t.same(page.message().kind, 'ok', page.message().text);
   t.equal(page.element('form').hidden, true);
   const session = await login(cp, email);
@@ -52,9 +58,25 @@ t.test('the verify-email link opens a page that confirms the address through the
   t.equal(me.body.data.email_verified, true);
 
   const again = await openPage(link.href);
+  again.fill('password', PASSWORD);
   await again.submit();
   t.equal(again.message().kind, 'error');
   t.match(again.message().text, /invalid, has expired or was already used/);
+});
+
+t.test('the verify-email page lets an owner who did not choose the password choose a new one', async (t) => {
+  const cp = await startTestControlPlane(t);
+  const { email } = await register(cp, { password: OTHER_PASSWORD });
+  const page = await openPage((await emailedLink(cp, email, VERIFY_SUBJECT)).href);
+  page.fill('new-password', PASSWORD);
+  page.fill('new-password-again', 'Something-else-1');
+  await page.submit();
+  t.match(page.message(), { kind: 'error', text: /differ/ });
+  page.fill('new-password-again', PASSWORD);
+  await page.submit();
+  t.equal(page.message().kind, 'ok', page.message().text);
+  t.equal((await login(cp, email, PASSWORD)).res.status, 200);
+  t.equal((await cp.request('POST', '/v1/auth/login', { json: { email, password: OTHER_PASSWORD } })).status, 401);
 });
 
 t.test('a link without its token says so and offers no form', async (t) => {

@@ -82,8 +82,22 @@
     'verify-email': {
       needsToken: true,
       async submit() {
-        var res = await post('/v1/auth/email/verify', { token: token });
-        if (res.status === 200) return done('Your e-mail address is confirmed. You can close this page.');
+        // The password chosen at registration proves the registrant is confirming; a new one replaces it.
+        var body = { token: token };
+        if ($('new-password').value) {
+          if ($('new-password').value !== $('new-password-again').value) return show('The two new passwords differ.', 'error');
+          body.new_password = $('new-password').value;
+        } else if ($('password').value) {
+          body.password = $('password').value;
+        } else {
+          return show('Enter the password you chose when you registered, or choose a new one.', 'error');
+        }
+        var res = await post('/v1/auth/email/verify', body);
+        if (res.status === 200) {
+          return done(body.new_password
+            ? 'Your e-mail address is confirmed and your new password is set. Every device was signed out: sign in with the new password.'
+            : 'Your e-mail address is confirmed. You can close this page.');
+        }
         show(problem(res), 'error');
       },
     },
