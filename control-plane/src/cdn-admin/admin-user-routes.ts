@@ -40,8 +40,10 @@ export const listAdminUsersRoute = defineRoute({
 export const createAdminUserRoute = defineRoute({
   method: 'post', path: '/v1/cdn/admin/users', tags, access: manage,
   summary: 'Create (invite) a CDN admin user',
-  description: 'A new address gets an account and an invitation e-mail whose link (valid 7 days, once) sets the password; until then the user cannot log in. '
-    + 'An address that already has an account is given the role (and told so) instead; one that is already a CDN admin user is a 409. '
+  description: 'A new address gets an account and an invitation e-mail whose link (valid 7 days, once) sets the password; until then the user cannot log in '
+    + '(status `invited`). An address whose account its owner holds (address confirmed, a password set) is given the role (and told so) instead. '
+    + 'An account that was registered but never confirmed, or has no password, is invited like a new address: its password is removed and its '
+    + 'sessions end, since anyone can register an address. One that is already a CDN admin user is a 409. '
     + `${superadminRule} ${peopleOnly} Send an Idempotency-Key to retry safely. Audit-logged.`,
   body: createAdminUserBody,
   idempotent: true,

@@ -22,7 +22,7 @@ import { paginate, type Sort } from '../http/paging.ts';
 import { deliver } from '../mail/deliver.ts';
 import { cdnAdminInvitation } from '../mail/templates.ts';
 import { notify } from '../notifications/index.ts';
-import type { CreateAdminUserInput, UpdateAdminUserInput } from './admin-user-record.ts';
+import { ADMIN_USER_STATUSES, adminUserStatus, type CreateAdminUserInput, type UpdateAdminUserInput } from './admin-user-record.ts';
 import { CDN_ROLES, cdnRank, cdnRankSql, cdnRoleOf, type CdnRole } from './cdn-roles.ts';
 
 /** How long an invitation link works. */
@@ -34,8 +34,6 @@ export interface AdminUser {
   roles: string[];
 }
 
-/** Account statuses shown as `active` (an invitee who has not set a password yet is active: the role is held). */
-const ACTIVE_STATUSES = ['active', 'pending_verification'] as const;
 
 /** People manage people: API tokens may read admin users but not create, change or deactivate them. */
 function requirePerson(rc: RequestContext): { id: string; roles: string[]; record?: Readonly<Record<string, unknown>> } {
@@ -63,14 +61,16 @@ export interface AdminUserQuery {
   sort: Sort;
   q?: string;
   role?: CdnRole;
-  status?: 'active' | 'deactivated';
+  status?: (typeof ADMIN_USER_STATUSES)[number];
 }
 
 export async function listAdminUsers(rc: RequestContext, query: AdminUserQuery) {
   const em = rc.em;
-  const where: Record<string | symbol, unknown> = {
-    status: query.status === 'deactivated' ? 'suspended' : query.status === 'active' ? { $in: [...ACTIVE_STATUSES] } : { $ne: 'deleted' },
-  };
+  // The statuses as adminUserStatus derives them.
+  const where: Record<string | symbol, unknown> = query.status === 'deactivated' ? { status: 'suspended' }
+    : query.status === 'active' ? { status: 'active', password_hash: { $ne: null } }
+    : query.status === 'invited' ? { $or: [{ status: 'pending_verification' }, { status: 'active', password_hash: null }] }
+    : { status: { $ne: 'deleted' } };
   // Holders of a CDN role, or of exactly this one as their most privileged.
   const rank = raw<symbol>((alias) => `${cdnRankSql(alias)} ${query.role ? '= ?' : '> 0'}`, query.role ? [cdnRank(query.role)] : []);
   where[rank] = [];
@@ -98,14 +98,26 @@ const inviterName = (rc: RequestContext) =>
   (rc.actor?.record?.display_name as string | null | undefined) ?? (rc.actor?.record?.email as string | undefined);
 
 /**
+ * Whether an account's owner is known to hold it: a confirmed address and a
+ * password (since issue 20, a password that survives verification is one the
+ * verifier showed they chose). Anyone can register an address and wait: an
+ * account that is not owned this way is never handed a role as it is.
+ */
+const ownedByItsOwner = (user: User) => user.email_verified && user.password_hash !== null && user.status !== 'pending_verification';
+
+/**
  * Creates a CDN admin user. A new address gets an account (no password,
  * pending until the invitation is accepted) holding the role and
  * `subscriber` (so the person can manage their own password, MFA and
  * sessions), and an invitation e-mail whose link sets the password (valid 7
- * days, once). An address that already has an account gets the role granted
- * and a notice instead (the administrator may read accounts anyway); one
- * that is already a CDN admin user is a 409. The e-mail leaves after the
- * commit.
+ * days, once). An address whose account its owner holds (confirmed, with a
+ * password: ownedByItsOwner) gets the role granted and a notice instead (the
+ * administrator may read accounts anyway). Any other existing account
+ * (registered but never confirmed, or without a password) is invited like a
+ * new address: its password is removed and every session ends, so whoever
+ * registered the address cannot use the role, and the invitation's link sets
+ * the owner's password. One that is already a CDN admin user is a 409. The
+ * e-mail leaves after the commit.
  */
 export async function createAdminUser(app: AuthServices, rc: RequestContext, input: CreateAdminUserInput): Promise<AdminUser> {
   const actor = requirePerson(rc);
@@ -120,6 +132,21 @@ export async function createAdminUser(app: AuthServices, rc: RequestContext, inp
       if (existing && existing.status !== 'deleted') {
         const { roles } = await loadUserGrants(em, existing.id);
         if (cdnRoleOf(roles)) throw conflict('This address already belongs to a CDN admin user');
+        if (!ownedByItsOwner(existing)) {
+          // Perhaps registered by someone else (account pre-hijacking): the owner proves the mailbox and sets the password.
+          existing.password_hash = null;
+          existing.updated_at = new Date();
+          await app.sessions.revokeAll(em, existing.id, 'cdn_invitation');
+          await assignRole(em, existing.id, input.role, { grantedBy: actor.id });
+          await assignRole(em, existing.id, 'subscriber', { grantedBy: actor.id });
+          invitation = await issueOneTimeToken(app, em, existing, 'invitation', INVITATION_TTL_MS);
+          recordAudit(tx, {
+            action: 'admin_user.created', resource_type: 'admin_user', resource_id: existing.id,
+            changes: { role: { from: null, to: input.role } }, metadata: { existing_account: true, invited: true },
+          });
+          await em.flush();
+          return { user: existing, roles: [...new Set([...roles, input.role, 'subscriber'])] };
+        }
         await assignRole(em, existing.id, input.role, { grantedBy: actor.id });
         existing.updated_at = new Date(); // the record changed: its version (ETag) moves
         recordAudit(tx, {
@@ -217,8 +244,9 @@ export async function deactivateAdminUser(app: AuthServices, rc: RequestContext,
     if (target.user.id === actor.id) throw conflict('You cannot deactivate yourself');
     if (target.user.status === 'suspended') throw conflict('The admin user is already deactivated');
     await assertNotLastSuperadmin(tx.em, target);
+    const from = adminUserStatus(target.user);
     const user = await suspendUser(app, tx, target.user.id, { reason: 'Deactivated as a CDN admin user', notify_user: false });
-    recordAudit(tx, { action: 'admin_user.deactivated', resource_type: 'admin_user', resource_id: user.id, changes: { status: { from: 'active', to: 'deactivated' } } });
+    recordAudit(tx, { action: 'admin_user.deactivated', resource_type: 'admin_user', resource_id: user.id, changes: { status: { from, to: 'deactivated' } } });
     await tx.em.flush();
     return { user, roles: target.roles };
   });
@@ -231,7 +259,7 @@ export async function reactivateAdminUser(rc: RequestContext, id: string): Promi
     if (cdnRoleOf(target.roles) === 'superadmin' && !isSuperadmin(tx)) throw onlySuperadmin('reactivate a superadmin');
     if (target.user.status !== 'suspended') throw new ApiError('CONFLICT', 'The admin user is not deactivated');
     const user = await reinstateUser(tx, target.user.id, 'Reactivated as a CDN admin user');
-    recordAudit(tx, { action: 'admin_user.reactivated', resource_type: 'admin_user', resource_id: user.id, changes: { status: { from: 'deactivated', to: 'active' } } });
+    recordAudit(tx, { action: 'admin_user.reactivated', resource_type: 'admin_user', resource_id: user.id, changes: { status: { from: 'deactivated', to: adminUserStatus(user) } } });
     await tx.em.flush();
     return { user, roles: target.roles };
   });

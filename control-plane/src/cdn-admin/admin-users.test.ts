@@ -59,7 +59,7 @@ t.test('POST /v1/cdn/admin/users invites a new address: 201 bare record, Locatio
   const res = await send(admin, 'POST', '/v1/cdn/admin/users', { email, display_name: 'Grace Ops', role: 'operator' });
   t.equal(res.status, 201, res.text);
   const record = res.body;
-  t.match(record, { email: email.toLowerCase(), display_name: 'Grace Ops', role: 'operator', status: 'active', last_login_at: null });
+  t.match(record, { email: email.toLowerCase(), display_name: 'Grace Ops', role: 'operator', status: 'invited', last_login_at: null });
   t.same(Object.keys(record).sort(), ['created_at', 'display_name', 'email', 'id', 'last_login_at', 'role', 'status', 'updated_at']);
   t.equal(res.headers.get('location'), `/v1/cdn/admin/users/${record.id}`);
   t.ok(res.headers.get('etag'));
@@ -147,6 +147,54 @@ t.test('an address that already has an account is given the role and told so; a 
     t.equal(again.body.code, 'CONFLICT');
   }
   t.same(await rowCounts(), before, 'nothing changed');
+});
+
+t.test('regression: account pre-hijacking through a CDN role grant; an unconfirmed account registered with a squatter\'s password was given the role', async (t) => {
+  // The squatter registers a future staff address with a password of their choosing, signs in, and never confirms it.
+  const email = uniqueEmail('future-staff');
+  const registered = await send(null, 'POST', '/v1/auth/register', { email, password: OTHER_PASSWORD, accept_terms: true });
+  t.equal(registered.status, 201);
+  const squatter = await login(cp, email, OTHER_PASSWORD);
+  const verification = await tokenFromLatest(cp, email, /^Confirm your e-mail address/);
+
+  // A superadmin adds the address as a CDN admin: the account is invited, not handed the role as it stands.
+  const res = await send(superadmin, 'POST', '/v1/cdn/admin/users', { email, role: 'admin' });
+  t.equal(res.status, 201, res.text);
+  t.match(res.body, { email, role: 'admin', status: 'invited' }, 'the record shows the real status');
+  t.equal((await send(admin, 'GET', `/v1/cdn/admin/users/${res.body.id}`)).body.status, 'invited');
+  const [row] = await query<Record<string, any>>(cp, 'select password_hash, email_verified from app_user where email = ?', [email]);
+  t.match(row, { password_hash: null, email_verified: false }, 'the squatter\'s password is gone');
+  t.equal((await send(squatter, 'GET', '/v1/users/me')).status, 401, 'their session ended');
+  t.equal((await send(null, 'POST', '/v1/auth/login', { email, password: OTHER_PASSWORD })).status, 401, 'their password no longer signs in');
+  t.ok((await auditOf(res.body.id)).some((e) => e.action === 'admin_user.created' && e.metadata.invited === true && e.metadata.existing_account === true));
+
+  // The owner confirms the address with the link waiting in the mailbox: still nobody can sign in or use the role.
+  t.equal((await send(null, 'POST', '/v1/auth/email/verify', { token: verification })).status, 200);
+  t.equal((await send(null, 'POST', '/v1/auth/login', { email, password: OTHER_PASSWORD })).status, 401);
+
+  // The owner accepts the invitation with a password of their own, and only then holds the role.
+  const invitation = await tokenFromLatest(cp, email, INVITE_SUBJECT);
+  const accepted = await send(null, 'POST', '/v1/auth/invitation/accept', { token: invitation, new_password: 'Owners-Own-Pass-9' });
+  t.equal(accepted.status, 200, accepted.text);
+  const owner = await login(cp, email, 'Owners-Own-Pass-9');
+  t.equal((await send(owner, 'GET', '/v1/cdn/endpoints')).status, 200);
+  t.equal((await send(admin, 'GET', `/v1/cdn/admin/users/${res.body.id}`)).body.status, 'active');
+  t.equal((await send(null, 'POST', '/v1/auth/login', { email, password: OTHER_PASSWORD })).status, 401, 'the squatter never gets in');
+});
+
+t.test('accepting an invitation ends every session opened before it', async (t) => {
+  const record = await invite({ role: 'viewer' });
+  // The invitee has no password, but a reset link reaches the same mailbox and opens a session.
+  t.equal((await send(null, 'POST', '/v1/auth/password/forgot', { email: record.email })).status, 200);
+  const reset = await send(null, 'POST', '/v1/auth/password/reset', { token: await tokenFromLatest(cp, record.email, /^Reset your/), new_password: OTHER_PASSWORD });
+  t.equal(reset.status, 200, reset.text);
+  const early = reset.body.access_token as string;
+  t.equal((await send(early, 'GET', '/v1/users/me')).status, 200);
+  const invitation = await tokenFromLatest(cp, record.email, INVITE_SUBJECT);
+  t.equal((await send(null, 'POST', '/v1/auth/invitation/accept', { token: invitation, new_password: 'Owners-Own-Pass-9' })).status, 200);
+  t.equal((await send(early, 'GET', '/v1/users/me')).status, 401, 'the earlier session ended');
+  t.equal(await countRows(cp, 'auth_session', 'user_id = ? and revoked_at is null', [record.id]), 0);
+  await login(cp, record.email, 'Owners-Own-Pass-9');
 });
 
 t.test('bad input is a 400 naming the field, and nothing is stored or sent', async (t) => {
@@ -288,6 +336,13 @@ t.test('GET /v1/cdn/admin/users lists CDN role holders only, pages, sorts, filte
   t.ok(deactivated.body.data.some((u: any) => u.id === a.id));
   const active = await send(admin, 'GET', '/v1/cdn/admin/users?status=active&limit=100');
   t.notOk(active.body.data.some((u: any) => u.id === a.id));
+  t.notOk(active.body.data.some((u: any) => u.id === b.id), 'an invitee who has not accepted is not active');
+  t.ok(active.body.data.every((u: any) => u.status === 'active'));
+  t.ok(active.body.data.some((u: any) => u.id === admin.id));
+  const invited = await send(admin, 'GET', '/v1/cdn/admin/users?status=invited&limit=100');
+  t.ok(invited.body.data.every((u: any) => u.status === 'invited'));
+  t.ok(invited.body.data.some((u: any) => u.id === b.id));
+  t.notOk(invited.body.data.some((u: any) => u.id === admin.id));
 
   const page1 = await send(admin, 'GET', '/v1/cdn/admin/users?limit=2&sort=email');
   t.equal(page1.body.data.length, 2);

@@ -1,8 +1,10 @@
 // Accepting an invitation (DESIGN.md §5): the e-mailed one-time token and a
-// new password make the invited account active with that password. The token
-// is stored hashed, works once (a conditional update spends it) and expires
-// after 7 days; a deactivated invitee cannot accept (403) and keeps the link
-// unspent for after a reactivation. Audit-logged with the invitee as actor.
+// new password make the invited account active with that password, and end
+// every session opened before (an existing account invited because its owner
+// had not confirmed it may hold a squatter's). The token is stored hashed,
+// works once (a conditional update spends it) and expires after 7 days; a
+// deactivated invitee cannot accept (403) and keeps the link unspent for
+// after a reactivation. Audit-logged with the invitee as actor.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { User } from '../accounts/user.entity.ts';
 import { recordAudit } from '../audit/audit.ts';
@@ -26,6 +28,8 @@ export async function acceptInvitation(app: AuthServices, rc: RequestContext, in
     // The link reached the address: it is verified as a verification link would.
     user.email_verified = true;
     if (user.status === 'pending_verification') user.status = 'active';
+    // Sessions opened before the owner set this password are not the owner's to keep (a registration by someone else).
+    await app.sessions.revokeAll(tx.em, user.id, 'invitation_accepted');
     tx.actor = { type: 'user', id: user.id, roles: [] };
     recordAudit(tx, { action: 'admin_user.invitation_accepted', resource_type: 'admin_user', resource_id: user.id, changes: { status: { from: 'invited', to: 'active' } } });
     await tx.em.flush();
