@@ -227,3 +227,19 @@ t.test('Idempotency-Key: a replay returns the first rule (not a 409); another bo
   t.equal(other.status, 422);
   t.equal(other.body.code, 'IDEMPOTENCY_KEY_REUSED');
 });
+
+t.test('the configuration check names what the edge could not enforce, made behind the API\'s back: an unusable range, default deny admitting no one', async (t) => {
+  const { endpoint: e } = await makeEndpoint(cp, admin);
+  const rule = (await send(admin, 'POST', `/v1/cdn/endpoints/${e.id}/ip-rules`, { action: 'block', cidr: '198.51.100.0/24' })).body;
+  // SQL makes them, as a restore or an operator might; the API refuses both.
+  await query(cp, `update cdn_ip_rule set cidr = '10.0.0.5/8' where id = ?`, [rule.id]);
+  await query(cp, `update cdn_endpoint set ip_default_action = 'deny' where id = ?`, [e.id]);
+  const draft = await send(admin, 'POST', '/v1/cdn/config/validate', {});
+  t.equal(draft.status, 201, draft.text);
+  t.equal(draft.body.status, 'invalid');
+  t.ok(draft.body.validation_errors.some((p: any) => p.resource_type === 'ip_rule' && p.resource_id === rule.id && /cidr: Host bits are set; the range is 10\.0\.0\.0\/8/.test(p.message)), 'the rule is named');
+  t.ok(draft.body.validation_errors.some((p: any) => p.resource_type === 'endpoint' && p.resource_id === e.id && /ip_default_action is deny/.test(p.message)), 'the endpoint is named');
+  await query(cp, `update cdn_endpoint set ip_default_action = 'allow' where id = ?`, [e.id]);
+  await query(cp, `delete from cdn_ip_rule where id = ?`, [rule.id]);
+  t.equal((await send(admin, 'POST', '/v1/cdn/config/validate', {})).body.status, 'valid', 'put right again');
+});
