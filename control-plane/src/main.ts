@@ -9,7 +9,8 @@ import { createAdminCommand, ensureFirstSuperadmin } from './admin/create-admin.
 import { syncRoleCatalog } from './auth/permissions/permission-service.ts';
 import { entities } from './capabilities.ts';
 import { ConfigError, loadConfig, type Config } from './config/config.ts';
-import { serveCommands } from './db/command-channel.ts';
+import { CommandError, serveCommands } from './db/command-channel.ts';
+import { controlPlaneApplicationName } from './db/control-plane-presence.ts';
 import { DataDirBusyError } from './db/data-dir-lock.ts';
 import { EmbeddedDatabaseError } from './db/embedded-postgres.ts';
 import { migrateCommand } from './db/migrate-cli.ts';
@@ -40,6 +41,8 @@ try {
 }
 
 const log = createLogger(config.LOG_LEVEL);
+// Where this control plane answers, as commands run in their own process find it (control-plane-presence.ts).
+const advertisedUrl = config.PUBLIC_URL ? config.publicUrl : config.PORT ? `http://localhost:${config.PORT}` : undefined;
 let db: Database;
 try {
   db = await openDatabase({
@@ -47,6 +50,7 @@ try {
     dataDir: config.dataDir,
     entities,
     log,
+    applicationName: advertisedUrl && controlPlaneApplicationName(advertisedUrl),
     embeddedOptions: {
       role: 'control-plane',
       whenBusy(holder) {
@@ -68,7 +72,10 @@ try {
 // Before the HTTP server answers, so whoever waits for readiness (npm start) has read them.
 if (config.NODE_ENV !== 'production') {
   await syncRoleCatalog(db.orm.em.fork());
-  const first = await ensureFirstSuperadmin(db, config.ADMIN_EMAIL);
+  const first = await ensureFirstSuperadmin(db, config.ADMIN_EMAIL).catch((error: unknown) => {
+    if (error instanceof CommandError) fatal(`no first superadmin: ${error.message} Or set ADMIN_EMAIL to another address.`);
+    throw error;
+  });
   if (first) {
     console.log([
       'First superadmin created (the password is shown this once; store it safely):',

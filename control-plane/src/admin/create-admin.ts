@@ -1,6 +1,6 @@
 // The admin:create command (its CLI is control-plane/src/cli/admin-create.ts):
-// creates a superadmin or admin, or grants the role to an existing account,
-// and creates the first superadmin of a fresh database.
+// creates a superadmin or admin, or grants the role to an existing account
+// its owner holds, and creates the first superadmin of a fresh database.
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -10,7 +10,8 @@ import { normalizeEmail } from '../auth/auth-service.ts';
 import { assignRole, syncRoleCatalog } from '../auth/permissions/permission-service.ts';
 import { hashPassword, passwordSchema } from '../auth/primitives/password.ts';
 import { emailField } from '../auth/schemas.ts';
-import { defineCommand } from '../db/command-channel.ts';
+import { CommandError, defineCommand } from '../db/command-channel.ts';
+import { connectedControlPlanes } from '../db/control-plane-presence.ts';
 import type { Database } from '../db/orm.ts';
 
 export const createAdminArgs = z.strictObject({
@@ -26,14 +27,23 @@ export function generatePassword(): string {
   return `${randomBytes(18).toString('base64url')}aA1!`;
 }
 
-/** Creates the account (active, verified, with its primary profile) or finds it; grants the role and `subscriber`. */
+/**
+ * Creates the account (active, verified, with its primary profile) or finds it; grants the role and `subscriber`.
+ * An existing account whose owner has not confirmed the address or set a password is refused (CommandError):
+ * anyone can register an address and wait for it to be made an administrator (account pre-hijacking).
+ */
 async function upsertAdmin(em: EntityManager, input: { email: string; password?: string; displayName?: string; role: string }): Promise<{ created: boolean; password: string }> {
   const email = normalizeEmail(input.email);
   const password = input.password ?? generatePassword();
   let user = await em.findOne(User, { email });
   const created = !user;
   if (user) {
+    if (!user.email_verified || !user.password_hash || user.status === 'pending_verification') {
+      throw new CommandError(`${email} belongs to an account whose owner has not confirmed the address or set a password (anyone can register an address), `
+        + 'so it is not given a role. Invite it as a CDN admin user instead (POST /v1/cdn/admin/users): the invitation reaches the owner, who sets the password.');
+    }
     if (input.password !== undefined) user.password_hash = await hashPassword(password);
+    user.updated_at = new Date(); // its roles change: the record's version (ETag) moves
   } else {
     user = em.create(User, {
       email,
@@ -64,7 +74,12 @@ export const createAdminCommand = defineCommand({
     if (created) io.out(`Created ${email} (${input.role}).`);
     else io.out(`Account ${email} exists: granted ${input.role}${input.password !== undefined ? ' and set the given password' : ''}.`);
     if (created && input.password === undefined) io.out(`Generated password (shown once, store it safely): ${password}`);
-    io.out(`Log in: POST ${publicUrl}/v1/auth/login with {"email": "${email}", "password": "..."}`);
+    // The control planes connected to this database name their address; without one, this configuration's address.
+    const running = await connectedControlPlanes(db);
+    const [url = publicUrl, ...others] = running;
+    const where = others.length ? ` (also served at ${others.join(', ')})`
+      : !running.length && !db.embedded ? ' (no control plane is connected to this database now: the address this configuration gives it)' : '';
+    io.out(`Log in: POST ${url}/v1/auth/login with {"email": "${email}", "password": "..."}${where}`);
   },
 });
 

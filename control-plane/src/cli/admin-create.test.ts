@@ -6,6 +6,8 @@ import path from 'node:path';
 import { createTestDatabase } from '../../../test/support/database.ts';
 import { detectServices } from '../../../test/support/services.ts';
 import { verifyPassword } from '../auth/primitives/password.ts';
+import { controlPlaneApplicationName } from '../db/control-plane-presence.ts';
+import { openDatabase } from '../db/orm.ts';
 
 const services = await detectServices();
 const cli = path.resolve(import.meta.dirname, 'admin-create.ts');
@@ -55,4 +57,58 @@ t.test('admin:create creates a verified superadmin with the printed password, gr
     t.match(res.stderr, message);
   }
   t.equal((await conn().execute(`select count(*)::int as n from app_user where email = 'x@example.com'`))[0].n, 0, 'refused runs create nothing');
+});
+
+t.test('regression: admin:create printed a login URL on port 8080 whatever port the running control plane used; it prints the connected one\'s', { skip: services.postgresUrl ? false : 'needs a real PostgreSQL' }, async (t) => {
+  const database = await createTestDatabase({ postgresUrl: services.postgresUrl });
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'sp-cli-'));
+  t.teardown(async () => {
+    await database.dispose();
+    await fs.rm(dataDir, { recursive: true, force: true });
+  });
+  const run = (args: string[]) => new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const { PORT: _port, PUBLIC_URL: _url, ...env } = process.env;
+    const child = spawn(process.execPath, [cli, ...args], { env: { ...env, DATABASE_URL: database.url, DATA_DIR: dataDir, LOG_LEVEL: 'silent', NODE_ENV: 'test' } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c) => (stdout += c));
+    child.stderr.on('data', (c) => (stderr += c));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+
+  const alone = await run(['--email', 'nobody-running@example.com']);
+  t.equal(alone.code, 0, alone.stderr);
+  t.match(alone.stdout, /Log in: POST http:\/\/localhost:8080\/v1\/auth\/login .*no control plane is connected to this database now/, 'nothing runs: the address this configuration gives it, and says so');
+
+  // A control plane on port 9123 names its connections with its address, as main.ts does (control-plane-presence.ts).
+  const running = await openDatabase({ databaseUrl: database.url, dataDir, migrate: false, applicationName: controlPlaneApplicationName('http://localhost:9123') });
+  t.teardown(() => running.close());
+  await running.ping();
+  const found = await run(['--email', 'running@example.com']);
+  t.equal(found.code, 0, found.stderr);
+  t.match(found.stdout, /Log in: POST http:\/\/localhost:9123\/v1\/auth\/login with/);
+  t.notMatch(found.stdout, /8080|no control plane/);
+});
+
+t.test('regression: admin:create granted a role to an account someone registered and never confirmed (pre-hijacking); it refuses', { skip: services.postgresUrl ? false : 'needs a real PostgreSQL' }, async (t) => {
+  const database = await createTestDatabase({ postgresUrl: services.postgresUrl });
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'sp-cli-'));
+  t.teardown(async () => {
+    await database.dispose();
+    await fs.rm(dataDir, { recursive: true, force: true });
+  });
+  const conn = () => database.db.orm.em.fork().getConnection();
+  await conn().execute(`insert into app_user (id, email, password_hash, status, email_verified, notification_preferences, created_at, updated_at, version)
+    values (gen_random_uuid(), 'squatted@example.com', 'x', 'pending_verification', false, '{}'::jsonb, now(), now(), 1)`);
+  const res = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+    const child = spawn(process.execPath, [cli, '--email', 'squatted@example.com', '--password', 'Chosen-Pass-123'], { env: { ...process.env, DATABASE_URL: database.url, DATA_DIR: dataDir, LOG_LEVEL: 'silent', NODE_ENV: 'test' } });
+    let stderr = '';
+    child.stderr.on('data', (c) => (stderr += c));
+    child.on('close', (code) => resolve({ code, stderr }));
+  });
+  t.equal(res.code, 1);
+  t.match(res.stderr, /not confirmed the address or set a password/);
+  t.same(await conn().execute(`select r.role_name from user_role r join app_user u on u.id = r.user_id where u.email = 'squatted@example.com'`), [], 'no role granted');
+  const [row] = await conn().execute(`select password_hash from app_user where email = 'squatted@example.com'`);
+  t.equal(row.password_hash, 'x', 'nothing changed');
 });

@@ -34,6 +34,8 @@ export interface OpenDatabaseOptions {
   onQuery?: (sql: string, params: readonly unknown[]) => void;
   /** How to take the embedded directory's lock (who we are, wait or fail when it is held). */
   embeddedOptions?: EmbeddedOptions;
+  /** PostgreSQL's application_name for the pool's connections (a control plane names its address: control-plane-presence.ts). */
+  applicationName?: string;
 }
 
 export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
@@ -56,6 +58,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
       // Triggers are hand-written in migrations (e.g. 0021's configuration revision): the schema diff leaves them alone.
       schemaGenerator: { ignoreTriggers: true },
       pool: embedded ? { min: 0, max: 1 } : { min: 0, max: options.poolMax ?? 10 },
+      ...(options.applicationName && !embedded ? { driverOptions: { application_name: options.applicationName } } : {}),
       forceUtcTimezone: true,
       ...(options.onQuery ? { onQuery: (sql: string, params: readonly unknown[]) => (options.onQuery!(sql, params), sql) } : {}),
       // Each request forks its own context (http/request-context.ts); the global one is a bug.
