@@ -34,8 +34,9 @@ const clock = new ManualClock();
 const cp = await startTestControlPlane(t, { env: { ...RELAXED_LIMITS, TRUST_PROXY: 'true' }, clock, extraJobs: [mailing] });
 let admin = await createAdmin(cp);
 
-const deleteMe = (token: string, options: { json?: unknown; query?: string } = {}) =>
-  cp.request('DELETE', `/v1/users/me${options.query ?? ''}`, { headers: bearer(token), json: options.json });
+/** The first form, confirmed with the password (PASSWORD) unless `json` says otherwise (`json: undefined`: no body). */
+const deleteMe = (token: string, options: { json?: unknown; query?: string; headers?: Record<string, string> } = {}) =>
+  cp.request('DELETE', `/v1/users/me${options.query ?? ''}`, { headers: bearer(token, options.headers), json: 'json' in options ? options.json : { password: PASSWORD } });
 const requestDeletion = (token: string, json: unknown) => cp.request('POST', '/v1/users/me/deletion-request', { headers: bearer(token), json });
 const readDeletion = (token: string) => cp.request('GET', '/v1/users/me/deletion-request', { headers: bearer(token) });
 const cancelDeletion = (token: string) => cp.request('DELETE', '/v1/users/me/deletion-request', { headers: bearer(token) });
@@ -146,8 +147,9 @@ t.test('deletion requests refuse malformed input with 400 and store nothing', as
     t.equal(res.status, 400, JSON.stringify(body));
     t.equal(res.body.code, 'VALIDATION_ERROR');
   }
-  const withBody = await deleteMe(me.accessToken, { json: { password: PASSWORD } });
-  t.equal(withBody.status, 400, 'the first form takes no body');
+  const withBody = await deleteMe(me.accessToken, { json: { password: PASSWORD, reason: 'the first form takes no reason' } });
+  t.equal(withBody.status, 400, 'the first form\'s body takes the password only');
+  t.equal(withBody.body.errors[0].field, 'reason');
   t.equal((await deleteMe(me.accessToken, { query: '?force=true' })).status, 400, 'nor a query');
   t.equal((await cp.request('DELETE', '/v1/users/me/deletion-request?x=1', { headers: bearer(me.accessToken) })).status, 400);
   t.equal((await requestsOf(me.id)).length, 0, 'nothing stored');
@@ -155,6 +157,49 @@ t.test('deletion requests refuse malformed input with 400 and store nothing', as
   t.equal((await cp.request('DELETE', '/v1/users/me')).status, 401, 'a login is needed');
   t.equal((await readDeletion(me.accessToken)).status, 404, 'GET: no request yet');
   t.equal((await cancelDeletion(me.accessToken)).status, 404, 'nothing to cancel');
+});
+
+t.test('regression: a stolen access token alone deleted the account (DELETE /v1/users/me took no password), ending paid subscriptions without refund', async (t) => {
+  const me = await createLoggedInUser(cp);
+  const svod = await insertSubscription(me.id, 'active');
+  const untouched = async (what: string) => {
+    t.equal((await requestsOf(me.id)).length, 0, `${what}: no request`);
+    t.match((await subscriptionsOf(me.id)).find((s) => s.id === svod), { status: 'active' }, `${what}: the subscription runs`);
+  };
+  const bare = await deleteMe(me.accessToken, { json: undefined });
+  t.equal(bare.status, 403, 'the access token alone is not enough');
+  t.equal(bare.body.code, 'STEP_UP_REQUIRED');
+  t.match(bare.body.message, /password.*step-up token/);
+  await untouched('no proof');
+  const wrong = await deleteMe(me.accessToken, { json: { password: OTHER_PASSWORD } });
+  t.equal(wrong.status, 400);
+  t.equal(wrong.body.errors[0].field, 'password');
+  await untouched('a wrong password');
+  const forged = await deleteMe(me.accessToken, { json: undefined, headers: { 'x-step-up-token': 'not.a.token' } });
+  t.equal(forged.status, 403);
+  t.equal(forged.body.code, 'STEP_UP_REQUIRED');
+  await untouched('a bad step-up token');
+
+  const res = await deleteMe(me.accessToken, { json: { password: PASSWORD } });
+  t.equal(res.status, 202, 'with the password');
+  t.match((await subscriptionsOf(me.id)).find((s) => s.id === svod), { status: 'canceled' });
+  const [audit] = await query<{ metadata: Record<string, unknown> }>(cp, `select metadata from audit_log where action = 'account.deletion_requested' and resource_id = ?`, [me.id]);
+  t.match(audit?.metadata, { form: 'first', confirmed_by: 'password_check' });
+});
+
+t.test('DELETE /v1/users/me takes a fresh step-up token of the same session instead of the password', async (t) => {
+  const me = await createLoggedInUser(cp);
+  const { stepUp } = await enableMfa(cp, me);
+  const second = await createLoggedInUser(cp);
+  const { stepUp: strangers } = await enableMfa(cp, second);
+  const foreign = await deleteMe(me.accessToken, { json: undefined, headers: { 'x-step-up-token': strangers } });
+  t.equal(foreign.status, 403, 'another account\'s step-up token does not do');
+  t.equal((await requestsOf(me.id)).length, 0);
+  const res = await deleteMe(me.accessToken, { json: undefined, headers: { 'x-step-up-token': stepUp } });
+  t.equal(res.status, 202, res.text);
+  const [audit] = await query<{ metadata: Record<string, unknown> }>(cp, `select metadata from audit_log where action = 'account.deletion_requested' and resource_id = ?`, [me.id]);
+  t.match(audit?.metadata, { form: 'first', confirmed_by: 'step_up' });
+  t.equal((await cancelDeletion(me.accessToken)).status, 204);
 });
 
 t.test('during the grace period the owner may log in, read the account, export and cancel; the rest is 403 ACCOUNT_PENDING_DELETION', async (t) => {

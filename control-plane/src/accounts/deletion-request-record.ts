@@ -14,6 +14,11 @@ export const deletionRequestRecord = z.object({
   completed_at: timestampOrNull(),
 });
 
+/** Document 1 §4.1, first form: no body is described; the password may confirm it (or a step-up token, in a header). */
+export const deleteMeBody = z.strictObject({
+  password: z.string().min(1).max(128).optional().describe('The current password of the account (or send X-Step-Up-Token)'),
+});
+
 /** Document 1 §4.1, second form: the current password, and an optional reason (part 8: at most 500 characters). */
 export const deletionRequestBody = z.strictObject({
   password: z.string().min(1).max(128).describe('The current password of the account'),

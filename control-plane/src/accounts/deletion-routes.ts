@@ -1,7 +1,8 @@
 // Account deletion (document 1 §3, §4.1; DESIGN.md §6 `POST|DELETE
 // /v1/users/me/deletion-request`, `DELETE /v1/users/me` is the first form).
 import { bare, data, empty, reply } from '../http/route.ts';
-import { deletionRequestBody, deletionRequestRecord } from './deletion-request-record.ts';
+import { STEP_UP_TOKEN_HEADER, stepUpTokenHeader } from '../http/headers.ts';
+import { deleteMeBody, deletionRequestBody, deletionRequestRecord } from './deletion-request-record.ts';
 import { cancelAccountDeletion, latestDeletionRequest, requestAccountDeletion } from './deletion-service.ts';
 import { defineAccountsRoute } from './services.ts';
 
@@ -10,14 +11,22 @@ const grace = 'The account and its personal data are erased 30 days later (GDPR 
   + 'Until then the owner may sign in, read the account, export their data and cancel; other operations answer 403 ACCOUNT_PENDING_DELETION. '
   + 'While a request is pending, asking again answers the pending request unchanged.';
 
+const deletionLimit = { name: 'account-deletion', limit: 10, windowSeconds: 3600, by: 'caller' } as const;
+
 export const deleteMeRoute = defineAccountsRoute({
   method: 'delete', path: '/v1/users/me', tags,
   access: { permission: 'users.delete', resourceType: 'user', allowUnverified: true, allowPendingDeletion: true },
-  summary: 'Initiate the deletion of the current user\'s account (first form, no body)',
-  description: grace,
+  summary: 'Initiate the deletion of the current user\'s account (first form)',
+  description: `${grace} The owner confirms it beyond the access token: with a step-up token of this session in X-Step-Up-Token (accounts with MFA), `
+    + 'or with the account\'s password in the body `{"password": "..."}`; without either, 403 STEP_UP_REQUIRED and nothing changes. '
+    + 'A wrong password is 400 on `password`; the password and step-up attempts share the second form\'s 10 an hour.',
+  body: deleteMeBody,
+  headers: [stepUpTokenHeader],
   responses: { 202: bare(deletionRequestRecord) },
-  async handler({ rc, app }) {
-    return reply.accepted((await requestAccountDeletion(app, rc, {})).request);
+  errors: ['STEP_UP_REQUIRED'],
+  rateLimits: [deletionLimit],
+  async handler({ body, rc, ctx, app }) {
+    return reply.accepted((await requestAccountDeletion(app, rc, { form: 'first', password: body.password, stepUpToken: ctx.get(STEP_UP_TOKEN_HEADER) })).request);
   },
 });
 
@@ -28,9 +37,9 @@ export const requestDeletionRoute = defineAccountsRoute({
   description: `${grace} A wrong password is 400 on \`password\` and changes nothing; at most 10 requests an hour.`,
   body: deletionRequestBody,
   responses: { 202: bare(deletionRequestRecord) },
-  rateLimits: [{ name: 'account-deletion', limit: 10, windowSeconds: 3600, by: 'caller' }],
+  rateLimits: [deletionLimit],
   async handler({ body, rc, app }) {
-    return reply.accepted((await requestAccountDeletion(app, rc, { password: body.password, reason: body.reason ?? null })).request);
+    return reply.accepted((await requestAccountDeletion(app, rc, { form: 'second', password: body.password, reason: body.reason ?? null })).request);
   },
 });
 

@@ -28,22 +28,35 @@ const erasureKey = (userId: string) => `user:${userId}`;
 const callerUserId = (rc: RequestContext): string => callerUserIdOf(rc, 'Only a user account can be deleted this way');
 
 export interface DeletionInput {
-  /** The second form's password (checked); undefined for the first form, which has no body. */
+  /** Which operation asked: DELETE /v1/users/me (first) or POST /v1/users/me/deletion-request (second, with a reason). */
+  form: 'first' | 'second';
+  /** The account's password, checked (required by the second form; one proof of the first). */
   password?: string;
+  /** A step-up token of the caller's session (X-Step-Up-Token; the first form's other proof). */
+  stepUpToken?: string;
   reason?: string | null;
 }
 
 /**
  * Requests the deletion of the caller's account. A request already pending
  * is answered as it is (nothing changes: the schedule does not move), so
- * repeating the request — DELETE is idempotent — is harmless. The password of
- * the second form is checked first; a wrong one is 400 on `password` and
- * changes nothing.
+ * repeating the request — DELETE is idempotent — is harmless. The caller
+ * proves, beyond the access token, that they are the account's owner now:
+ * with the password (a wrong one is 400 on `password` and changes nothing)
+ * or, in the first form, with a fresh step-up token (403 STEP_UP_REQUIRED
+ * without either), since the deletion ends every paid subscription at once
+ * without refund and a stolen access token alone must not do that.
  */
 export async function requestAccountDeletion(app: AccountsServices, rc: RequestContext, input: DeletionInput): Promise<{ request: DeletionRequest; created: boolean }> {
   const userId = callerUserId(rc);
-  if (input.password !== undefined && !(await app.checkPassword(rc, userId, input.password))) {
-    throw new ApiError('VALIDATION_ERROR', undefined, { errors: [{ field: 'password', message: 'Incorrect password' }] });
+  if (input.password !== undefined) {
+    if (!(await app.checkPassword(rc, userId, input.password))) {
+      throw new ApiError('VALIDATION_ERROR', undefined, { errors: [{ field: 'password', message: 'Incorrect password' }] });
+    }
+  } else if (input.stepUpToken) {
+    await app.requireStepUp(rc, input.stepUpToken);
+  } else {
+    throw new ApiError('STEP_UP_REQUIRED', 'Deleting the account needs its password (body `password`) or a step-up token (X-Step-Up-Token)');
   }
   return inTransaction(rc, async (tx) => {
     // One request at a time per account: concurrent requests wait here, then find the first.
@@ -63,7 +76,10 @@ export async function requestAccountDeletion(app: AccountsServices, rc: RequestC
     await app.jobs.enqueue(erasureJob, { deletion_request_id: request.id }, { runAt: scheduled, uniqueKey: erasureKey(userId), em: tx.em });
     recordAudit(tx, {
       action: 'account.deletion_requested', resource_type: 'user', resource_id: userId,
-      metadata: { deletion_request_id: request.id, scheduled_deletion_at: scheduled, form: input.password === undefined ? 'first' : 'second', subscriptions_canceled: subscriptionsEnded },
+      metadata: {
+        deletion_request_id: request.id, scheduled_deletion_at: scheduled, form: input.form, confirmed_by: input.password === undefined ? 'step_up' : 'password_check',
+        subscriptions_canceled: subscriptionsEnded,
+      },
     });
     // The owner hears of it at once (account security: someone holding the session could have asked).
     await app.notifyUser(tx, {

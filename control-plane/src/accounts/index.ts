@@ -26,17 +26,20 @@ export type { AccountsServices } from './services.ts';
 /**
  * What accounts needs from capabilities above it, until they provide it: one
  * profile per account (billing raises it per plan), no way to prove a
- * profile's PIN or a password (auth), no subscriptions to end (billing), and
+ * profile's PIN, a password or a second factor (auth), no subscriptions to end (billing), and
  * notices sent as e-mail only (notifications adds the in-app record and the
  * user's preferences).
  */
-function defaults(core: CoreServices): Pick<AccountsServices, 'profileLimit' | 'requireProfileToken' | 'checkPassword' | 'endSubscriptionsForDeletion' | 'notifyUser'> {
+function defaults(core: CoreServices): Pick<AccountsServices, 'profileLimit' | 'requireProfileToken' | 'checkPassword' | 'requireStepUp' | 'endSubscriptionsForDeletion' | 'notifyUser'> {
   return {
     profileLimit: async () => 1,
     requireProfileToken: async () => {
       throw new ApiError('PROFILE_TOKEN_REQUIRED', 'Profile tokens are not available');
     },
     checkPassword: async () => false,
+    requireStepUp: async () => {
+      throw new ApiError('STEP_UP_REQUIRED', 'Step-up tokens are not available');
+    },
     endSubscriptionsForDeletion: async () => 0,
     notifyUser: async (rc, notice) => {
       const user = await rc.em.findOne(User, notice.userId);

@@ -24,6 +24,9 @@ export type ProfileTokenCheck = (rc: RequestContext, profileId: string) => Promi
 /** Whether `password` is the user's current password (auth: argon2 verification). */
 export type PasswordCheck = (rc: RequestContext, userId: string, password: string) => Promise<boolean>;
 
+/** Refuses (403 STEP_UP_REQUIRED) unless `token` is a step-up token the caller's session obtained within its lifetime (auth). */
+export type StepUpCheck = (rc: RequestContext, token: string) => Promise<void>;
+
 /**
  * Ends the user's live subscriptions at once, without refund, because the
  * account is to be deleted (billing); in the caller's unit of work. Returns
@@ -54,6 +57,7 @@ export interface AccountsServices extends CoreServices, JobServices {
   profileLimit: ProfileLimit;
   requireProfileToken: ProfileTokenCheck;
   checkPassword: PasswordCheck;
+  requireStepUp: StepUpCheck;
   endSubscriptionsForDeletion: SubscriptionTermination;
   notifyUser: UserNotifier;
   /** Every holder of personal data (gathered by the composition root from the capabilities and the framework). */

@@ -11,6 +11,7 @@ import { syncRoleCatalog } from './permissions/permission-service.ts';
 import { Role, RolePermission, UserRole } from './permissions/role.entity.ts';
 import { profileTokenRoutes } from './profile-token-routes.ts';
 import { requireProfileToken } from './profile-tokens.ts';
+import { requireStepUp } from './mfa-service.ts';
 import { authRoutes } from './routes.ts';
 import type { AuthServices } from './services.ts';
 import { SessionService } from './session-service.ts';
@@ -31,8 +32,11 @@ export const auth = {
     const services: AuthServices = { ...core, tokens, sessions };
     return {
       // Accounts asks for proof of a PIN-protected profile's PIN through this (accounts/services.ts).
-      // Accounts checks the password of a deletion request through checkPassword.
-      services: { tokens, sessions, requireProfileToken: (rc: RequestContext, profileId: string) => requireProfileToken(services, rc, profileId), checkPassword: checkAccountPassword },
+      // Accounts checks the password or step-up token of a deletion request through checkPassword and requireStepUp.
+      services: {
+        tokens, sessions, requireProfileToken: (rc: RequestContext, profileId: string) => requireProfileToken(services, rc, profileId), checkPassword: checkAccountPassword,
+        requireStepUp: (rc: RequestContext, token: string) => requireStepUp(services, rc, token),
+      },
       // API tokens are resolved by a later capability's `resolveApiToken` service (looked up per request on the shared services).
       access: new TokenAccessControl(tokens, core.db, core as AuthServices),
       close: () => tokens.close(),

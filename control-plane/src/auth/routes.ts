@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { userResource } from '../accounts/user-record.ts';
 import { ApiError } from '../http/errors.ts';
+import { STEP_UP_TOKEN_HEADER, stepUpTokenHeader } from '../http/headers.ts';
 import { bare, data, empty, list, reply, type RateLimitRule } from '../http/route.ts';
 import { requireActor } from './access-control.ts';
 import { Session } from './auth.entities.ts';
@@ -231,10 +232,11 @@ export const readRecoveryCodesRoute = defineRoute({
   method: 'get', path: '/v1/me/auth/mfa/recovery-codes', tags, access: { permission: 'mfa.manage', resourceType: 'user' },
   summary: 'List the unused recovery codes (masked)',
   description: 'Needs a step-up token in X-Step-Up-Token, obtained in the same session within its 300 seconds. Codes are stored hashed, so only their last characters are shown; regenerate to see new plaintext codes.',
+  headers: [stepUpTokenHeader],
   responses: { 200: bare(recoveryCodesResponse.extend({ remaining: z.number().int() })) },
   errors: ['STEP_UP_REQUIRED', 'CONFLICT'],
   async handler({ rc, ctx, app }) {
-    return mfa.listRecoveryCodes(app, rc, ctx.get('x-step-up-token'));
+    return mfa.listRecoveryCodes(app, rc, ctx.get(STEP_UP_TOKEN_HEADER));
   },
 });
 

@@ -12,6 +12,14 @@ export interface HeaderParameter {
 /** Profile session token (document 1 part 5.8): proof of a PIN-protected profile's PIN, from verify-pin. */
 export const PROFILE_TOKEN_HEADER = 'X-Profile-Token';
 
+/** Step-up token (document 2): proof of a second factor obtained in this session within its 300 seconds, from POST /v1/me/auth/mfa/verify. */
+export const STEP_UP_TOKEN_HEADER = 'X-Step-Up-Token';
+
+export const stepUpTokenHeader: HeaderParameter = {
+  name: STEP_UP_TOKEN_HEADER,
+  description: 'Step-up token from POST /v1/me/auth/mfa/verify (valid 300 s, in the session that obtained it)',
+};
+
 export const profileTokenHeader: HeaderParameter = {
   name: PROFILE_TOKEN_HEADER,
   description: 'Profile token from POST /v1/users/me/profiles/{profile_id}/verify-pin (valid 3600 s, in the session that obtained it); '
