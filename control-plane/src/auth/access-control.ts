@@ -13,6 +13,7 @@ import { matchPermission, type PermissionGrant } from '../permissions/catalog.ts
 import { loadRoleGrants } from './permissions/permission-service.ts';
 import { API_TOKEN_PREFIX } from './primitives/opaque-tokens.ts';
 import { TokenVerificationError } from './primitives/signing-keys.ts';
+import type { SessionActivity } from './session-activity.ts';
 import type { TokenService } from './token-service.ts';
 
 /**
@@ -64,11 +65,13 @@ export class TokenAccessControl implements AccessControl {
   readonly #tokens: TokenService;
   readonly #db: Database;
   readonly #apiTokens: ApiTokenResolverSource;
+  readonly #markActive: SessionActivity | undefined;
 
-  constructor(tokens: TokenService, db: Database, apiTokens: ApiTokenResolverSource = {}) {
+  constructor(tokens: TokenService, db: Database, apiTokens: ApiTokenResolverSource = {}, markActive?: SessionActivity) {
     this.#tokens = tokens;
     this.#db = db;
     this.#apiTokens = apiTokens;
+    this.#markActive = markActive;
   }
 
   async authenticate(rc: RequestContext, authorization: string, rule: AccessRule): Promise<void> {
@@ -95,6 +98,8 @@ export class TokenAccessControl implements AccessControl {
     }
     try {
       const claims = await this.#tokens.verifyAccessToken(token);
+      // The session is in use: its last_active_at moves (at most once a minute).
+      if (claims.sid) await this.#markActive?.(claims.sid);
       return { type: 'user', id: claims.sub, roles: claims.roles, sessionId: claims.sid, tokenId: claims.jti, tokenExpiresAt: claims.exp };
     } catch (error) {
       if (error instanceof TokenVerificationError) {

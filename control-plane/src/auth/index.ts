@@ -12,6 +12,7 @@ import { Role, RolePermission, UserRole } from './permissions/role.entity.ts';
 import { profileTokenRoutes } from './profile-token-routes.ts';
 import { requireProfileToken } from './profile-tokens.ts';
 import { requireStepUp } from './mfa-service.ts';
+import { sessionActivity } from './session-activity.ts';
 import { authRoutes } from './routes.ts';
 import type { AuthServices } from './services.ts';
 import { SessionService } from './session-service.ts';
@@ -38,7 +39,7 @@ export const auth = {
         requireStepUp: (rc: RequestContext, token: string) => requireStepUp(services, rc, token),
       },
       // API tokens are resolved by a later capability's `resolveApiToken` service (looked up per request on the shared services).
-      access: new TokenAccessControl(tokens, core.db, core as AuthServices),
+      access: new TokenAccessControl(tokens, core.db, core as AuthServices, sessionActivity(core)),
       close: () => tokens.close(),
     };
   },

@@ -2,7 +2,7 @@ import t from 'tap';
 import { decodeJwt } from 'jose';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import {
-  bearer, cookieAttributes, cookieHeader, createLoggedInUser, login, refreshCookieLine, RELAXED_LIMITS,
+  bearer, cookieAttributes, cookieHeader, createLoggedInUser, login, query, refreshCookieLine, RELAXED_LIMITS,
 } from '../../../test/support/auth.ts';
 
 const cp = await startTestControlPlane(t, { env: RELAXED_LIMITS });
@@ -85,4 +85,37 @@ t.test('DELETE /v1/me/auth/sessions/{id} refuses an id that is neither a uuid no
 t.test('session routes need a token', async (t) => {
   t.equal((await cp.request('GET', '/v1/me/auth/sessions')).status, 401);
   t.equal((await cp.request('DELETE', '/v1/me/auth/sessions/current')).status, 401);
+});
+
+t.test('regression: a session\'s last_active_at moved only when its refresh token was used; API calls with its access tokens move it, at most once a minute', async (t) => {
+  // Real time, which the test moves forward (a minute on) for this control plane only.
+  const clock = { skewMs: 0, now: () => new Date(Date.now() + clock.skewMs) };
+  const own = await startTestControlPlane(t, { env: RELAXED_LIMITS, clock });
+  const a = await createLoggedInUser(own);
+  const session = sid(a.accessToken);
+  const lastActive = async () => new Date((await query<{ last_active_at: string }>(own, 'select last_active_at from auth_session where id = ?', [session]))[0]!.last_active_at);
+  const longAgo = new Date('2026-01-01T00:00:00Z');
+  await query(own, 'update auth_session set last_active_at = ? where id = ?', [longAgo, session]);
+
+  const before = clock.now();
+  t.equal((await own.request('GET', '/v1/users/me', { headers: bearer(a.accessToken) })).status, 200);
+  t.ok((await lastActive()) >= new Date(before.getTime() - 1000), 'an API call marks the session active');
+  const listed = await own.request('GET', '/v1/me/auth/sessions', { headers: bearer(a.accessToken) });
+  t.ok(new Date(listed.body.data[0].last_active_at) >= new Date(before.getTime() - 1000), 'and the session list shows it');
+
+  // Within the same minute further calls write nothing (one update a minute, whatever the request rate).
+  await query(own, 'update auth_session set last_active_at = ? where id = ?', [longAgo, session]);
+  for (let i = 0; i < 3; i++) t.equal((await own.request('GET', '/v1/users/me', { headers: bearer(a.accessToken) })).status, 200);
+  t.same(await lastActive(), longAgo, 'not written again within the minute');
+
+  clock.skewMs += 61_000;
+  t.equal((await own.request('GET', '/v1/users/me', { headers: bearer(a.accessToken) })).status, 200);
+  t.ok((await lastActive()) > longAgo, 'a minute on, the next call marks it again');
+
+  // A revoked session is not touched (its tokens are refused anyway).
+  await query(own, 'update auth_session set last_active_at = ? where id = ?', [longAgo, session]);
+  t.equal((await own.request('POST', '/v1/auth/logout', { headers: bearer(a.accessToken) })).status, 200);
+  clock.skewMs += 61_000;
+  t.equal((await own.request('GET', '/v1/users/me', { headers: bearer(a.accessToken) })).status, 401);
+  t.same(await lastActive(), longAgo);
 });
