@@ -8,12 +8,12 @@ import { defaultNotificationPreferences, User } from '../accounts/user.entity.ts
 import { recordAudit } from '../audit/audit.ts';
 import type { Actor, RequestContext } from '../core/request-context.ts';
 import { ApiError } from '../http/errors.ts';
-import { enforceRateLimit } from '../http/rate-limit.ts';
+import { consumeRateLimit, enforceRateLimit } from '../http/rate-limit.ts';
 import { deliver } from '../mail/deliver.ts';
 import { passwordResetEmail, registrationAttemptNotice, verificationEmail } from '../mail/templates.ts';
 import { notify } from '../notifications/index.ts';
 import { OneTimeToken, RecoveryCode, Session, type OneTimeTokenPurpose } from './auth.entities.ts';
-import { TOTP_BUDGET, totpBudgetKey } from './limits.ts';
+import { FORGOT_PER_ACCOUNT, RESEND_PER_ACCOUNT, TOTP_BUDGET, totpBudgetKey } from './limits.ts';
 import { loadUserGrants } from './permissions/permission-service.ts';
 import { generateOpaqueToken, hashToken, matchRecoveryCode } from './primitives/opaque-tokens.ts';
 import { hashPassword, needsRehash, verifyPassword, verifyPasswordOrDummy } from './primitives/password.ts';
@@ -220,14 +220,22 @@ export async function verifyEmail(app: AppServices, rc: RequestContext, input: V
   return withRoles(user, roles);
 }
 
+/** Spends one unit of a per-address e-mail budget; false once it is spent (the caller then sends nothing). */
+async function withinBudget(app: AppServices, budget: { name: string; limit: number; windowSeconds: number }, address: string): Promise<boolean> {
+  return (await consumeRateLimit(app.store, `${budget.name}:${address}`, budget.limit, budget.windowSeconds)).allowed;
+}
+
 /**
  * Sends a fresh verification link if the address belongs to an unverified
- * account; silent otherwise. The look-up and the e-mail happen after the
- * response, so the answer and its timing are the same for every address.
+ * account and has links left this hour (RESEND_PER_ACCOUNT); silent
+ * otherwise. The budget, the look-up and the e-mail happen after the
+ * response, so the answer and its timing are the same for every address and
+ * every request ("200 always").
  */
 export function resendVerification(app: AppServices, rc: RequestContext, email: string): void {
   const address = normalizeEmail(email);
   app.deferred.defer('verification-mail', async () => {
+    if (!(await withinBudget(app, RESEND_PER_ACCOUNT, address))) return;
     const em = app.db.orm.em.fork() as EntityManager;
     const user = await em.findOne(User, { email: address });
     if (user) await sendVerificationLink(app, user.id);
@@ -355,13 +363,16 @@ export async function revokeSession(app: AppServices, rc: RequestContext, sessio
 }
 
 /**
- * E-mails a reset link when the address belongs to an account; silent
- * otherwise. The look-up and the e-mail happen after the response, so the
- * answer and its timing are the same whether or not the address exists.
+ * E-mails a reset link when the address belongs to an account and has links
+ * left this hour (FORGOT_PER_ACCOUNT); silent otherwise. The budget, the
+ * look-up and the e-mail happen after the response, so the answer and its
+ * timing are the same whether or not the address exists ("200 always").
  */
 export function forgotPassword(app: AppServices, rc: RequestContext, email: string): void {
   const address = normalizeEmail(email);
-  app.deferred.defer('password-reset-mail', () => sendPasswordResetLink(app, { email: address }), rc.log);
+  app.deferred.defer('password-reset-mail', async () => {
+    if (await withinBudget(app, FORGOT_PER_ACCOUNT, address)) await sendPasswordResetLink(app, { email: address });
+  }, rc.log);
 }
 
 /** Issues a reset token and e-mails its link to the account (by id or address), unless there is none or it is deleted. */

@@ -9,6 +9,7 @@ import { bare, data, empty, list, reply, type RateLimitRule } from '../http/rout
 import { requireActor } from './access-control.ts';
 import { Session } from './auth.entities.ts';
 import * as auth from './auth-service.ts';
+import { FORGOT_PER_ACCOUNT, RESEND_PER_ACCOUNT } from './limits.ts';
 import { clearRefreshCookie, readRefreshCookie, setRefreshCookie } from './cookies.ts';
 import { setDeviceCookie, trustedDevice } from './device-cookie.ts';
 import { totpLimit } from './limits.ts';
@@ -22,7 +23,6 @@ import { defineAuthRoute as defineRoute, type AuthServices } from './services.ts
 const tags = ['Authentication'];
 const byEmail = (input: { body: any }): string | undefined => (typeof input.body?.email === 'string' ? auth.normalizeEmail(input.body.email) : undefined);
 const perIp = (name: string, limit: number, windowSeconds: number): RateLimitRule => ({ name: `${name}:ip`, limit, windowSeconds, by: 'ip' });
-const perAccount = (name: string, limit: number, windowSeconds: number): RateLimitRule => ({ name: `${name}:account`, limit, windowSeconds, by: byEmail });
 /**
  * Login guesses: a request carrying a valid device cookie for the account (it
  * logged in to it before) spends that device's budget; any other spends the
@@ -101,9 +101,10 @@ export const logoutRoute = defineRoute({
 export const forgotPasswordRoute = defineRoute({
   method: 'post', path: '/v1/auth/password/forgot', tags, access: 'public',
   summary: 'Request a password-reset link',
-  description: 'Always 200, whether or not the address exists, and in the same time: the reset link is e-mailed after the response. The link is single use and valid 15 minutes.',
+  description: 'Always 200, whether or not the address exists, and in the same time: the reset link is e-mailed after the response. The link is single use and valid 15 minutes. '
+    + `At most ${FORGOT_PER_ACCOUNT.limit} links an hour per address: past that the answer is the same and nothing is sent.`,
   body: emailOnlyBody,
-  rateLimits: [perIp('forgot', 10, 3600), perAccount('forgot', 5, 3600)],
+  rateLimits: [perIp('forgot', 10, 3600)],
   responses: { 200: data(messageRecord) },
   async handler({ body, rc, app }) {
     auth.forgotPassword(app, rc, body.email);
@@ -147,9 +148,10 @@ export const verifyEmailRoute = defineRoute({
 export const resendVerificationRoute = defineRoute({
   method: 'post', path: '/v1/auth/email/resend', tags, access: 'public',
   summary: 'Send the verification e-mail again',
-  description: 'Always 200, and in the same time whatever the address: the link is e-mailed after the response. At most 3 requests per hour per account.',
+  description: 'Always 200, and in the same time whatever the address: the link is e-mailed after the response. '
+    + `At most ${RESEND_PER_ACCOUNT.limit} links an hour per account: past that the answer is the same and nothing is sent.`,
   body: emailOnlyBody,
-  rateLimits: [perAccount('resend', 3, 3600), perIp('resend', 20, 3600)],
+  rateLimits: [perIp('resend', 20, 3600)],
   responses: { 200: data(messageRecord) },
   async handler({ body, rc, app }) {
     auth.resendVerification(app, rc, body.email);
