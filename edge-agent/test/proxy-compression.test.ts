@@ -9,7 +9,7 @@
 import t from 'tap';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { request } from 'undici';
-import { HOST, startAgent, startOrigin } from './helpers.ts';
+import { HOST, rawRequest, startAgent, startOrigin } from './helpers.ts';
 
 const text = 'All work and no play makes a CDN a dull cache. '.repeat(200);
 const origin = await startOrigin((req, res) => {
@@ -133,8 +133,8 @@ t.test('an answer streamed from the origin (not stored) is encoded on the fly', 
   t.equal(live.headers.etag, '"live-gzip"');
   t.equal(live.headers['content-length'], undefined, 'streamed');
   t.same(JSON.parse(gunzipSync(live.body).toString()), { items: [text] });
-  const head = await fetchRaw('/live', { 'accept-encoding': 'br' });
-  t.equal(brotliDecompressSync(head.body).toString(), `{"items":[${JSON.stringify(text)}]}`);
+  const br = await fetchRaw('/live', { 'accept-encoding': 'br' });
+  t.equal(brotliDecompressSync(br.body).toString(), `{"items":[${JSON.stringify(text)}]}`);
 });
 
 t.test('a path purge drops the object and every variant', async (t) => {
@@ -146,4 +146,11 @@ t.test('a path purge drops the object and every variant', async (t) => {
   const after = await fetchRaw('/purged', { 'accept-encoding': 'gzip' });
   t.equal(after.headers['x-cache-status'], 'MISS');
   t.equal(origin.count('/purged'), 2);
+});
+
+t.test('only Accept-Encoding chooses the coding: not Accept-Language, not one the viewer lists in Connection', async (t) => {
+  t.equal((await fetchRaw('/ae', { 'accept-language': 'gzip' })).headers['content-encoding'], undefined);
+  const listed = await rawRequest(edge.port, ['GET /ae HTTP/1.1', `Host: ${HOST}`, 'Accept-Encoding: gzip', 'Connection: close, accept-encoding']);
+  t.equal(listed.headers['content-encoding'], undefined, 'a hop-by-hop Accept-Encoding is not the viewer\'s');
+  t.equal(listed.body, text);
 });

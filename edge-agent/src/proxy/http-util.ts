@@ -241,6 +241,7 @@ export function scanViewerHeaders(raw: string[]): ViewerHeaders {
     // Only names of a length we care about are lower-cased and compared.
     if (len !== 4 && len !== 5 && len !== 6 && len !== 8 && len !== 10 && len !== 13 && len !== 15 && len !== 17) continue;
     if (len === 10 && (name.charCodeAt(0) | 0x20) !== 99 /* c: only Connection, not User-Agent */) continue;
+    if (len === 15 && (name.charCodeAt(7) | 0x20) !== 101 /* e: only Accept-Encoding, not Accept-Language */) continue;
     const v = raw[i + 1];
     switch (name.toLowerCase()) {
       case 'host': if (h.hostCount++ === 0) h.host = v; break;
