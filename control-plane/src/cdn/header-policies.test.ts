@@ -90,6 +90,7 @@ t.test('bad input is refused with 400 naming the field, storing nothing', async 
     [{ name: 'n', custom_request_headers: [{ name: 'X-A', value: '1' }, { name: 'x-a', value: '2' }] }, 'custom_request_headers'],
     [{ name: 'n', custom_request_headers: [{ name: 'X-A', value: '1', extra: true }] }, 'custom_request_headers[0].extra'],
     [{ name: 'n', remove_response_headers: ['Keep-Alive'] }, 'remove_response_headers[0]'],
+    [{ name: 'n', remove_response_headers: ['Content-Encoding'] }, 'remove_response_headers[0]'],
     [{ name: 'n', remove_request_headers: ['x'.repeat(257)] }, 'remove_request_headers[0]'],
     [{ name: 'n', remove_request_headers: ['bad name'] }, 'remove_request_headers[0]'],
     [{ name: 'n', cors: { max_age_seconds: -1 } }, 'cors.max_age_seconds'],

@@ -38,6 +38,8 @@ t.test('custom and removed headers: tokens, single lines, not the edge\'s own fi
   t.same(fields({ custom_request_headers: [{ name: 'X-Tenant', value: 'a' }], remove_request_headers: ['x-tenant', 'Host', 'X-Gone', 'x-gone'] }),
     ['remove_request_headers[1]', 'remove_request_headers[3]', 'custom_request_headers[0].name']);
   t.same(fields({ custom_response_headers: [{ name: 'X-Obs', value: 'caf\u00e9' }] }), [], 'obs-text is a valid field value');
+  t.same(fields({ remove_response_headers: ['Content-Encoding'], custom_response_headers: [{ name: 'Content-Range', value: 'bytes 0-1/2' }] }),
+    ['custom_response_headers[0].name', 'remove_response_headers[0]'], 'the edge compresses and cuts ranges: those fields are its own');
 });
 
 t.test('the API\'s complete record is checked by the same rules', async (t) => {

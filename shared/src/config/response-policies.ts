@@ -14,9 +14,13 @@ export interface PolicyProblem {
   message: string;
 }
 
-/** Hop-by-hop and framing fields (RFC 9110 §7.6.1, RFC 9112): the edge owns them; a policy can neither set nor remove them. */
+/**
+ * Hop-by-hop and framing fields (RFC 9110 §7.6.1, RFC 9112), and the fields that say how the body's bytes are encoded or cut (the edge
+ * compresses and answers ranges itself): the edge owns them; a policy can neither set nor remove them.
+ */
 export const EDGE_OWNED_HEADERS: ReadonlySet<string> = new Set([
   'connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'content-length', 'host', 'proxy-authenticate', 'proxy-authorization',
+  'content-encoding', 'content-range',
 ]);
 
 export const X_FRAME_OPTIONS = ['DENY', 'SAMEORIGIN'] as const;
