@@ -35,7 +35,8 @@ export class CompressedVariants {
   private readonly logger: Logger;
   private readonly making = new SingleFlight<CachedObject>();
   private readonly notSmaller = new Set<string>();
-  private readonly eligible = new WeakMap<CachedObject, { settings: CompressionSettings; ok: boolean }>();
+  /** Per identity object: whether the settings in force let it be compressed, and its variants' keys (made once, not per hit). */
+  private readonly eligible = new WeakMap<CachedObject, { settings: CompressionSettings; ok: boolean; keys: Partial<Record<Coding, string>> }>();
 
   constructor(store: CacheStore, logger: Logger) {
     this.store = store;
@@ -51,8 +52,10 @@ export class CompressedVariants {
     const body = entry.body;
     if (range || entry.status !== 200 || body === null || entry.coding !== undefined) return entry;
     const coding = settings.negotiate(acceptEncoding);
-    if (coding === null || !this.compressible(entry, settings)) return entry;
-    const key = `${entry.key}\x02${coding}\x02${bodyNumber(body)}`;
+    if (coding === null) return entry;
+    const known = this.eligibility(entry, settings);
+    if (!known.ok) return entry;
+    const key = (known.keys[coding] ??= `${entry.key}\x02${coding}\x02${bodyNumber(body)}`);
     const found = this.store.get(key);
     if (found !== undefined) {
       if (found.responseTimeMs === entry.responseTimeMs && found.generation === entry.generation) return found;
@@ -65,17 +68,17 @@ export class CompressedVariants {
     return this.making.run(key, () => this.make(entry, coding, key));
   }
 
-  private compressible(entry: CachedObject, settings: CompressionSettings): boolean {
+  private eligibility(entry: CachedObject, settings: CompressionSettings): { ok: boolean; keys: Partial<Record<Coding, string>> } {
     const known = this.eligible.get(entry);
-    if (known !== undefined && known.settings === settings) return known.ok;
+    if (known !== undefined && known.settings === settings) return known;
     const field = (name: string) => {
       let v: string | undefined;
       for (const [k, x] of entry.headers) if (k === name) v = v === undefined ? x : `${v}, ${x}`;
       return v;
     };
-    const ok = compressible(entry.status, field, entry.body!.length, settings);
-    this.eligible.set(entry, { settings, ok });
-    return ok;
+    const made = { settings, ok: compressible(entry.status, field, entry.body!.length, settings), keys: {} };
+    this.eligible.set(entry, made);
+    return made;
   }
 
   private async make(entry: CachedObject, coding: Coding, key: string): Promise<CachedObject> {
