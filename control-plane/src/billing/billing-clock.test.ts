@@ -177,6 +177,7 @@ t.test('billing.clock: cancel at period end → canceled when it ends; auto_rene
   const b = await subscriber();
   const subA = await subscribe(a, plan.id);
   const subB = await subscribe(b, plan.id);
+  const asked = clock.now();
   t.equal((await send(a, 'POST', `/v1/subscriptions/${subA.id}/cancel`, {})).status, 200);
   await query(cp, 'update billing_subscription set auto_renew = false, next_billing_date = null where id = ?', [subB.id]);
   const end = (await sub(subA.id)).current_period_end;
@@ -185,7 +186,8 @@ t.test('billing.clock: cancel at period end → canceled when it ends; auto_rene
   t.equal((await sub(subA.id)).status, 'active', 'a minute before');
   await advance(2 * MINUTE);
   t.match(await sub(subA.id), { status: 'canceled' });
-  t.equal(iso((await sub(subA.id)).canceled_at), iso(end));
+  t.equal(iso((await sub(subA.id)).canceled_at), iso(asked), 'canceled_at: when the cancellation was asked for (Stripe\'s meaning), kept');
+  t.equal(iso((await sub(subA.id)).ended_at), iso(end), 'ended_at: the period end');
   t.match(await sub(subB.id), { status: 'expired' });
   t.equal((await invoicesOf(subA.id)).length, 1);
   t.equal((await invoicesOf(subB.id)).length, 1);

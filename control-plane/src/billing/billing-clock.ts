@@ -35,19 +35,19 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import { recordAudit } from '../audit/audit.ts';
 import { DAY, MINUTE } from '../core/clock.ts';
 import { inTransaction, type RequestContext } from '../core/request-context.ts';
 import { ids, idList, insertRows, recordset, type Columns } from '../db/bulk.ts';
 import { jobsFor } from '../jobs/index.ts';
-import { notifyMany, type NotifyInput } from '../notifications/notify.ts';
+import { notifyMany } from '../notifications/notify.ts';
 import { debitBalance } from './balance-service.ts';
 import { Subscription, type BillingCycle } from './billing.entities.ts';
 import type { Coupon } from './coupon.entity.ts';
-import { chargeKey, invoiceNumber, invoiceTotals, periodLine, takeInvoiceNumbers, voidOpenInvoices } from './invoice-service.ts';
+import { chargeKey, invoiceNumber, invoiceTotals, periodLine, takeInvoiceNumbers } from './invoice-service.ts';
 import { toMajor } from './money.ts';
 import type { BillingServices } from './services.ts';
-import { addCycle, resumeInPlace, syncNextBilling } from './subscription-service.ts';
+import { addCycle } from './subscription-service.ts';
+import { allows, cancelForNonpayment, endAtPeriodEnd, expire, markPastDue, recordRenewals, resumeDue, type Notice } from './subscription-transitions.ts';
 
 /** Delays before the retries of a declined renewal: 1, 3 and 5 days after the previous attempt (4 attempts in all). */
 export const RETRY_DELAYS_MS = [1 * DAY, 3 * DAY, 5 * DAY] as const;
@@ -91,32 +91,19 @@ export async function runBillingClock(app: BillingServices, rc: RequestContext):
   }
 }
 
-/** Step 1 and 2: resumptions and period ends that need no charge. */
+/** Step 1 and 2: resumptions and period ends that need no charge, through their transitions (the system acting). */
 async function periodEnds(app: BillingServices, rc: RequestContext, now: Date, summary: ClockSummary): Promise<number> {
   return inTransaction(rc, async (tx) => {
     const em = tx.em;
-    const resuming = await em.find(Subscription, { status: 'paused', resume_at: { $lte: now } }, skipLocked);
-    for (const s of resuming) {
-      resumeInPlace(s, now);
-      recordAudit(tx, { action: 'subscription.resumed', resource_type: 'subscription', resource_id: s.id, reason: 'resume_at reached', metadata: { user_id: s.user.id } });
-    }
-    const canceling = await em.find(Subscription, { status: live, cancel_at_period_end: true, current_period_end: { $lte: now } }, skipLocked);
-    for (const s of canceling) {
-      s.status = 'canceled';
-      s.canceled_at = s.current_period_end;
-      syncNextBilling(s);
-    }
-    await voidOpenInvoices(tx, canceling.map((s) => s.id), now);
-    const expiring = await em.find(Subscription, { status: { $in: ['trialing', 'active'] }, auto_renew: false, cancel_at_period_end: false, current_period_end: { $lte: now } }, skipLocked);
-    for (const s of expiring) {
-      s.status = 'expired';
-      syncNextBilling(s);
-    }
-    await em.flush();
-    summary.resumed += resuming.length;
-    summary.canceled += canceling.length;
-    summary.expired += expiring.length;
-    return resuming.length + canceling.length + expiring.length;
+    const claim = { ...skipLocked, populate: ['plan'] } as const;
+    const resumed = await resumeDue(app, tx, await em.find(Subscription, { status: 'paused', resume_at: { $lte: now } }, claim));
+    const canceled = await endAtPeriodEnd(app, tx, await em.find(Subscription, { status: live, cancel_at_period_end: true, current_period_end: { $lte: now } }, claim));
+    const expired = await expire(app, tx,
+      await em.find(Subscription, { status: { $in: ['trialing', 'active'] }, auto_renew: false, cancel_at_period_end: false, current_period_end: { $lte: now } }, claim));
+    summary.resumed += resumed.length;
+    summary.canceled += canceled.length;
+    summary.expired += expired.length;
+    return resumed.length + canceled.length + expired.length;
   });
 }
 
@@ -193,9 +180,12 @@ function pendingCharge(invoiceId: string, attempt: number, amountMinor: number, 
  * charged for the period (its amount less the discount, and its tax), in one
  * statement.
  */
-async function renewFromInvoices(em: EntityManager, invoiceIds: readonly string[], now: Date): Promise<void> {
-  if (!invoiceIds.length) return;
-  await em.execute(`
+async function renewFromInvoices(em: EntityManager, invoiceIds: readonly string[], now: Date): Promise<RenewedRow[]> {
+  if (!invoiceIds.length) return [];
+  return em.execute<RenewedRow[]>(`
+    with before as (
+      select s.id, s.status from billing_subscription s join billing_invoice i on i.subscription_id = s.id
+      where i.id = any(${idList}) for update of s)
     update billing_subscription s
        set plan_id = p.id, type = p.type, price_minor = p.price_minor, currency = p.currency, billing_cycle = p.billing_cycle,
            max_profiles = p.max_profiles, max_concurrent_streams = p.max_concurrent_streams, max_devices = p.max_devices,
@@ -203,8 +193,18 @@ async function renewFromInvoices(em: EntityManager, invoiceIds: readonly string[
            prepaid_minor = i.amount_minor - i.discount_minor, prepaid_tax_minor = i.tax_minor, prepaid_from = i.period_start,
            next_billing_date = case when s.auto_renew and not s.cancel_at_period_end then i.period_end end,
            updated_at = ?, version = s.version + 1
-      from billing_invoice i join billing_plan p on p.id = i.plan_id
-     where i.id = any(${idList}) and s.id = i.subscription_id`, [now, ids(invoiceIds)]);
+      from billing_invoice i join billing_plan p on p.id = i.plan_id, before b
+     where i.id = any(${idList}) and s.id = i.subscription_id and b.id = s.id
+     returning s.id, s.user_id, b.status as from_status, p.name as plan_name, s.current_period_end as period_end`, [ids(invoiceIds), now, ids(invoiceIds)]);
+}
+
+/** A subscription a paid period invoice renewed, with the state it left (recordRenewals records trial conversions and recoveries). */
+interface RenewedRow {
+  id: string;
+  user_id: string;
+  from_status: string;
+  plan_name: string;
+  period_end: Date;
 }
 
 /**
@@ -267,7 +267,7 @@ async function invoiceRenewals(app: BillingServices, rc: RequestContext, now: Da
       invoices.forEach((invoice, i) => (invoice.invoice_number = invoiceNumber(year, first + i)));
       await insertRows(em, 'billing_invoice', invoiceColumns, invoices);
       await insertRows(em, 'billing_invoice_charge', chargeColumns, charges);
-      await renewFromInvoices(em, paidAtOnce, now);
+      await recordRenewals(app, tx, await renewFromInvoices(em, paidAtOnce, now));
     }
     summary.invoiced += due.length;
     summary.paid += paidAtOnce.length;
@@ -369,6 +369,33 @@ async function chargeAndSettle(app: BillingServices, rc: RequestContext, attempt
 
 const chargeResultColumns: Columns = { id: 'uuid', status: 'text', gateway_charge_id: 'text', decline_reason: 'text' };
 
+/** A declined attempt of an open invoice, and the payment_failed notice its subscriber gets. */
+interface Decline {
+  invoiceId: string;
+  subscriptionId: string;
+  userId: string;
+  /** The last attempt: the subscription is canceled. */
+  last: boolean;
+  notice: Notice;
+}
+
+/**
+ * Moves the subscriptions of declined invoices through their transitions:
+ * a first decline makes an active or trialing one past_due; the last cancels
+ * it for nonpayment; each carries its payment_failed notice. A retry declined
+ * again changes no state: its notice goes alone.
+ */
+async function settleDeclines(app: BillingServices, tx: RequestContext, declines: readonly Decline[]): Promise<void> {
+  const subscriptions = new Map((await tx.em.find(Subscription, { id: { $in: declines.map((d) => d.subscriptionId) } }, { populate: ['plan'], refresh: true }))
+    .map((s) => [s.id, s]));
+  const step = (d: Decline) => ({ subscription: subscriptions.get(d.subscriptionId)!, input: { invoiceId: d.invoiceId, notice: d.notice } });
+  const pastDue = declines.filter((d) => !d.last && allows('mark_past_due', subscriptions.get(d.subscriptionId)!.status));
+  const again = declines.filter((d) => !d.last && !pastDue.includes(d));
+  await markPastDue(app, tx, pastDue.map(step));
+  await cancelForNonpayment(app, tx, declines.filter((d) => d.last).map(step));
+  if (again.length) await notifyMany(app, tx, again.map((d) => ({ userId: d.userId, ...d.notice, type: d.notice.type ?? 'payment_failed' })));
+}
+
 /**
  * Settles answered attempts in one transaction: each invoice locked and
  * checked (an attempt a worker that took the claim over has settled is left
@@ -392,8 +419,8 @@ async function settle(app: BillingServices, rc: RequestContext, answered: readon
     const chargeResults: Record<string, unknown>[] = [];
     const paid: string[] = [];
     const retries: Record<string, unknown>[] = [];
-    const exhausted: { id: string; subscription_id: string; user_id: string }[] = [];
-    const notices: NotifyInput[] = [];
+    const exhausted: string[] = [];
+    const declines: Decline[] = [];
     for (const { attempt, result } of answered) {
       if (attempt.chargeId && !pending.has(attempt.chargeId)) continue; // settled by a worker that took the claim over
       const invoice = invoices.get(attempt.invoiceId)!;
@@ -416,14 +443,17 @@ async function settle(app: BillingServices, rc: RequestContext, answered: readon
       const retry = RETRY_DELAYS_MS[attemptCount - 1];
       const nextAttempt = retry === undefined ? null : new Date(now.getTime() + retry);
       if (nextAttempt) retries.push({ id: invoice.id, next_attempt_at: nextAttempt });
-      else exhausted.push({ id: invoice.id, subscription_id: invoice.subscription_id, user_id: attempt.userId });
+      else exhausted.push(invoice.id);
       const amount = `${toMajor(Number(invoice.amount_due_minor), invoice.currency)} ${invoice.currency}`;
-      notices.push({
-        userId: attempt.userId, type: 'payment_failed', priority: 'high',
-        title: nextAttempt ? 'Your payment failed' : 'Your subscription was canceled',
-        body: nextAttempt
-          ? `We could not collect ${amount} for invoice ${invoice.invoice_number} (${result.message}). We will try again on ${nextAttempt.toISOString().slice(0, 10)}; you can update your payment method meanwhile.`
-          : `We could not collect ${amount} for invoice ${invoice.invoice_number} after several attempts, so the subscription has ended.`,
+      declines.push({
+        invoiceId: invoice.id, subscriptionId: invoice.subscription_id, userId: attempt.userId, last: nextAttempt === null,
+        notice: {
+          type: 'payment_failed', priority: 'high',
+          title: nextAttempt ? 'Your payment failed' : 'Your subscription was canceled',
+          body: nextAttempt
+            ? `We could not collect ${amount} for invoice ${invoice.invoice_number} (${result.message}). We will try again on ${nextAttempt.toISOString().slice(0, 10)}; you can update your payment method meanwhile.`
+            : `We could not collect ${amount} for invoice ${invoice.invoice_number} after several attempts, so the subscription has ended.`,
+        },
       });
     }
     if (chargeResults.length) {
@@ -436,24 +466,17 @@ async function settle(app: BillingServices, rc: RequestContext, answered: readon
         attempt_count = attempt_count + 1, updated_at = ?, version = version + 1,
         payment_method_id = coalesce((select c.payment_method_id from billing_invoice_charge c where c.invoice_id = i.id and c.status = 'succeeded' limit 1), i.payment_method_id)
         where id = any(${idList})`, [now, now, ids(paid)]);
-      await renewFromInvoices(em, paid, now);
+      await recordRenewals(app, tx, await renewFromInvoices(em, paid, now));
     }
     if (retries.length) {
       await em.execute(`update billing_invoice i set attempt_count = i.attempt_count + 1, next_attempt_at = x.next_attempt_at, updated_at = ?, version = i.version + 1
         from ${recordset({ id: 'uuid', next_attempt_at: 'timestamptz' })} where i.id = x.id`, [now, JSON.stringify(retries)]);
-      await em.execute(`update billing_subscription s set status = 'past_due', next_billing_date = null, updated_at = ?, version = s.version + 1
-        from billing_invoice i where i.id = any(${idList}) and s.id = i.subscription_id`, [now, ids(retries.map((r) => r.id as string))]);
     }
     if (exhausted.length) {
       await em.execute(`update billing_invoice set status = 'uncollectible', attempt_count = attempt_count + 1, next_attempt_at = null, updated_at = ?, version = version + 1
-        where id = any(${idList})`, [now, ids(exhausted.map((e) => e.id))]);
-      await em.execute(`update billing_subscription set status = 'canceled', canceled_at = ?, next_billing_date = null, updated_at = ?, version = version + 1
-        where id = any(${idList})`, [now, now, ids(exhausted.map((e) => e.subscription_id))]);
-      for (const e of exhausted) {
-        recordAudit(tx, { action: 'subscription.canceled', resource_type: 'subscription', resource_id: e.subscription_id, reason: 'payment retries exhausted', metadata: { user_id: e.user_id, invoice_id: e.id } });
-      }
+        where id = any(${idList})`, [now, ids(exhausted)]);
     }
-    if (notices.length) await notifyMany(app, tx, notices);
+    if (declines.length) await settleDeclines(app, tx, declines);
     await em.flush();
     summary.paid += paid.length;
     summary.declined += retries.length + exhausted.length;
@@ -470,7 +493,8 @@ async function settle(app: BillingServices, rc: RequestContext, answered: readon
  */
 export async function retryInvoicesNow(app: BillingServices, rc: RequestContext, invoiceIds: readonly string[]): Promise<ClockSummary> {
   const summary: ClockSummary = { resumed: 0, canceled: 0, expired: 0, invoiced: 0, paid: 0, declined: 0, uncollectible: 0 };
-  if (invoiceIds.length) await chargeDueInvoices(app, withFreshUnitOfWork(rc), app.clock.now(), summary, invoiceIds);
+  // The system charges and settles (its transitions and notices are the clock's), under the request's id for tracing.
+  if (invoiceIds.length) await chargeDueInvoices(app, { ...withFreshUnitOfWork(rc), actor: null, access: null }, app.clock.now(), summary, invoiceIds);
   return summary;
 }
 

@@ -67,7 +67,10 @@ export const SubscriptionSchema = defineEntity({
     current_period_end: p.datetime(),
     next_billing_date: p.datetime().nullable(),
     cancel_at_period_end: p.boolean().default(false),
+    /** When the cancellation was asked for (Stripe's meaning): now for an immediate one, the request's time for one at the period end. */
     canceled_at: p.datetime().nullable(),
+    /** When the subscription stopped (canceled or expired); null while it runs. */
+    ended_at: p.datetime().nullable(),
     paused_at: p.datetime().nullable(),
     resume_at: p.datetime().nullable(),
     trial_start: p.datetime().nullable(),

@@ -20,6 +20,7 @@ import { subscriptionRoutes } from './subscription-routes.ts';
 import { adminSubscriptionRoutes } from './admin-subscription-routes.ts';
 import { billingClockJob } from './billing-clock.ts';
 import { highestProfileLimit } from './profile-limit.ts';
+import type { BillingServices } from './services.ts';
 
 export type { BillingServices } from './services.ts';
 export { findDefaultPaymentMethod, findUserPaymentMethod } from './subscription-payment-method.ts';
@@ -35,12 +36,14 @@ export const billing = {
   jobs: [billingClockJob],
   personalData: billingPersonalData,
   async start(core: CoreServices) {
+    // `core` is the application's services object, which receives what this hook returns (the gateway) once it has run.
+    const app = core as BillingServices;
     return {
       services: {
         // Accounts' profile limit comes from the plans the user subscribes to.
         profileLimit: highestProfileLimit,
         // An account's deletion ends its live subscriptions at once, without refund.
-        endSubscriptionsForDeletion: (rc: RequestContext, userId: string) => endSubscriptionsForAccountDeletion(core, rc, userId),
+        endSubscriptionsForDeletion: (rc: RequestContext, userId: string) => endSubscriptionsForAccountDeletion(app, rc, userId),
         paymentGateway: createPaymentGateway(core.config, () => core.clock.now().getTime()),
       },
     };

@@ -6,10 +6,8 @@
 // subscriptions, the balance ledger and coupon redemptions, which hold no
 // personal data (amounts and references to the tombstoned account), as
 // accounting records.
-import { recordAudit } from '../audit/audit.ts';
 import type { PersonalDataProvider } from '../core/personal-data.ts';
 import type { RequestContext } from '../core/request-context.ts';
-import type { CoreServices } from '../core/services.ts';
 import { LIVE_SUBSCRIPTION_STATUSES, Subscription } from './billing.entities.ts';
 import { paymentMethodRecord, presentPaymentMethod } from './payment-method-record.ts';
 import { CouponRedemption } from './coupon.entity.ts';
@@ -17,34 +15,19 @@ import { AccountBalance, BalanceEntry } from './gift-card.entity.ts';
 import { PaymentMethod } from './payment-method.entity.ts';
 import { Invoice } from './invoice.entity.ts';
 import { invoiceRecord, presentInvoice } from './subscription-record.ts';
-import { voidOpenInvoices } from './invoice-service.ts';
 import type { BillingServices } from './services.ts';
+import { cancelNow } from './subscription-transitions.ts';
 
 /**
  * Ends the user's live subscriptions at once, without refund, because the
- * account is to be deleted (document 1 §3): status canceled, canceled now, no
- * renewal, nothing more billed; audit-logged per subscription. In the
- * caller's unit of work. (The billing engine's immediate cancellation takes
- * this over when it exists; the rule stays.)
+ * account is to be deleted (document 1 §3): each through the `cancel`
+ * transition with the user as the acting party (it is their request), with
+ * no renewal left and its open invoices voided, so nothing more is billed.
+ * In the caller's unit of work.
  */
-export async function endSubscriptionsForAccountDeletion(app: Pick<CoreServices, 'clock'>, rc: RequestContext, userId: string): Promise<number> {
-  const now = app.clock.now();
-  const live = await rc.em.find(Subscription, { user: userId, status: { $in: [...LIVE_SUBSCRIPTION_STATUSES] } });
-  for (const subscription of live) {
-    const from = subscription.status;
-    subscription.status = 'canceled';
-    subscription.canceled_at = now;
-    subscription.auto_renew = false;
-    subscription.cancel_at_period_end = false;
-    subscription.next_billing_date = null;
-    recordAudit(rc, {
-      action: 'subscription.canceled', resource_type: 'subscription', resource_id: subscription.id, reason: 'account deletion requested',
-      changes: { status: { from, to: 'canceled' } }, metadata: { user_id: userId, immediate: true, refund: false },
-    });
-  }
-  await rc.em.flush();
-  // A past-due renewal must not be charged to an account awaiting deletion.
-  await voidOpenInvoices(rc, live.map((s) => s.id), now);
+export async function endSubscriptionsForAccountDeletion(app: BillingServices, rc: RequestContext, userId: string): Promise<number> {
+  const live = await rc.em.find(Subscription, { user: userId, status: { $in: [...LIVE_SUBSCRIPTION_STATUSES] } }, { populate: ['plan'] });
+  for (const subscription of live) await cancelNow(app, rc, subscription, { reason: 'account deletion requested', endRenewal: true });
   return live.length;
 }
 
@@ -65,7 +48,7 @@ export const billingPersonalData: PersonalDataProvider<BillingServices> = {
         price_minor: s.price_minor, currency: s.currency, billing_cycle: s.billing_cycle,
         max_profiles: s.max_profiles, max_concurrent_streams: s.max_concurrent_streams, max_devices: s.max_devices,
         auto_renew: s.auto_renew, current_period_start: s.current_period_start, current_period_end: s.current_period_end,
-        next_billing_date: s.next_billing_date ?? null, cancel_at_period_end: s.cancel_at_period_end, canceled_at: s.canceled_at ?? null,
+        next_billing_date: s.next_billing_date ?? null, cancel_at_period_end: s.cancel_at_period_end, canceled_at: s.canceled_at ?? null, ended_at: s.ended_at ?? null,
         paused_at: s.paused_at ?? null, resume_at: s.resume_at ?? null, trial_start: s.trial_start ?? null, trial_end: s.trial_end ?? null,
         payment_method_id: s.payment_method_id ?? null, created_at: s.created_at,
       })),

@@ -30,12 +30,13 @@ import { ApiError, assertThat, found, validationError, callerUserId as callerUse
 import { LIVE_SUBSCRIPTION_STATUSES, Plan, Subscription, type BillingCycle, type SubscriptionStatus } from './billing.entities.ts';
 import { couponProblem, couponRefusal, findCouponByCode, redeemCoupon } from './coupon-service.ts';
 import type { Coupon } from './coupon.entity.ts';
-import { draftInvoice, invoiceTotals, payNow, periodLine, quoteInvoice, voidOpenInvoices, withChargeCompensation, type InvoiceQuote } from './invoice-service.ts';
+import { draftInvoice, invoiceTotals, payNow, periodLine, quoteInvoice, withChargeCompensation, type InvoiceQuote } from './invoice-service.ts';
 import type { LineItem } from './invoice.entity.ts';
 import { prorate } from './money.ts';
 import { PaymentMethod } from './payment-method.entity.ts';
 import { findDefaultPaymentMethod, findUserPaymentMethod } from './subscription-payment-method.ts';
 import type { BillingServices } from './services.ts';
+import * as transitions from './subscription-transitions.ts';
 
 const CYCLE_MONTHS: Record<BillingCycle, number> = { monthly: 1, quarterly: 3, semi_annual: 6, annual: 12 };
 
@@ -56,12 +57,6 @@ export function addCycle(start: Date, cycle: BillingCycle): Date {
 export function derivedId(...parts: string[]): string {
   const hex = createHash('sha256').update(parts.join('\u0000')).digest('hex');
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-${((parseInt(hex[16]!, 16) & 3) | 8).toString(16)}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
-}
-
-/** When the clock next charges the subscription: the period end of a trialing or active one that renews; otherwise none. */
-export function syncNextBilling(subscription: Subscription): void {
-  const renews = (subscription.status === 'active' || subscription.status === 'trialing') && subscription.auto_renew && !subscription.cancel_at_period_end;
-  subscription.next_billing_date = renews ? subscription.current_period_end : null;
 }
 
 /** Copies the plan's terms onto the subscription (sale, plan change, renewal). */
@@ -176,7 +171,6 @@ export interface CreateSubscriptionInput {
  */
 export async function createSubscription(app: BillingServices, rc: RequestContext, input: CreateSubscriptionInput): Promise<Subscription> {
   const now = app.clock.now();
-  const admin = input.userId !== rc.actor?.id;
   try {
     return await withChargeCompensation(app, rc, (onCharged) => inTransaction(rc, async (tx) => {
       const em = tx.em;
@@ -204,7 +198,7 @@ export async function createSubscription(app: BillingServices, rc: RequestContex
         trial_start: trialing ? now : null, trial_end: trialing ? periodEnd : null,
         payment_method_id: method?.id ?? null, payment_method_chosen: chosen, coupon_id: coupon?.id ?? null, created_at: now, updated_at: now,
       } as never);
-      syncNextBilling(subscription);
+      transitions.syncNextBilling(subscription);
       await em.flush();
       if (coupon) await redeemCoupon(app, tx, { code: coupon.code, userId: input.userId, planId: plan.id, subscriptionId: subscription.id });
       if (!trialing) {
@@ -217,11 +211,7 @@ export async function createSubscription(app: BillingServices, rc: RequestContex
         await payNow(app, tx, invoice, method, now, onCharged);
         prepay(subscription, totals.prepaid, now);
       }
-      recordAudit(tx, {
-        action: admin ? 'subscription.assigned' : 'subscription.created', resource_type: 'subscription', resource_id: subscription.id,
-        reason: input.admin_note, metadata: { user_id: input.userId, plan_id: plan.id, status: subscription.status, complimentary: method === null },
-      });
-      await em.flush();
+      await transitions.recordCreated(app, tx, subscription, { reason: input.admin_note, metadata: { plan_id: plan.id, complimentary: method === null } });
       return subscription;
     }));
   } catch (error) {
@@ -270,8 +260,7 @@ export function unusedCredit(subscription: Subscription, now: Date): { net: numb
  * transaction (the change itself).
  */
 export async function prorationOf(app: BillingServices, em: EntityManager, subscription: Subscription, planId: string, couponCode: string | undefined, now: Date, options: { lock?: boolean } = {}): Promise<Proration> {
-  assertThat(subscription.status === 'active' || subscription.status === 'trialing',
-    new ApiError('CONFLICT', `A ${subscription.status} subscription cannot change plan`));
+  transitions.assertAllowed('change_plan', subscription);
   const fromPlan = subscription.plan;
   const toPlan = await planOnSale(em, planId);
   assertThat(toPlan.type === subscription.type,
@@ -329,116 +318,60 @@ export async function applyPlanChange(app: BillingServices, tx: RequestContext, 
   await assertNotScheduledForDeletion(em, userId);
   const proration = await prorationOf(app, em, subscription, input.plan_id, input.coupon_code, now, { lock: true });
   const method = proration.method;
-  const from = { plan_id: proration.fromPlan.id, price_minor: subscription.price_minor };
-  applyTerms(subscription, proration.toPlan);
-  await em.flush();
-  if (proration.coupon) await redeemCoupon(app, tx, { code: proration.coupon.code, userId, planId: proration.toPlan.id, subscriptionId: subscription.id });
-  if (subscription.status === 'active') {
-    // Priced by the quote the preview shows (taken with the balance locked): what was previewed is what is invoiced.
-    const { invoice, totals } = await draftInvoice(tx, {
-      id: input.idempotencyKey ? derivedId('invoice', userId, input.idempotencyKey) : undefined,
-      userId, subscription, plan: proration.toPlan, reason: 'subscription_update', currency: subscription.currency, lines: proration.lines,
-      creditTaxMinor: proration.creditTaxMinor, coupon: proration.coupon, complimentary: !method, paymentMethod: method,
-      periodStart: now, periodEnd: subscription.current_period_end, description: `Plan change from ${proration.fromPlan.name} to ${proration.toPlan.name}`,
-    }, now, proration.quote);
-    await payNow(app, tx, invoice, method, now, onCharged);
-    // The rest of the period is now worth what the new plan's time cost (the credit paid part of it).
-    prepay(subscription, totals.prepaid, now);
-  }
-  recordAudit(tx, {
-    action: 'subscription.plan_changed', resource_type: 'subscription', resource_id: subscription.id, reason: input.admin_note,
-    changes: changesOf(from, { plan_id: proration.toPlan.id, price_minor: subscription.price_minor }),
+  await transitions.transition(app, tx, 'change_plan', subscription, input, {
+    reason: input.admin_note,
     metadata: {
-      user_id: userId, proration_credit_minor: proration.creditMinor, proration_credit_tax_minor: proration.creditTaxMinor,
+      from_plan_id: proration.fromPlan.id, proration_credit_minor: proration.creditMinor, proration_credit_tax_minor: proration.creditTaxMinor,
       proration_charge_minor: proration.chargeMinor, amount_due_now_minor: proration.quote.totals.amountDue, balance_credit_minor: proration.quote.totals.balanceCredit,
     },
+    notice: { title: 'Your plan was changed', body: `An administrator moved your subscription from ${proration.fromPlan.name} to ${proration.toPlan.name}, from today.` },
+    async apply(s) {
+      applyTerms(s, proration.toPlan);
+      await em.flush();
+      if (proration.coupon) await redeemCoupon(app, tx, { code: proration.coupon.code, userId, planId: proration.toPlan.id, subscriptionId: s.id });
+      if (s.status !== 'active') return; // a trialing subscription changes free
+      // Priced by the quote the preview shows (taken with the balance locked): what was previewed is what is invoiced.
+      const { invoice, totals } = await draftInvoice(tx, {
+        id: input.idempotencyKey ? derivedId('invoice', userId, input.idempotencyKey) : undefined,
+        userId, subscription: s, plan: proration.toPlan, reason: 'subscription_update', currency: s.currency, lines: proration.lines,
+        creditTaxMinor: proration.creditTaxMinor, coupon: proration.coupon, complimentary: !method, paymentMethod: method,
+        periodStart: now, periodEnd: s.current_period_end, description: `Plan change from ${proration.fromPlan.name} to ${proration.toPlan.name}`,
+      }, now, proration.quote);
+      await payNow(app, tx, invoice, method, now, onCharged);
+      // The rest of the period is now worth what the new plan's time cost (the credit paid part of it).
+      prepay(s, totals.prepaid, now);
+    },
   });
-  await em.flush();
 }
 
-// ---- cancel, pause, resume, extend, reactivate ------------------------------
+// ---- cancel, pause, resume, extend, reactivate: each through its transition ------------------------
 
 /** Cancel: immediate → canceled now, no refund; otherwise at the period end (cancel_at_period_end). Audit-logged with the reason. */
 export async function cancelSubscription(app: BillingServices, rc: RequestContext, subscription: Subscription, input: { immediate: boolean; reason?: string }): Promise<Subscription> {
-  const now = app.clock.now();
-  assertThat((LIVE_SUBSCRIPTION_STATUSES as readonly string[]).includes(subscription.status),
-    new ApiError('CONFLICT', `The subscription has already ended (${subscription.status})`));
-  const before = { status: subscription.status, cancel_at_period_end: subscription.cancel_at_period_end };
-  if (input.immediate) {
-    subscription.status = 'canceled';
-    subscription.canceled_at = now;
-    subscription.cancel_at_period_end = false;
-    await voidOpenInvoices(rc, [subscription.id], now);
-  } else {
-    subscription.cancel_at_period_end = true;
-    subscription.canceled_at = now;
-  }
-  syncNextBilling(subscription);
-  recordAudit(rc, {
-    action: 'subscription.canceled', resource_type: 'subscription', resource_id: subscription.id, reason: input.reason,
-    changes: changesOf(before, { status: subscription.status, cancel_at_period_end: subscription.cancel_at_period_end }),
-    metadata: { user_id: subscription.user.id, immediate: input.immediate, refund: false },
-  });
-  await rc.em.flush();
+  if (input.immediate) await transitions.cancelNow(app, rc, subscription, { reason: input.reason });
+  else await transitions.scheduleCancel(app, rc, subscription, { reason: input.reason });
   return subscription;
 }
-
-const audit = (rc: RequestContext, subscription: Subscription, action: string, reason: string | undefined, changes: Record<string, { from: unknown; to: unknown }>, metadata: Record<string, unknown> = {}) =>
-  recordAudit(rc, { action, resource_type: 'subscription', resource_id: subscription.id, reason, changes, metadata: { user_id: subscription.user.id, ...metadata } });
 
 /** Pause (administrator): billing and access suspended; resumed automatically at resume_at when given. */
 export async function pauseSubscription(app: BillingServices, rc: RequestContext, subscription: Subscription, input: { resume_at: Date | null; reason?: string }): Promise<Subscription> {
-  const now = app.clock.now();
-  assertThat(subscription.status === 'active' || subscription.status === 'trialing',
-    new ApiError('CONFLICT', `Only an active or trialing subscription can be paused (this one is ${subscription.status})`));
-  if (input.resume_at && input.resume_at.getTime() <= now.getTime()) throw validationError([{ field: 'resume_at', message: 'Must be in the future' }]);
-  const from = subscription.status;
-  subscription.status = 'paused';
-  subscription.paused_at = now;
-  subscription.resume_at = input.resume_at;
-  syncNextBilling(subscription);
-  audit(rc, subscription, 'subscription.paused', input.reason, { status: { from, to: 'paused' } }, { resume_at: input.resume_at?.toISOString() ?? null });
-  await rc.em.flush();
+  transitions.assertAllowed('pause', subscription);
+  if (input.resume_at && input.resume_at.getTime() <= app.clock.now().getTime()) throw validationError([{ field: 'resume_at', message: 'Must be in the future' }]);
+  await transitions.pause(app, rc, subscription, input);
   return subscription;
 }
 
-/**
- * Resumes a paused subscription at `now` (administrator, or the clock at
- * resume_at): the period end (and a trial's end) move later by the paused
- * time; trialing again when the trial had not ended, active otherwise.
- */
-export function resumeInPlace(subscription: Subscription, now: Date): void {
-  const paused = Math.max(0, now.getTime() - (subscription.paused_at ?? now).getTime());
-  const inTrial = subscription.trial_end !== null && subscription.trial_end !== undefined && subscription.trial_end.getTime() === subscription.current_period_end.getTime();
-  subscription.current_period_end = new Date(subscription.current_period_end.getTime() + paused);
-  // The paused time was not used: what was prepaid covers the same stretch of the period, later.
-  if (subscription.prepaid_from) subscription.prepaid_from = new Date(subscription.prepaid_from.getTime() + paused);
-  if (inTrial) subscription.trial_end = subscription.current_period_end;
-  subscription.status = inTrial ? 'trialing' : 'active';
-  subscription.paused_at = null;
-  subscription.resume_at = null;
-  syncNextBilling(subscription);
-}
-
+/** Resume (administrator): see transitions.resume; refused on an account awaiting deletion. */
 export async function resumeSubscription(app: BillingServices, rc: RequestContext, subscription: Subscription): Promise<Subscription> {
-  assertThat(subscription.status === 'paused', new ApiError('CONFLICT', `Only a paused subscription can be resumed (this one is ${subscription.status})`));
+  transitions.assertAllowed('resume', subscription);
   await assertNotScheduledForDeletion(rc.em, subscription.user.id);
-  const before = { status: subscription.status, current_period_end: subscription.current_period_end };
-  resumeInPlace(subscription, app.clock.now());
-  audit(rc, subscription, 'subscription.resumed', undefined, changesOf(before, { status: subscription.status, current_period_end: subscription.current_period_end }));
-  await rc.em.flush();
+  await transitions.resume(app, rc, subscription);
   return subscription;
 }
 
 /** Extend (administrator): the period end (and a trial's end) move later by `days`; no charge; status unchanged. */
 export async function extendSubscription(app: BillingServices, rc: RequestContext, subscription: Subscription, input: { days: number; reason?: string }): Promise<Subscription> {
-  const before = subscription.current_period_end;
-  const inTrial = subscription.trial_end && subscription.trial_end.getTime() === before.getTime();
-  subscription.current_period_end = new Date(before.getTime() + input.days * 86_400 * SECOND);
-  if (inTrial) subscription.trial_end = subscription.current_period_end;
-  syncNextBilling(subscription);
-  audit(rc, subscription, 'subscription.extended', input.reason, changesOf({ current_period_end: before }, { current_period_end: subscription.current_period_end }), { days: input.days });
-  await rc.em.flush();
+  await transitions.extend(app, rc, subscription, input);
   return subscription;
 }
 
@@ -457,8 +390,7 @@ export async function reactivateSubscription(app: BillingServices, rc: RequestCo
       const subscription = await findUsersSubscription(em, userId, subscriptionId);
       await em.refresh(subscription);
       await assertNotScheduledForDeletion(em, userId);
-      assertThat(subscription.status === 'canceled' || subscription.status === 'expired',
-        new ApiError('CONFLICT', `Only a canceled or expired subscription can be reactivated (this one is ${subscription.status})`));
+      transitions.assertAllowed('reactivate', subscription);
       const plan = input.plan_id ? await planOnSale(em, input.plan_id) : subscription.plan;
       assertThat(plan.type === subscription.type, new ApiError('PLAN_TYPE_MISMATCH', `The plan is a ${plan.type} plan; this subscription is ${subscription.type}`));
       assertThat(plan.is_active, new ApiError('CONFLICT', 'The plan is no longer on sale (deactivated): name another plan_id'));
@@ -466,24 +398,27 @@ export async function reactivateSubscription(app: BillingServices, rc: RequestCo
       const method = methodId ? await usersMethod(em, userId, methodId) : null;
       const chosen = input.payment_method_id === undefined ? subscription.payment_method_chosen && method !== null : await isChosen(em, userId, method);
       if (await em.count(Subscription, { user: userId, type: plan.type, status: { $in: [...LIVE_SUBSCRIPTION_STATUSES] } })) throw subscriptionExists(plan.type);
-      const from = subscription.status;
-      applyTerms(subscription, plan);
-      Object.assign(subscription, {
-        status: 'active' as SubscriptionStatus, current_period_start: now, current_period_end: addCycle(now, plan.billing_cycle),
-        canceled_at: null, cancel_at_period_end: false, auto_renew: true, paused_at: null, resume_at: null, payment_method_id: method?.id ?? null,
-        payment_method_chosen: chosen,
+      await transitions.transition(app, tx, 'reactivate', subscription, input, {
+        reason: input.admin_note,
+        metadata: { plan_id: plan.id },
+        notice: { title: 'Your subscription is back', body: `An administrator reactivated your ${plan.name} subscription from today${method ? '; its first period is charged now' : ', free of charge'}.` },
+        async apply(s) {
+          applyTerms(s, plan);
+          Object.assign(s, {
+            status: 'active' as SubscriptionStatus, current_period_start: now, current_period_end: addCycle(now, plan.billing_cycle),
+            canceled_at: null, ended_at: null, cancel_at_period_end: false, auto_renew: true, paused_at: null, resume_at: null,
+            payment_method_id: method?.id ?? null, payment_method_chosen: chosen,
+          });
+          await em.flush();
+          const { invoice, totals } = await draftInvoice(tx, {
+            userId, subscription: s, plan, reason: 'subscription_create', currency: plan.currency,
+            lines: [periodLine(plan, plan.price_minor, now, s.current_period_end)], complimentary: !method, paymentMethod: method,
+            periodStart: now, periodEnd: s.current_period_end, description: `Reactivation of ${plan.name}`,
+          }, now);
+          await payNow(app, tx, invoice, method, now, onCharged);
+          prepay(s, totals.prepaid, now);
+        },
       });
-      syncNextBilling(subscription);
-      await em.flush();
-      const { invoice, totals } = await draftInvoice(tx, {
-        userId, subscription, plan, reason: 'subscription_create', currency: plan.currency,
-        lines: [periodLine(plan, plan.price_minor, now, subscription.current_period_end)], complimentary: !method, paymentMethod: method,
-        periodStart: now, periodEnd: subscription.current_period_end, description: `Reactivation of ${plan.name}`,
-      }, now);
-      await payNow(app, tx, invoice, method, now, onCharged);
-      prepay(subscription, totals.prepaid, now);
-      audit(tx, subscription, 'subscription.reactivated', input.admin_note, { status: { from, to: 'active' } }, { plan_id: plan.id });
-      await em.flush();
       return subscription;
     }));
   } catch (error) {
@@ -501,14 +436,19 @@ export interface PatchSubscriptionInput {
   admin_note?: string;
 }
 
-/** Patch (administrator, If-Match checked by the route): each field given changes; a plan change is prorated and charged. */
+/**
+ * Patch (administrator, If-Match checked by the route): each field given
+ * changes; cancel_at_period_end schedules or withdraws a cancellation and a
+ * plan change is prorated and charged, each through its transition; the other
+ * fields are audit-logged as `subscription.updated`.
+ */
 export async function patchSubscription(app: BillingServices, rc: RequestContext, userId: string, subscriptionId: string, input: PatchSubscriptionInput): Promise<Subscription> {
   const now = app.clock.now();
   return withChargeCompensation(app, rc, (onCharged) => inTransaction(rc, async (tx) => {
     const em = tx.em;
     await lockUser(em, userId);
     const subscription = await findUsersSubscription(em, userId, subscriptionId);
-    const fields = ['payment_method_id', 'payment_method_chosen', 'auto_renew', 'current_period_end', 'cancel_at_period_end'] as const;
+    const fields = ['payment_method_id', 'payment_method_chosen', 'auto_renew', 'current_period_end'] as const;
     const before = Object.fromEntries(fields.map((f) => [f, subscription[f]]));
     if (input.payment_method_id !== undefined) {
       // An administrator's method is a choice for this subscription; null makes it complimentary.
@@ -523,10 +463,14 @@ export async function patchSubscription(app: BillingServices, rc: RequestContext
       subscription.current_period_end = input.current_period_end;
     }
     if (input.auto_renew !== undefined) subscription.auto_renew = input.auto_renew;
-    if (input.cancel_at_period_end !== undefined) subscription.cancel_at_period_end = input.cancel_at_period_end;
-    syncNextBilling(subscription);
+    transitions.syncNextBilling(subscription);
+    const changes = changesOf(before, Object.fromEntries(fields.map((f) => [f, subscription[f]])));
+    if (Object.keys(changes).length) {
+      recordAudit(tx, { action: 'subscription.updated', resource_type: 'subscription', resource_id: subscription.id, reason: input.admin_note, changes, metadata: { user_id: userId } });
+    }
+    if (input.cancel_at_period_end === true && !subscription.cancel_at_period_end) await transitions.scheduleCancel(app, tx, subscription, { reason: input.admin_note });
+    if (input.cancel_at_period_end === false && subscription.cancel_at_period_end) await transitions.unscheduleCancel(app, tx, subscription, { reason: input.admin_note });
     if (input.plan_id && input.plan_id !== subscription.plan.id) await applyPlanChange(app, tx, subscription, { plan_id: input.plan_id, admin_note: input.admin_note }, now, onCharged);
-    audit(tx, subscription, 'subscription.updated', input.admin_note, changesOf(before, Object.fromEntries(fields.map((f) => [f, subscription[f]]))));
     await em.flush();
     return subscription;
   }));

@@ -27,6 +27,11 @@ export const NOTIFICATION_TYPES = {
   data_export_ready: 'account_security',
   account_deletion_requested: 'account_security',
   payment_failed: 'payment',
+  // Subscription changes the subscriber did not make themselves (billing/subscription-transitions.ts).
+  payment_succeeded: 'payment',
+  subscription_canceled: 'payment',
+  subscription_expired: 'payment',
+  subscription_changed: 'payment',
 } as const satisfies Record<string, NotificationCategory>;
 export type NotificationType = keyof typeof NOTIFICATION_TYPES;
 export const NOTIFICATION_TYPE_NAMES = Object.keys(NOTIFICATION_TYPES) as [NotificationType, ...NotificationType[]];
