@@ -172,6 +172,31 @@ t.test('billing.clock: a plan price change reaches a subscriber at the renewal, 
   t.match((await invoicesOf(created.id)).at(-1), { amount_minor: '1250', status: 'paid' });
 });
 
+t.test('regression: a subscription\'s embedded plan shows a changed plan\'s new terms before that subscriber renews', async (t) => {
+  const own = await createPlan({ name: 'Terms', max_quality: 'HD' });
+  const me = await subscriber();
+  const created = await subscribe(me, own.id);
+  const put = await send(superadmin, 'PUT', `/v1/admin/plans/${own.id}`, {
+    name: 'Terms', type: 'svod', price: 14, currency: 'EUR', billing_cycle: 'quarterly', max_profiles: 6, max_concurrent_streams: 4,
+    max_devices: 10, max_quality: 'UHD_4K', has_downloads: false, has_ads: false, is_active: true,
+  });
+  t.equal(put.status, 200, put.text);
+  const sold = { price: 10, currency: 'EUR', billing_cycle: 'monthly', max_profiles: 4, max_concurrent_streams: 2, max_devices: 5, max_quality: 'HD' };
+  const admin = await createLoggedInUser(cp, { roles: ['admin', 'subscriber'] });
+  const reads = async () => [
+    (await send(me, 'GET', `/v1/subscriptions/${created.id}`)).body.data.plan,
+    (await send(me, 'GET', '/v1/subscriptions')).body.data.find((s: { id: string }) => s.id === created.id).plan,
+    (await send(admin, 'GET', `/v1/admin/users/${me.id}/subscriptions/${created.id}`)).body.data.plan,
+  ];
+  for (const plan of await reads()) t.match(plan, { id: own.id, name: 'Terms', ...sold }, 'the terms the subscriber has, not the plan\'s new ones');
+  t.match((await send(me, 'GET', `/v1/subscriptions/${created.id}`)).body.data, { price: 10, billing_cycle: 'monthly' });
+
+  await advanceTo((await sub(created.id)).current_period_end);
+  t.equal((await sub(created.id)).status, 'active');
+  const renewed = { price: 14, billing_cycle: 'quarterly', max_profiles: 6, max_concurrent_streams: 4, max_devices: 10, max_quality: 'UHD_4K' };
+  for (const plan of await reads()) t.match(plan, renewed, 'the new terms from the renewal on');
+});
+
 t.test('billing.clock: cancel at period end → canceled when it ends; auto_renew false → expired; no invoice for either', async (t) => {
   const a = await subscriber();
   const b = await subscriber();

@@ -188,7 +188,7 @@ async function renewFromInvoices(em: EntityManager, invoiceIds: readonly string[
       where i.id = any(${idList}) for update of s)
     update billing_subscription s
        set plan_id = p.id, type = p.type, price_minor = p.price_minor, currency = p.currency, billing_cycle = p.billing_cycle,
-           max_profiles = p.max_profiles, max_concurrent_streams = p.max_concurrent_streams, max_devices = p.max_devices,
+           max_profiles = p.max_profiles, max_concurrent_streams = p.max_concurrent_streams, max_devices = p.max_devices, max_quality = p.max_quality,
            status = 'active', current_period_start = i.period_start, current_period_end = i.period_end,
            prepaid_minor = i.amount_minor - i.discount_minor, prepaid_tax_minor = i.tax_minor, prepaid_from = i.period_start,
            next_billing_date = case when s.auto_renew and not s.cancel_at_period_end then i.period_end end,

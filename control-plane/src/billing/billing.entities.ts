@@ -62,6 +62,8 @@ export const SubscriptionSchema = defineEntity({
     type: p.enum(PLAN_TYPES),
     status: p.enum(SUBSCRIPTION_STATUSES),
     ...terms,
+    /** As sold, like the other max_* terms; null (a row written before it was kept) reads as the plan's. */
+    max_quality: p.enum(QUALITIES).nullable(),
     auto_renew: p.boolean().default(true),
     current_period_start: p.datetime(),
     current_period_end: p.datetime(),

@@ -46,7 +46,7 @@ export const billingPersonalData: PersonalDataProvider<BillingServices> = {
       subscriptions: subscriptions.map((s) => ({
         id: s.id, plan_id: s.plan.id, plan_name: s.plan.name, type: s.type, status: s.status,
         price_minor: s.price_minor, currency: s.currency, billing_cycle: s.billing_cycle,
-        max_profiles: s.max_profiles, max_concurrent_streams: s.max_concurrent_streams, max_devices: s.max_devices,
+        max_profiles: s.max_profiles, max_concurrent_streams: s.max_concurrent_streams, max_devices: s.max_devices, max_quality: s.max_quality ?? s.plan.max_quality,
         auto_renew: s.auto_renew, current_period_start: s.current_period_start, current_period_end: s.current_period_end,
         next_billing_date: s.next_billing_date ?? null, cancel_at_period_end: s.cancel_at_period_end, canceled_at: s.canceled_at ?? null, ended_at: s.ended_at ?? null,
         paused_at: s.paused_at ?? null, resume_at: s.resume_at ?? null, trial_start: s.trial_start ?? null, trial_end: s.trial_end ?? null,

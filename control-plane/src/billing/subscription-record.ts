@@ -19,7 +19,8 @@ export const subscriptionRecord = z.object({
   user_id: z.uuid(),
   plan_id: z.uuid(),
   type: z.enum(PLAN_TYPES),
-  plan: planRecord.describe('The plan as it is on sale now; the subscription\'s own terms (price, limits) are those it was sold with until its next renewal'),
+  plan: planRecord.describe('The plan with the terms this subscription has: price, currency, billing_cycle and the max_* limits as it was sold them '
+    + '(a plan\'s new terms reach it at its next renewal, document 1 §2); the other fields (name, description, features) as the plan is now'),
   status: z.enum(SUBSCRIPTION_STATUSES),
   auto_renew: z.boolean(),
   current_period_start: timestamp(),
@@ -56,10 +57,22 @@ export async function presentSubscriptions(em: EntityManager, subscriptions: Sub
     ...s,
     user_id: s.user.id,
     plan_id: s.plan.id,
-    plan: presentPlan(s.plan),
+    plan: planAsSold(s),
     payment_method_last4: s.payment_method_id ? last4.get(s.payment_method_id) ?? null : null,
     price: toMajor(s.price_minor, s.currency),
   }));
+}
+
+/**
+ * The embedded plan with the subscription's own terms (grandfathered until
+ * its next renewal): a subscriber must see the price and limits they have,
+ * not those a changed plan sells to new subscribers.
+ */
+function planAsSold(s: Subscription): ReturnType<typeof presentPlan> {
+  return {
+    ...presentPlan(s.plan), price: toMajor(s.price_minor, s.currency), price_minor: s.price_minor, currency: s.currency, billing_cycle: s.billing_cycle,
+    max_profiles: s.max_profiles, max_concurrent_streams: s.max_concurrent_streams, max_devices: s.max_devices, max_quality: s.max_quality ?? s.plan.max_quality,
+  };
 }
 
 export async function presentSubscription(em: EntityManager, subscription: Subscription): Promise<Presented> {

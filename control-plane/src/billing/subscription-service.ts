@@ -69,6 +69,7 @@ export function applyTerms(subscription: Subscription, plan: Plan): void {
   subscription.max_profiles = plan.max_profiles;
   subscription.max_concurrent_streams = plan.max_concurrent_streams;
   subscription.max_devices = plan.max_devices;
+  subscription.max_quality = plan.max_quality;
 }
 
 /** Records what was paid for the subscription's time from `from` to its period end (a paid invoice's prepaid value). */
@@ -193,7 +194,7 @@ export async function createSubscription(app: BillingServices, rc: RequestContex
         ...(input.idempotencyKey ? { id: derivedId('subscription', input.userId, input.idempotencyKey) } : {}),
         user: input.userId, plan, type: plan.type, status: trialing ? 'trialing' : 'active',
         price_minor: plan.price_minor, currency: plan.currency, billing_cycle: plan.billing_cycle,
-        max_profiles: plan.max_profiles, max_concurrent_streams: plan.max_concurrent_streams, max_devices: plan.max_devices,
+        max_profiles: plan.max_profiles, max_concurrent_streams: plan.max_concurrent_streams, max_devices: plan.max_devices, max_quality: plan.max_quality,
         auto_renew: input.auto_renew ?? true, current_period_start: now, current_period_end: periodEnd, cancel_at_period_end: false,
         trial_start: trialing ? now : null, trial_end: trialing ? periodEnd : null,
         payment_method_id: method?.id ?? null, payment_method_chosen: chosen, coupon_id: coupon?.id ?? null, created_at: now, updated_at: now,

@@ -29,6 +29,7 @@ import { Migration0026BillingPrepaidValue } from './0026-billing-prepaid-value.t
 import { Migration0027ApiTokenIssuerRoles } from './0027-api-token-issuer-roles.ts';
 import { Migration0028BillingChosenPaymentMethod } from './0028-billing-chosen-payment-method.ts';
 import { Migration0033BillingSubscriptionEndedAt } from './0033-billing-subscription-ended-at.ts';
+import { Migration0036BillingSubscriptionMaxQuality } from './0036-billing-subscription-max-quality.ts';
 import { Migration0031CdnIpDefaultAction } from './0031-cdn-ip-default-action.ts';
 import { Migration0032DeploymentIdentity } from './0032-deployment-identity.ts';
 
@@ -63,4 +64,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0031-cdn-ip-default-action', class: Migration0031CdnIpDefaultAction },
   { name: '0032-deployment-identity', class: Migration0032DeploymentIdentity },
   { name: '0033-billing-subscription-ended-at', class: Migration0033BillingSubscriptionEndedAt },
+  { name: '0036-billing-subscription-max-quality', class: Migration0036BillingSubscriptionMaxQuality },
 ];
