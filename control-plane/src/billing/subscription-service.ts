@@ -7,7 +7,8 @@
 //   type: the user's row is locked for the operation, and a partial unique
 //   index holds it whatever happens (409 SUBSCRIPTION_EXISTS);
 // - a plan with trial_days > 0 starts `trialing` (no charge; the trial is the
-//   first period); otherwise the first invoice is paid at once (balance
+//   first period), once per user and plan type; otherwise the first invoice
+//   is paid at once (balance
 //   first, then the card) and the subscription is `active`; a declined card
 //   is a 402 and nothing is kept (the charge happens inside the transaction
 //   that creates the subscription, redeems the coupon and debits the balance;
@@ -18,7 +19,11 @@
 //   the rest of the period (prepaid_minor, net of discounts, with the tax
 //   paid on it) is credited, the same fraction of the new plan's price is
 //   charged (less a coupon given with the change); a negative total goes to
-//   the balance. The preview prices it with the same function.
+//   the balance. The preview prices it with the same function;
+// - every state change goes through its named transition
+//   (subscription-transitions.ts: audit with the acting party, notices);
+// - nothing is billed to an account awaiting deletion (409
+//   ACCOUNT_SCHEDULED_FOR_DELETION).
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { createHash } from 'node:crypto';
