@@ -1,7 +1,12 @@
 // Cache-hit throughput and latency: the edge agent vs a plain node:http server
 // answering the same bytes from memory vs nginx proxy_cache, one worker each,
 // 1 KiB and 100 KiB objects. Servers are pinned to core 0, wrk to core 1.
-// Run: npx node bench/edge-cache-hit.ts [--duration 10] [--warmup 3]
+// Then, in the same run: the agent's hits with edge policies active (a signing
+// key checked on every request, 1,000 IP rules, a response headers policy)
+// against its plain hits, and its compressed hits (gzip and br variants served
+// from cache) against the plain server sending the same encoded bytes and
+// against its own identity hits of the same text.
+// Run: npx node bench/edge-cache-hit.ts [--duration 10] [--warmup 3] [--rounds 2]
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { get as httpGet } from 'node:http';
 import { connect } from 'node:net';
@@ -9,12 +14,16 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { signPath } from '../shared/src/signing/signed-url.ts';
 import { have, numberFlag, pin } from './lib/cli.ts';
+import { BENCH_SIGNING_SECRET } from './lib/edge-bench-config.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const DURATION = numberFlag('duration', 10);
 const WARMUP = numberFlag('warmup', 3);
 const CONNECTIONS = numberFlag('connections', 64);
+/** Rounds of the policy and compression pairs, alternating the two sides (the median is reported). */
+const ROUNDS = numberFlag('rounds', 2);
 const ORIGIN_PORT = 18801, PLAIN_PORT = 18802, AGENT_PORT = 18803, NGINX_PORT = 18804;
 
 function ensureTools(): void {
@@ -37,11 +46,11 @@ function cleanup(): void {
 process.on('exit', cleanup);
 process.on('SIGINT', () => process.exit(130));
 
-async function waitFor(url: string, host: string): Promise<void> {
+async function waitFor(url: string, host: string, headers: Record<string, string> = {}): Promise<void> {
   for (let i = 0; i < 100; i++) {
     // fetch() drops a Host header, so use node:http.
     const ok = await new Promise<boolean>((resolve) => {
-      const req = httpGet(url, { headers: { host } }, (res) => {
+      const req = httpGet(url, { headers: { host, ...headers } }, (res) => {
         res.resume();
         resolve(res.statusCode === 200);
       });
@@ -56,9 +65,9 @@ async function waitFor(url: string, host: string): Promise<void> {
 interface Result { rps: number; p50: number; p99: number }
 
 /** Header fields and bytes of one response (status line to blank line), to check the baseline answers like the agent. */
-function responseHead(port: number, host: string, path: string): Promise<{ fields: number; bytes: number }> {
+function responseHead(port: number, host: string, path: string, extra = ''): Promise<{ fields: number; bytes: number }> {
   return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1', () => socket.write(`GET ${path} HTTP/1.1\r\nHost: ${host}\r\n\r\n`));
+    const socket = connect(port, '127.0.0.1', () => socket.write(`GET ${path} HTTP/1.1\r\nHost: ${host}\r\n${extra}\r\n`));
     let buf = '';
     socket.setEncoding('latin1');
     socket.on('data', (chunk: string) => {
@@ -73,9 +82,9 @@ function responseHead(port: number, host: string, path: string): Promise<{ field
   });
 }
 
-function wrk(url: string, host: string, seconds: number): Result {
+function wrk(url: string, host: string, seconds: number, headers: Record<string, string> = {}): Result {
   const lua = join(tmpdir(), `wrk-host-${process.pid}.lua`);
-  writeFileSync(lua, `wrk.headers["Host"] = "${host}"\n`);
+  writeFileSync(lua, Object.entries({ Host: host, ...headers }).map(([k, v]) => `wrk.headers["${k}"] = "${v}"\n`).join(''));
   const cmd = pin(1, ['wrk', '-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--latency', '-s', lua, url]);
   const out = execFileSync(cmd[0], cmd.slice(1), { encoding: 'utf8' });
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0);
@@ -154,6 +163,60 @@ http {
       console.log(`${size.padEnd(5)} ${t.name.padEnd(18)} ${r.rps.toFixed(0).padStart(8)} req/s  p50 ${r.p50.toFixed(2)} ms  p99 ${r.p99.toFixed(2)} ms`);
     }
   }
+  // Policies and compression: each pair measured back to back, sides alternating, ROUNDS times; medians.
+  const median = (xs: Result[]): Result => {
+    const by = (k: keyof Result) => [...xs].sort((a, b) => a[k] - b[k])[Math.floor((xs.length - 1) / 2)]![k];
+    return { rps: by('rps'), p50: by('p50'), p99: by('p99') };
+  };
+  interface Side { name: string; port: number; host: string; path: string; headers?: Record<string, string> }
+  const measurePair = async (a: Side, b: Side): Promise<[Result, Result]> => {
+    const ra: Result[] = [], rb: Result[] = [];
+    for (const side of [a, b]) {
+      await waitFor(`http://127.0.0.1:${side.port}${side.path}`, side.host, side.headers);
+      wrk(`http://127.0.0.1:${side.port}${side.path}`, side.host, WARMUP, side.headers);
+    }
+    for (let round = 0; round < ROUNDS; round++) {
+      const order = round % 2 === 0 ? [a, b] : [b, a];
+      for (const side of order) {
+        const r = wrk(`http://127.0.0.1:${side.port}${side.path}`, side.host, DURATION, side.headers);
+        (side === a ? ra : rb).push(r);
+      }
+    }
+    return [median(ra), median(rb)];
+  };
+  const expires = Math.floor(Date.now() / 1000) + 365 * 86_400;
+  const pairs: { label: string; object: string; base: string; other: string; rows: [Result, Result] }[] = [];
+  for (const size of ['1k', '100k']) {
+    const signed = signPath({ path: `/${size}`, expires, secret: BENCH_SIGNING_SECRET });
+    const rows = await measurePair(
+      { name: 'agent, plain hit', port: AGENT_PORT, host: 'bench.local', path: `/${size}` },
+      { name: 'agent, policies', port: AGENT_PORT, host: 'policy.local', path: signed },
+    );
+    pairs.push({ label: 'policies', object: size, base: 'agent plain hit', other: 'agent hit with signing key + 1,000 IP rules + header policy', rows });
+    console.log(`${size.padEnd(5)} policies: plain ${rows[0].rps.toFixed(0)} req/s, with policies ${rows[1].rps.toFixed(0)} req/s (${(rows[1].rps / rows[0].rps).toFixed(3)})`);
+  }
+  const compressedHeads: string[] = [];
+  for (const size of ['1k.txt', '100k.txt']) {
+    for (const coding of ['gzip', 'br']) {
+      const ae = { 'Accept-Encoding': coding };
+      await waitFor(`http://127.0.0.1:${AGENT_PORT}/${size}`, 'gz.local', ae);
+      const ha = await responseHead(AGENT_PORT, 'gz.local', `/${size}`, `Accept-Encoding: ${coding}\r\n`);
+      const hp = await responseHead(PLAIN_PORT, 'plain.local', `/${size}`, `Accept-Encoding: ${coding}\r\n`);
+      compressedHeads.push(`${size} ${coding}: agent ${ha.fields} fields, ${ha.bytes} bytes; plain ${hp.fields} fields, ${hp.bytes} bytes`);
+      const rows = await measurePair(
+        { name: `plain node:http, ${coding} bytes`, port: PLAIN_PORT, host: 'plain.local', path: `/${size}`, headers: ae },
+        { name: `agent, ${coding} hit`, port: AGENT_PORT, host: 'gz.local', path: `/${size}`, headers: ae },
+      );
+      pairs.push({ label: coding, object: size, base: `plain node:http sending the same ${coding} bytes`, other: `agent ${coding} hit (stored variant)`, rows });
+      console.log(`${size.padEnd(9)} ${coding}: plain ${rows[0].rps.toFixed(0)} req/s, agent ${rows[1].rps.toFixed(0)} req/s (${(rows[1].rps / rows[0].rps).toFixed(3)})`);
+    }
+    const rows = await measurePair(
+      { name: 'agent, identity hit', port: AGENT_PORT, host: 'gz.local', path: `/${size}` },
+      { name: 'agent, gzip hit', port: AGENT_PORT, host: 'gz.local', path: `/${size}`, headers: { 'Accept-Encoding': 'gzip' } },
+    );
+    pairs.push({ label: 'gzip vs identity', object: size, base: 'agent identity hit of the text', other: 'agent gzip hit of the same text', rows });
+  }
+
   const lines: string[] = [];
   lines.push(`# Edge cache-hit benchmark`, '', `Run ${new Date().toISOString()}: wrk -t1 -c${CONNECTIONS}, ${DURATION} s per measurement after ${WARMUP} s warm-up; servers pinned to core 0, wrk to core 1; one worker each. Node ${process.version}.`, '', `Response heads (1 KiB hit): ${heads.join('; ')}.`, '');
   lines.push('| object | server | req/s | p50 ms | p99 ms |', '|---|---|---:|---:|---:|');
@@ -164,6 +227,9 @@ http {
     const ok = a.rps / p.rps >= 0.9 && a.p99 / p.p99 <= 1.5;
     lines.push(`| ${size === '1k' ? '1 KiB' : '100 KiB'} | ${(a.rps / p.rps).toFixed(2)} | ${(a.rps / n.rps).toFixed(2)} | ${(a.p99 / p.p99).toFixed(2)} | ${ok ? 'yes' : 'no'} |`);
   }
+  lines.push('', `## Edge policies and compressed hits`, '', `Each pair measured back to back in ${ROUNDS} rounds of ${DURATION} s, the two sides alternating; medians. The policy endpoint checks one signed URL (HMAC-SHA256; the agent remembers verified signatures, so a repeated URL skips the HMAC — each new token pays it once, 3-4 µs), walks 1,000 IP block rules (none matches) and applies a headers policy (4 security headers, 1 custom header). Compressed objects are text (about 3-4× compressible); the plain server sends bytes encoded once at start with the same head. Heads: ${compressedHeads.join('; ')}.`, '');
+  lines.push('| object | baseline | measured | baseline req/s | measured req/s | measured / baseline | baseline p99 ms | measured p99 ms |', '|---|---|---|---:|---:|---:|---:|---:|');
+  for (const p of pairs) lines.push(`| ${p.object} | ${p.base} | ${p.other} | ${p.rows[0].rps.toFixed(0)} | ${p.rows[1].rps.toFixed(0)} | ${(p.rows[1].rps / p.rows[0].rps).toFixed(3)} | ${p.rows[0].p99.toFixed(2)} | ${p.rows[1].p99.toFixed(2)} |`);
   const text = lines.join('\n') + '\n';
   console.log('\n' + text);
   mkdirSync(join(here, 'results'), { recursive: true });

@@ -2,41 +2,70 @@
 // origin it sends what an origin would; with "baseline" it is the fair yardstick
 // for the agent's cache hits: the same header fields, values of the same length
 // and the same keep-alive timeout, its header list rebuilt once per second like
-// the agent's (Date, Age and the Cache-Status ttl change).
+// the agent's (Date, Age and the Cache-Status ttl change). The text objects
+// (/1k.txt, /100k.txt) are compressible; the baseline answers a request that
+// accepts gzip or br with bytes encoded once at start, as the agent's stored
+// variants are.
 import { createServer } from 'node:http';
+import { brotliCompressSync, constants, gzipSync } from 'node:zlib';
+
+/** Deterministic text that compresses like a real page or manifest (about 3-4×), not like a run of one letter. */
+function benchText(size: number): Buffer {
+  const words = ['segment', 'video', 'bitrate', 'duration', 'playlist', 'audio', 'codec', 'avc1.64001f', 'mp4a.40.2', 'resolution', '1920x1080', 'bandwidth', 'program', 'init', 'media'];
+  let seed = 42;
+  const rand = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
+  let out = '';
+  while (out.length < size) out += `${words[Math.floor(rand() * words.length)]}=${Math.floor(rand() * 100000)}${rand() < 0.1 ? '\n' : ' '}`;
+  return Buffer.from(out.slice(0, size));
+}
 
 const port = Number(process.argv[2]);
 const baseline = process.argv[3] === 'baseline';
-const bodies = new Map<string, Buffer>([['/1k', Buffer.alloc(1024, 'a')], ['/100k', Buffer.alloc(100 * 1024, 'b')]]);
+const bodies = new Map<string, Buffer>([['/1k', Buffer.alloc(1024, 'a')], ['/100k', Buffer.alloc(100 * 1024, 'b')], ['/1k.txt', benchText(1024)], ['/100k.txt', benchText(100 * 1024)]]);
+const encoded = new Map<string, Buffer>();
+for (const [path, body] of bodies) {
+  if (!path.endsWith('.txt')) continue;
+  encoded.set(`${path} gzip`, gzipSync(body, { level: 6 }));
+  encoded.set(`${path} br`, brotliCompressSync(body, { params: { [constants.BROTLI_PARAM_QUALITY]: 5, [constants.BROTLI_PARAM_MODE]: constants.BROTLI_MODE_TEXT } }));
+}
 const started = Date.now();
 const cached = new Map<string, { sec: number; headers: string[] }>();
 
-function baselineHeaders(url: string, body: Buffer): string[] {
+function baselineHeaders(url: string, body: Buffer, coding: string | null): string[] {
   const now = Date.now();
   const sec = Math.floor(now / 1000);
-  let c = cached.get(url);
+  const cacheKey = coding ? `${url} ${coding}` : url;
+  let c = cached.get(cacheKey);
   if (c === undefined || c.sec !== sec) {
     const age = Math.floor((now - started) / 1000) + 10;
+    const type = url.endsWith('.txt') ? 'text/plain' : 'application/octet-stream';
     const headers = [
-      'content-type', 'application/octet-stream', 'content-length', String(body.length), 'cache-control', 'max-age=3600',
-      'date', new Date(now).toUTCString(), 'accept-ranges', 'bytes', 'age', String(age),
+      'content-type', type, 'content-length', String(body.length), 'cache-control', 'max-age=3600',
+      'date', new Date(now).toUTCString(),
+      ...(coding ? ['content-encoding', coding, 'vary', 'Accept-Encoding'] : ['accept-ranges', 'bytes']), 'age', String(age),
       'cache-status', `edge-local; hit; ttl=${3600 - age}`, 'x-cache-status', 'HIT',
     ];
-    cached.set(url, (c = { sec, headers }));
+    cached.set(cacheKey, (c = { sec, headers }));
   }
   return c.headers;
 }
 
 const server = createServer((req, res) => {
   const url = req.url ?? '';
-  const body = bodies.get(url);
+  let body = bodies.get(url);
   if (!body) {
     res.writeHead(404);
     res.end();
     return;
   }
-  if (baseline) res.writeHead(200, baselineHeaders(url, body));
-  else res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': body.length, 'cache-control': 'max-age=3600' });
+  if (baseline) {
+    const ae = req.headers['accept-encoding'];
+    const coding = ae === undefined || !url.endsWith('.txt') ? null : ae.includes('br') ? 'br' : ae.includes('gzip') ? 'gzip' : null;
+    if (coding) body = encoded.get(`${url} ${coding}`)!;
+    res.writeHead(200, baselineHeaders(url, body, coding));
+  } else {
+    res.writeHead(200, { 'content-type': url.endsWith('.txt') ? 'text/plain' : 'application/octet-stream', 'content-length': body.length, 'cache-control': 'max-age=3600' });
+  }
   res.end(body);
 });
 if (baseline) server.keepAliveTimeout = 65_000; // the agent's: same Keep-Alive header
