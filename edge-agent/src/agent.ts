@@ -47,7 +47,15 @@ export interface EdgeAgentOptions {
   maxEndpoints?: number;
   /** A proxy in front of the agent whose client-address header request policies believe (TRUST_PROXY_HEADER); default none. */
   trustedProxy?: TrustedProxy | null;
+  /**
+   * What the cache does while the agent is cut off from the control plane (controlPlaneLost; CACHE_WHEN_DISCONNECTED):
+   * `revalidate` (default) every cached object with the origin before serving it, so no purge made meanwhile can be
+   * missed; `serve` it as it is (availability first: purges made meanwhile are applied when the agent is back).
+   */
+  cacheWhenDisconnected?: CacheWhenDisconnected;
 }
+
+export type CacheWhenDisconnected = 'revalidate' | 'serve';
 
 export const DEFAULT_REQUEST_HEADERS_TIMEOUT_MS = 20_000;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 300_000;
@@ -72,6 +80,9 @@ export class EdgeAgent implements ControlledAgent {
   private readonly configStore: ConfigStore | null;
   private readonly healthProbes: boolean;
   private readonly maxEndpoints: number;
+  private readonly cacheWhenDisconnected: CacheWhenDisconnected;
+  /** Cut off from the control plane for longer than the control client's bound (controlPlaneLost). */
+  private cutOff = false;
   private table: RoutingTable = EMPTY_TABLE;
   private snapshot: ConfigSnapshot | null = null;
   private readonly resources = new ResourceSet();
@@ -88,6 +99,7 @@ export class EdgeAgent implements ControlledAgent {
     this.configStore = persist ? new ConfigStore(options.dataDir, (err) => this.logger.error({ err: err.message }, 'persisting the configuration failed; the previous one stays on disk')) : null;
     this.healthProbes = options.healthProbes ?? true;
     this.maxEndpoints = options.maxEndpoints ?? 0;
+    this.cacheWhenDisconnected = options.cacheWhenDisconnected ?? 'revalidate';
     this.requestHeadersTimeoutMs = options.requestHeadersTimeoutMs ?? DEFAULT_REQUEST_HEADERS_TIMEOUT_MS;
     this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     if (this.requestTimeoutMs > 0 && this.requestHeadersTimeoutMs > this.requestTimeoutMs) {
@@ -296,6 +308,28 @@ export class EdgeAgent implements ControlledAgent {
     return true;
   }
 
+  /**
+   * The control client's word that the agent has been cut off from the control plane for longer than its bound
+   * (`lost`), or is connected again. Purges made meanwhile cannot reach it: with CACHE_WHEN_DISCONNECTED=revalidate
+   * every cached object is revalidated with the origin before it is served until it is back (then the missed
+   * purges are applied before its cache answers alone again: beginPurgeCatchUp); with `serve` the cache serves
+   * as it is.
+   */
+  controlPlaneLost(lost: boolean): void {
+    if (lost === this.cutOff) return;
+    this.cutOff = lost;
+    const revalidate = this.cacheWhenDisconnected === 'revalidate';
+    this.proxy.revalidateAll = lost && revalidate;
+    if (!lost) this.logger.info('the control plane is back: the cache serves again once missed purges are applied');
+    else if (revalidate) this.logger.warn('cut off from the control plane: every cached object is revalidated with the origin before it is served, until it is back');
+    else this.logger.warn('cut off from the control plane: the cache keeps serving; purges made meanwhile are applied when it is back (CACHE_WHEN_DISCONNECTED=serve)');
+  }
+
+  /** Whether the agent is cut off from the control plane (controlPlaneLost). */
+  get controlPlaneCutOff(): boolean {
+    return this.cutOff;
+  }
+
   /** Records a purge the agent cannot apply (unknown type) as seen, so it does not hold the catch-up forever. */
   skipPurge(sequence: number, reason: string): void {
     this.logger.warn({ sequence, reason }, 'purge not applied');
@@ -444,7 +478,10 @@ export class EdgeAgent implements ControlledAgent {
       } else if (path === '/healthz') {
         const report = this.healthReport();
         res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
-        res.end(JSON.stringify({ status: report.status, config_version: report.configVersion, purge_sequence: report.purgeSequence, cache_objects: report.cacheObjects, cache_bytes: report.cacheBytes }));
+        res.end(JSON.stringify({
+          status: report.status, config_version: report.configVersion, purge_sequence: report.purgeSequence, cache_objects: report.cacheObjects, cache_bytes: report.cacheBytes,
+          control_plane_cut_off: this.cutOff,
+        }));
       } else {
         res.writeHead(404, { 'content-type': 'text/plain' });
         res.end('not found\n');

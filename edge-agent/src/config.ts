@@ -38,6 +38,9 @@ const schema = z.object({
   ORIGIN_UPLOAD_CONNECTIONS: z.coerce.number().int().min(1).max(1024).default(32),
   // Capacity guard: the most endpoints this node accepts (0: no limit). A larger configuration is refused (nacked) whole.
   MAX_ENDPOINTS: z.coerce.number().int().min(0).max(10_000_000).default(0),
+  // What the cache does once the agent has been cut off from the control plane for 3 heartbeat intervals: revalidate
+  // every cached object with the origin before serving it (no purge made meanwhile can be missed), or serve it as it is.
+  CACHE_WHEN_DISCONNECTED: z.enum(['revalidate', 'serve']).default('revalidate'),
   // The viewer's address for IP rules, geo restriction and IP-bound signed URLs: the socket's peer, unless a proxy in front
   // of the agent reports it in this header (x-forwarded-for, x-real-ip...) and the peer is one of TRUSTED_PROXY_CIDRS.
   TRUST_PROXY_HEADER: z.string().trim().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'a header name such as x-forwarded-for').optional(),

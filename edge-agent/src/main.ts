@@ -44,6 +44,7 @@ const agent = new EdgeAgent({
   uploadConnectionsPerOrigin: config.ORIGIN_UPLOAD_CONNECTIONS,
   maxEndpoints: config.MAX_ENDPOINTS,
   trustedProxy: trustedProxy(config.TRUST_PROXY_HEADER, config.TRUSTED_PROXY_CIDRS),
+  cacheWhenDisconnected: config.CACHE_WHEN_DISCONNECTED,
 });
 
 function loadConfigFile(path: string): void {

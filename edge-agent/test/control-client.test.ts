@@ -474,3 +474,21 @@ t.test('a delta after a restart of the agent applies on the persisted resources'
   t.equal(ack.ok, true, ack.error);
   t.match((await edge.get('/x')).body, 'config=v2');
 });
+
+t.test('cut off: 3 heartbeat intervals without a stream, the client tells the agent (its cache then revalidates); the next Welcome ends it', async (t) => {
+  const { fake, origin, edge, client } = await setup(t);
+  fake.welcome = { heartbeatIntervalMs: 100, trafficReportIntervalMs: 60_000 };
+  fake.onHello = (s) => fake.send(s, fullPush(1, config(origin.port, 'v1')));
+  client.start();
+  const stream = await fake.waitForStream(1);
+  await ackOf(fake, stream, AckKind.CONFIG, 1);
+  t.equal(edge.agent.controlPlaneCutOff, false);
+  // From now on the control plane answers no Hello: no stream comes up again.
+  const welcome = fake.welcome;
+  fake.welcome = null;
+  stream.call.emit('error', { code: status.UNAVAILABLE, details: 'replica going away' });
+  await fake.waitFor(() => edge.agent.controlPlaneCutOff, 'cut off after 3 heartbeat intervals (300 ms) without a stream');
+  t.equal(client.connected, false);
+  fake.welcome = welcome;
+  await fake.waitFor(() => client.connected && !edge.agent.controlPlaneCutOff, 'a Welcome ends it');
+});

@@ -79,10 +79,12 @@ export async function startEdgeAgent(t: Teardown, deployment: Pick<Deployment, '
   return agent;
 }
 
-/** The agent's /healthz (its applied configuration version and purge sequence). */
-export async function agentHealth(agent: Pick<AgentProcess, 'logs'>): Promise<{ purge_sequence: number; config_version: number; cache_objects: number }> {
+export interface AgentHealth { purge_sequence: number; config_version: number; cache_objects: number; control_plane_cut_off: boolean }
+
+/** The agent's /healthz (its applied configuration version and purge sequence, whether it is cut off from the control plane). */
+export async function agentHealth(agent: Pick<AgentProcess, 'logs'>): Promise<AgentHealth> {
   const port = Number(/"metrics_port":(\d+)/.exec(agent.logs.find((l) => l.includes('"metrics_port"'))!)![1]);
-  return (await fetch(`http://127.0.0.1:${port}/healthz`)).json() as Promise<{ purge_sequence: number; config_version: number; cache_objects: number }>;
+  return (await fetch(`http://127.0.0.1:${port}/healthz`)).json() as Promise<AgentHealth>;
 }
 
 export interface ViewerReply { status: number; headers: http.IncomingHttpHeaders; body: string }

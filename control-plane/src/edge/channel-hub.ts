@@ -331,10 +331,13 @@ export class ChannelHub {
     const values = { ...own, ...fromFeeds };
     const names = Object.keys(values);
     // A new row starts with empty cache counts; an existing one keeps its created_at and counts until the first heartbeat.
+    // Its presence keeps the stream before this one: when it opened, and when it ended (now, if it was still online).
     const updated = names.filter((name) => name !== 'id' && name !== 'created_at');
     const [row] = await this.#context.em().execute<Record<string, unknown>[]>(
       `insert into cdn_edge_node (${names.join(', ')}) values (${names.map(() => '?').join(', ')})
-       on conflict (id) do update set ${updated.map((name) => `${name} = excluded.${name}`).join(', ')}
+       on conflict (id) do update set ${updated.map((name) => `${name} = excluded.${name}`).join(', ')},
+         previous_connected_at = cdn_edge_node.connected_at,
+         offline_at = case when cdn_edge_node.status = 'offline' then cdn_edge_node.offline_at else excluded.connected_at end
        returning ${this.#returning()}`,
       names.map((name) => values[name]),
     );
@@ -390,7 +393,7 @@ export class ChannelHub {
   #gone(stream: AgentStream): void {
     stream.closed = true;
     this.#forget(stream);
-    this.#context.writer.node(stream, { status: 'offline' }, true);
+    this.#context.writer.node(stream, { status: 'offline', offline_at: this.#now }, true);
     this.#log.info({ node_id: stream.nodeId }, 'edge node stream ended');
   }
 

@@ -12,7 +12,7 @@
 import { AckKind, type Ack, type Heartbeat, type Hello } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { PURGE_SUBMITTED_CHANNEL } from '../cdn/announcements.ts';
 import { UUID, agentText, safeNumber, type ChannelContext, type Feed, type WelcomeFields } from './channel-feed.ts';
-import { PurgeRing, evaluatePurges, recordPurgeAcks, type EncodedPurge, type PurgeAckRow, type PurgeRow } from './channel-purges.ts';
+import { PurgeRing, evaluatePurges, failLatePurges, recordPurgeAcks, type EncodedPurge, type PurgeAckRow, type PurgeRow } from './channel-purges.ts';
 import type { AgentStream } from './channel-stream.ts';
 import type { ChannelWriter, FleetChange, NodeChange, NodeStream, PartBatch, WriterPart } from './channel-writer.ts';
 
@@ -150,9 +150,12 @@ export class PurgeFeed implements Feed<PurgeState> {
   readonly acks: PurgeAckBuffer;
   readonly #context: ChannelContext;
   readonly #states = new Set<PurgeState>();
+  /** How long a purge waits for a target that has not applied it (EDGE_PURGE_TIMEOUT_MS). */
+  readonly #timeoutMs: number;
 
-  constructor(context: ChannelContext) {
+  constructor(context: ChannelContext, options: { timeoutMs: number }) {
     this.#context = context;
+    this.#timeoutMs = options.timeoutMs;
     this.ring = new PurgeRing(context.em);
     this.acks = new PurgeAckBuffer(context.writer);
     this.subjects = { [PURGE_SUBMITTED_CHANNEL]: (message, local) => this.#announced(message, local) };
@@ -214,7 +217,16 @@ export class PurgeFeed implements Feed<PurgeState> {
     if (applied !== null && applied > 0 && applied <= state.pushed) this.acks.applied(stream, applied);
   }
 
+  /** The purges this replica has not seen yet; then the targets that did not apply a purge within the timeout are counted failed. */
   async poll(): Promise<void> {
+    await this.#load();
+    const now = this.#context.clock.now();
+    const failed = await failLatePurges(this.#context.em(), new Date(now.getTime() - this.#timeoutMs), now, durationText(this.#timeoutMs));
+    if (failed.length) this.#context.log.warn({ purges: failed.length }, 'purges not applied by every node that must apply them within EDGE_PURGE_TIMEOUT_MS: failed');
+  }
+
+  /** Reads the purges this replica has not seen yet from the database and writes them to the streams. */
+  async #load(): Promise<void> {
     const added = await this.ring.load();
     if (added.length) this.#push(added);
   }
@@ -233,7 +245,7 @@ export class PurgeFeed implements Feed<PurgeState> {
       if (added.length) this.#push(added);
       return;
     }
-    void this.#context.safely('purge fan-out', () => this.poll());
+    void this.#context.safely('purge fan-out', () => this.#load());
   }
 
   /** Writes the purges each live stream lacks: from memory in this call, or (a stream far behind, or one mid-catch-up) through #sync. */
@@ -293,4 +305,9 @@ export class PurgeFeed implements Feed<PurgeState> {
       state.syncing = false;
     }
   }
+}
+
+/** A duration for people: "5 minutes", "90 seconds". */
+function durationText(ms: number): string {
+  return ms % 60_000 === 0 ? `${ms / 60_000} minute${ms === 60_000 ? '' : 's'}` : `${Math.round(ms / 1000)} seconds`;
 }

@@ -1,8 +1,8 @@
 // Purge and prefetch fan-out through the real channel (DESIGN.md §5, §7;
 // issue 12 item 5): purges submitted through the API reach every online agent
 // (one encoding for all), in sequence order; status pending → in_progress →
-// completed or failed from the agents' acks, a node going offline no longer
-// holds a purge back; an agent that reconnects gets every purge it missed, in
+// completed or failed from the agents' acks, a node online when it was stored
+// that goes offline keeps it in progress until it applies it or times out; an agent that reconnects gets every purge it missed, in
 // order, before live ones (pages beyond one database read included); prefetch
 // jobs go to the nodes that hold the endpoint and their counts come from the
 // agents' answers.
@@ -19,7 +19,7 @@ import { PURGE_SUBMITTED_CHANNEL } from '../cdn/announcements.ts';
 import { executeBound } from '../db/bulk.ts';
 import { purgeAckRetentionJob } from './channel-jobs.ts';
 import { announcedPurge } from './channel-purge-feed.ts';
-import { PURGE_PAGE, PURGE_REPLAY_LIMIT, PurgeRing as PurgeFeed, evaluatePurges, recordPurgeAcks } from './channel-purges.ts';
+import { PURGE_PAGE, PURGE_REPLAY_LIMIT, PurgeRing as PurgeFeed, evaluatePurges, failLatePurges, recordPurgeAcks } from './channel-purges.ts';
 import { NO_TARGET_REASON } from './channel-prefetch.ts';
 import type { AgentStream } from './channel-stream.ts';
 
@@ -86,16 +86,33 @@ t.test('a node reporting a failure fails the purge (with completed_at); its erro
 });
 
 let missedFrom = 0;
+let heldBack = '';
 
-t.test('a node that goes offline before acknowledging no longer holds the purge back', async (t) => {
+t.test('regression: a node that goes offline before acknowledging keeps the purge in progress (it used to read completed without it)', async (t) => {
   const submitted = await submit();
+  heldBack = submitted.id;
   const [toA] = await Promise.all([a.next('purge'), b.next('purge')]);
   missedFrom = await nodeSequence(b.nodeId);
   a.ackPurge(toA);
   await eventually(async () => (await apiPurge(submitted.id)).status === 'in_progress', 'in progress, waiting on B');
   b.close();
-  await eventually(async () => (await apiPurge(submitted.id)).status === 'completed', 'completed once B is offline');
-  t.match(await apiPurge(submitted.id), { edge_nodes_total: 2, edge_nodes_completed: 1 });
+  await eventually(async () => (await query<{ s: string }>(cp, `select status as s from cdn_edge_node where id = ?`, [b.nodeId]))[0]!.s === 'offline', 'B offline');
+  await hub.flush();
+  await hub.poll();
+  t.match(await apiPurge(submitted.id), { status: 'in_progress', edge_nodes_total: 2, edge_nodes_completed: 1, completed_at: null }, 'B, online when it was stored, has not applied it');
+});
+
+t.test('a target that stays away longer than EDGE_PURGE_TIMEOUT_MS is counted failed, naming why; applying it later completes the purge', async (t) => {
+  const em = cp.app.db.orm.em.fork();
+  // The timeout as if it had run out: every purge stored before a second from now is late.
+  const failed = await failLatePurges(em as never, new Date(Date.now() + 1_000), new Date(), '5 minutes');
+  t.same(failed, [heldBack]);
+  t.match(await apiPurge(heldBack), { status: 'failed', edge_nodes_completed: 1 });
+  t.match(await purgeRow(heldBack), { edge_nodes_failed: 1 });
+  t.ok((await apiPurge(heldBack)).completed_at);
+  const [ack] = await query<{ ok: boolean; error: string }>(cp, `select ok, error from cdn_purge_ack where purge_id = ? and node_id = ?`, [heldBack, b.nodeId]);
+  t.match(ack, { ok: false, error: /^offline since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: did not apply it within 5 minutes$/ });
+  t.same(await failLatePurges(em as never, new Date(Date.now() + 1_000), new Date(), '5 minutes'), [], 'recorded once');
 });
 
 t.test('purges reach agents in sequence order; a reconnecting agent gets every purge it missed, in order, before live ones', async (t) => {
@@ -120,6 +137,8 @@ t.test('purges reach agents in sequence order; a reconnecting agent gets every p
   for (const p of [...caughtUp, next]) b.ackPurge(p);
   a.ackPurge(await a.next('purge'));
   await eventually(async () => (await apiPurge(live.id)).status === 'completed', 'the live purge completes');
+  await eventually(async () => (await apiPurge(heldBack)).status === 'completed', 'the purge B was away for completes once B applied it');
+  t.match(await purgeRow(heldBack), { edge_nodes_total: 2, edge_nodes_completed: 2, edge_nodes_failed: 0 });
 });
 
 t.test('more purges than one database read: live agents and a fresh agent get them all, in order', async (t) => {

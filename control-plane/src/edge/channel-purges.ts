@@ -205,22 +205,46 @@ export interface PurgeAckRow {
 }
 
 /**
+ * The nodes that must apply a purge (issue 21 item 5): those online when it was stored, which is those whose
+ * current stream opened before it and that are online still or went offline after it, and those whose stream
+ * before the current one covered it (a node that dropped out and is back, catching up). `p` names a relation
+ * with the purge's created_at, `n` cdn_edge_node. A target stays one until it has applied the purge or the
+ * purge times out (failLatePurges); a node that drops out twice before it has caught up is no longer held to
+ * the purges of its first stream (it answers nothing from its cache until it has caught up).
+ */
+const targetOf = (p: string, n: string) => `(${n}.connected_at <= ${p}.created_at and (${n}.${ONLINE} or ${n}.offline_at > ${p}.created_at)
+    or ${n}.previous_connected_at <= ${p}.created_at and ${p}.created_at < ${n}.offline_at and ${n}.offline_at <= ${n}.connected_at)`;
+
+/**
+ * Whether target `n` has not applied purge `p` (a relation with its id and sequence) by what is stored: no ok
+ * acknowledgement (probed by its key) and a purge_sequence below it (a node that started from a later purge,
+ * its cache empty or dropped, has nothing this purge could remove).
+ */
+const notApplied = (p: string, n: string, acks: string) =>
+  `${n}.purge_sequence < ${p}.sequence and not exists (select 1 from ${acks} k where k.purge_id = ${p}.id and k.node_id = ${n}.id and k.ok)`;
+
+/**
  * The end of a statement that counts purges again from their acknowledgements and moves them on:
- * in_progress from the first ack, failed as soon as a node reported a failure, completed once every node
- * online now has acknowledged it; edge_nodes_completed and edge_nodes_failed count the acks (edge_nodes_total
- * grows if more nodes answered than were online when it was stored; a completed purge's count does not go
- * back when a late, staler evaluation lands after it). `targets` is a relation of purge ids (id), `acks` one
- * of every ack of those purges (purge_id, node_id, ok); `now` names the time parameter.
+ * in_progress from the first ack, failed as soon as a node reported a failure (or failLatePurges recorded
+ * one), completed once every target has applied it (a purge without target, stored while no node was online,
+ * once a node applied it); edge_nodes_completed and edge_nodes_failed count the acks (edge_nodes_total grows if
+ * more nodes answered than were online when it was stored; a completed purge's count does not go back when a
+ * late, staler evaluation lands after it). `targets` is a relation of purge ids (id), `acks` one of every ack
+ * of those purges (purge_id, node_id, ok); `now` names the time parameter.
  */
 function movePurgesOn(targets: string, acks: string, now: string): string {
-  return `online as (select id from cdn_edge_node where ${ONLINE}),
-     counts as (
+  return `counts as (
        select t.id,
          count(k.node_id) filter (where k.ok)::int as ok_n,
-         count(k.node_id) filter (where not k.ok)::int as failed_n,
-         (select count(*) from online)::int - count(o.id) filter (where k.ok)::int as missing_n
-       from ${targets} t left join ${acks} k on k.purge_id = t.id left join online o on o.id = k.node_id
+         count(k.node_id) filter (where not k.ok)::int as failed_n
+       from ${targets} t left join ${acks} k on k.purge_id = t.id
        group by t.id
+     ),
+     missing as (
+       select r.id, count(*)::int as n
+       from ${targets} t join cdn_purge_request r on r.id = t.id join cdn_edge_node n on ${targetOf('r', 'n')}
+       where ${notApplied('r', 'n', acks)}
+       group by r.id
      )
      update cdn_purge_request p set
        edge_nodes_completed = case when p.status = 'completed' then greatest(p.edge_nodes_completed, c.ok_n) else c.ok_n end,
@@ -228,13 +252,14 @@ function movePurgesOn(targets: string, acks: string, now: string): string {
        edge_nodes_total = greatest(p.edge_nodes_total, c.ok_n + c.failed_n),
        status = case
          when c.failed_n > 0 then 'failed'
-         when c.missing_n = 0 then 'completed'
+         when m.n is null and (p.edge_nodes_total > 0 or c.ok_n > 0) then 'completed'
          when p.status = 'completed' then 'completed'
          when c.ok_n > 0 then 'in_progress'
          else p.status end,
-       completed_at = case when p.completed_at is null and (c.failed_n > 0 or c.missing_n = 0) then ${now}::timestamptz else p.completed_at end,
+       completed_at = case when p.completed_at is null and (c.failed_n > 0 or (m.n is null and (p.edge_nodes_total > 0 or c.ok_n > 0)))
+         then ${now}::timestamptz else p.completed_at end,
        updated_at = ${now}
-     from counts c
+     from counts c left join missing m on m.id = c.id
      where p.id = c.id`;
 }
 
@@ -252,10 +277,10 @@ function movePurgesOn(targets: string, acks: string, now: string): string {
  * flush read 267,000 acks and sorted them on disk, took two seconds, held the rows it updated meanwhile, and the
  * next flush was bigger still.
  *
- * Completion needs every online node's ok, which counts cannot tell (a node that acked may have gone
- * offline since): for a purge whose ok count reaches the number of online nodes, the statement looks for an
- * online node without an ok among this flush's acks or those stored (one index probe per node, for those
- * purges only), and completes it when there is none. Two replicas storing the last acks of a purge at the
+ * Completion needs every target's ok (targetOf), which counts cannot tell (an ack may come from a node that
+ * joined later): for a purge whose ok count reaches its number of targets, the statement looks for a target
+ * without an ok among this flush's acks or those stored (one index probe per node, for those purges only), and
+ * completes it when there is none. Two replicas storing the last acks of a purge at the
  * same moment each look from a snapshot without the other's; their updates of the purge's row take turns and
  * the later one adds to the counts the first committed, so a purge whose counts say complete but which was not
  * completed is counted again from its acks (evaluatePurges) by a second statement, after this one committed:
@@ -296,16 +321,14 @@ export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAck
          (count(*) filter (where not ok) - count(*) filter (where ok and not inserted))::int as failed_n
        from stored group by purge_id
      ),
-     online_nodes as materialized (select id from cdn_edge_node where ${ONLINE}),
-     online as materialized (select count(*)::int as n from online_nodes),
      due as (
-       select a.id from added a join cdn_purge_request p on p.id = a.id cross join online
-       where p.status <> 'completed' and p.edge_nodes_failed + a.failed_n = 0 and p.edge_nodes_completed + a.ok_n >= online.n
+       select a.id, p.sequence, p.created_at from added a join cdn_purge_request p on p.id = a.id
+       where p.status <> 'completed' and p.edge_nodes_failed + a.failed_n = 0 and p.edge_nodes_completed + a.ok_n >= greatest(p.edge_nodes_total, 1)
      ),
      missing as (
-       select d.id from due d cross join online_nodes o
-       left join stored s on s.purge_id = d.id and s.node_id = o.id and s.ok
-       where s.node_id is null and not exists (select 1 from cdn_purge_ack k where k.purge_id = d.id and k.node_id = o.id and k.ok)
+       select d.id from due d join cdn_edge_node n on ${targetOf('d', 'n')}
+       left join stored s on s.purge_id = d.id and s.node_id = n.id and s.ok
+       where s.node_id is null and ${notApplied('d', 'n', 'cdn_purge_ack')}
        group by d.id
      ),
      complete as (select id from due except select id from missing)
@@ -323,9 +346,9 @@ export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAck
          when p.completed_at is null and (p.edge_nodes_failed + a.failed_n > 0 or c.id is not null) then $2::timestamptz
          else p.completed_at end,
        updated_at = $2
-     from added a cross join online left join complete c on c.id = a.id
+     from added a left join complete c on c.id = a.id
      where p.id = a.id
-     returning p.id, (p.status <> 'completed' and p.edge_nodes_failed = 0 and p.edge_nodes_completed >= online.n) as recount`,
+     returning p.id, (p.status <> 'completed' and p.edge_nodes_failed = 0 and p.edge_nodes_completed >= greatest(p.edge_nodes_total, 1)) as recount`,
     [JSON.stringify([...byPurge.values()]), now],
   );
   const complete = counted.filter((p) => p.recount).map((p) => p.id);
@@ -347,6 +370,41 @@ export async function evaluatePurges(em: EntityManager, which: readonly string[]
      ${movePurgesOn('targets', 'acks', '?')}`,
     which === 'open' ? [now, now] : [ids(which), now, now],
   );
+}
+
+/**
+ * The targets of open purges stored before `before` that have not applied them are recorded as failed
+ * (a failed acknowledgement naming why: offline since when, or no answer), and those purges moved on, so
+ * a purge waits for a node that dropped out at most that long. A node that applies the purge later turns
+ * its failure into an ok (recordPurgeAcks), which may complete the purge after all. Run on every tick by
+ * every replica (the insert skips what another replica recorded). Returns the purges it failed.
+ */
+export async function failLatePurges(em: EntityManager, before: Date, now: Date, waited: string): Promise<string[]> {
+  const rows = await em.execute<{ purge_id: string }[]>(
+    `with late as (
+       select id, sequence, created_at from cdn_purge_request
+       where status in ('pending', 'in_progress') and edge_nodes_total > 0 and created_at < ?
+       order by sequence limit 100
+     ),
+     missing as (
+       select l.id as purge_id, n.id as node_id,
+         case when n.${ONLINE} then 'did not acknowledge it within ' || ?::text
+           else 'offline' || coalesce(' since ' || to_char(n.offline_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), '') || ': did not apply it within ' || ?::text end as error
+       from late l join cdn_edge_node n on ${targetOf('l', 'n')}
+       where ${notApplied('l', 'n', 'cdn_purge_ack')}
+     ),
+     stored as (
+       insert into cdn_purge_ack (purge_id, node_id, ok, error, acked_at)
+       select purge_id, node_id, false, error, ? from missing
+       on conflict (purge_id, node_id) do nothing
+       returning purge_id
+     )
+     select distinct purge_id from stored`,
+    [before, waited, waited, now],
+  );
+  const failed = rows.map((r) => r.purge_id);
+  if (failed.length) await evaluatePurges(em, failed, now);
+  return failed;
 }
 
 /** How long the acknowledgements of a finished purge are kept; its counts stay on the record after. */

@@ -51,6 +51,7 @@ export interface NodeStream {
 const SESSION_COLUMNS: Readonly<Record<string, NodeColumn>> = {
   last_seen_at: { type: 'timestamptz', merge: 'latest' },
   status: { type: 'text', merge: 'latest' },
+  offline_at: { type: 'timestamptz', merge: 'latest' },
   cache_objects: { type: 'bigint', merge: 'latest' },
   cache_bytes: { type: 'bigint', merge: 'latest' },
 };

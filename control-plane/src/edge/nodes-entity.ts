@@ -32,6 +32,10 @@ export const EdgeNodeSchema = defineEntity({
     // later writes apply only while both still match, so a node that reconnected elsewhere is left alone.
     connected_at: p.datetime().nullable(),
     replica_id: p.text().nullable(),
+    // When the node last went offline (or its stream was replaced), and when the stream before the current one
+    // opened: a node stays a target of the purges stored while it was online (channel-purges.ts).
+    offline_at: p.datetime().nullable(),
+    previous_connected_at: p.datetime().nullable(),
     agent_token_id: p.uuid().nullable(),
     cache_objects: p.bigint('number').default(0),
     cache_bytes: p.bigint('number').default(0),

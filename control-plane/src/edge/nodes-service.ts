@@ -89,8 +89,8 @@ export async function reconcileDeployments(em: EntityManager, source: ConfigSour
 /** Marks offline the online or draining nodes not seen since `before` (their heartbeats stopped, or their replica died); returns their ids. */
 export async function sweepSilentNodes(em: EntityManager, before: Date, now: Date): Promise<string[]> {
   const rows = await em.execute<{ id: string }[]>(
-    `update cdn_edge_node set status = 'offline', updated_at = ? where ${ONLINE} and (last_seen_at is null or last_seen_at < ?) returning id`,
-    [now, before],
+    `update cdn_edge_node set status = 'offline', offline_at = ?, updated_at = ? where ${ONLINE} and (last_seen_at is null or last_seen_at < ?) returning id`,
+    [now, now, before],
   );
   return rows.map((r) => r.id);
 }

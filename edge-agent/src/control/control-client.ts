@@ -12,7 +12,11 @@
 //
 // A stream that fails or ends is retried with capped exponential backoff and
 // full jitter, from what the agent holds; a refused token is retried at the cap.
-// Meanwhile the agent serves its configuration and cache as they are.
+// Meanwhile the agent serves its configuration and cache as they are, until it
+// has been without a stream for 3 heartbeat intervals: then it is cut off
+// (EdgeAgent.controlPlaneLost: purges made meanwhile cannot reach it, and its
+// cache revalidates or keeps serving as CACHE_WHEN_DISCONNECTED says) until
+// the next Welcome.
 // Each attempt uses a channel of its own, so grpc-js's own reconnect backoff
 // never stretches ours. The token is never logged.
 import { EventEmitter } from 'node:events';
@@ -45,7 +49,7 @@ export interface ControlClientOptions {
   resetBackoffAfterMs?: number;
   /** Time for the control plane to answer Hello with Welcome (default 15 s). */
   welcomeTimeoutMs?: number;
-  /** HTTP/2 keepalive ping interval and timeout: a dead control plane is noticed within their sum (default 20 s + 10 s). */
+  /** HTTP/2 keepalive ping interval and timeout: a control plane gone silent is noticed within their sum (default 10 s + 5 s). */
   keepaliveTimeMs?: number;
   keepaliveTimeoutMs?: number;
   /** Prefetch jobs run at once (default 2); more wait, up to maxQueuedPrefetches (default 1,000), beyond which they are refused. */
@@ -55,11 +59,16 @@ export interface ControlClientOptions {
   closeTimeoutMs?: number;
   /** Largest push accepted (default 256 MiB: a full configuration of 10,000 endpoints is about 20 MiB). */
   maxMessageBytes?: number;
+  /** Heartbeat intervals without a stream after which the agent is cut off from the control plane (default 3). */
+  cutOffAfterIntervals?: number;
 }
 
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000;
 
 export const DEFAULT_TRAFFIC_REPORT_INTERVAL_MS = 60_000;
+
+/** Heartbeat intervals without a stream after which the agent counts as cut off (as the control plane marks a silent node offline). */
+export const CUT_OFF_AFTER_INTERVALS = 3;
 
 export interface ControlTarget {
   /** host:port for grpc-js. */
@@ -116,6 +125,10 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
   private readonly prefetchQueue: QueuedPrefetch[] = [];
   private prefetchRunning = 0;
   private readonly prefetchIdle = new Set<() => void>();
+  /** The heartbeat interval the last Welcome gave (the cut-off bound is counted in it). */
+  private heartbeatMs = DEFAULT_HEARTBEAT_INTERVAL_MS;
+  /** Runs out when the agent has been without a stream for the cut-off bound. */
+  private cutOffTimer: NodeJS.Timeout | null = null;
 
   constructor(options: ControlClientOptions) {
     super();
@@ -136,14 +149,28 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
 
   start(): void {
     if (this.session !== null || this.retryTimer !== null || this.closing) return;
+    this.armCutOff();
     this.connect();
+  }
+
+  /** Counts the cut-off bound from now, unless it is already counting (a failed attempt does not restart it). */
+  private armCutOff(): void {
+    if (this.cutOffTimer !== null || this.closing) return;
+    const ms = (this.options.cutOffAfterIntervals ?? CUT_OFF_AFTER_INTERVALS) * this.heartbeatMs;
+    this.cutOffTimer = setTimeout(() => {
+      this.cutOffTimer = null;
+      if (this.connected || this.closing) return;
+      this.logger.warn({ control_plane: this.options.url, without_stream_ms: ms }, 'cut off from the control plane');
+      this.agent.controlPlaneLost(true);
+    }, ms);
+    this.cutOffTimer.unref();
   }
 
   private channelOptions() {
     const max = this.options.maxMessageBytes ?? 256 * 1024 * 1024;
     return {
-      'grpc.keepalive_time_ms': this.options.keepaliveTimeMs ?? 20_000,
-      'grpc.keepalive_timeout_ms': this.options.keepaliveTimeoutMs ?? 10_000,
+      'grpc.keepalive_time_ms': this.options.keepaliveTimeMs ?? 10_000,
+      'grpc.keepalive_timeout_ms': this.options.keepaliveTimeoutMs ?? 5_000,
       'grpc.keepalive_permit_without_calls': 1,
       'grpc.max_receive_message_length': max,
       'grpc.primary_user_agent': `edge-agent/${this.options.agentVersion}`,
@@ -204,6 +231,7 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
     session.client.close();
     if (this.session === session) this.session = null;
     const wasUp = session.welcome !== null;
+    if (wasUp) this.armCutOff();
     if (this.closing) {
       this.emit('disconnected', { code, details, retryInMs: null });
       return;
@@ -251,14 +279,19 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
   private onWelcome(session: Session, welcome: Welcome): void {
     if (session.welcome !== null) return;
     session.welcome = welcome;
+    this.heartbeatMs = clampInterval(welcome.heartbeatIntervalMs, DEFAULT_HEARTBEAT_INTERVAL_MS);
+    if (this.cutOffTimer !== null) clearTimeout(this.cutOffTimer);
+    this.cutOffTimer = null;
     if (session.cacheEmpty || welcome.resetCache) this.agent.startFromPurge(Number(welcome.purgeSequence), welcome.resetCache);
     this.agent.beginPurgeCatchUp(Number(welcome.purgeSequence));
+    // Back: what it missed is applied before its cache answers alone again (the catch-up above).
+    this.agent.controlPlaneLost(false);
     this.logger.info({
       control_plane: this.options.url, node_id: this.options.nodeId, config_version: this.agent.controlConfigVersion,
       active_config_version: Number(welcome.configVersion), purge_sequence: this.agent.appliedPurgeSequence,
       platform_purge_sequence: Number(welcome.purgeSequence),
     }, 'connected to the control plane');
-    const heartbeatMs = clampInterval(welcome.heartbeatIntervalMs, DEFAULT_HEARTBEAT_INTERVAL_MS);
+    const heartbeatMs = this.heartbeatMs;
     const trafficMs = clampInterval(welcome.trafficReportIntervalMs, DEFAULT_TRAFFIC_REPORT_INTERVAL_MS);
     const hb = setInterval(() => this.sendHeartbeat(session), heartbeatMs);
     const tr = setInterval(() => this.sendTraffic(session), trafficMs);
@@ -356,6 +389,8 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
    */
   async close(): Promise<void> {
     this.closing = true;
+    if (this.cutOffTimer !== null) clearTimeout(this.cutOffTimer);
+    this.cutOffTimer = null;
     if (this.retryTimer !== null) {
       clearTimeout(this.retryTimer);
       this.retryTimer = null;

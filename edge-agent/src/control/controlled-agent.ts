@@ -63,6 +63,8 @@ export interface ControlledAgent {
   skipPurge(sequence: number, reason: string): void;
   applyPurge(cmd: PurgeCommand): { applied: boolean; purged: number };
   prefetch(endpointId: string, urls: readonly string[]): Promise<PrefetchResult>;
+  /** Cut off from the control plane for longer than the client's bound (true), or connected again (false). */
+  controlPlaneLost(lost: boolean): void;
   healthReport(): HealthReport;
   takeTrafficRollups(topN?: number): TrafficRollup[];
 }

@@ -61,6 +61,12 @@ export class Proxy {
    * purges it missed (EdgeAgent.beginPurgeCatchUp); read once per request.
    */
   cacheReadsSuspended = false;
+  /**
+   * While true, every cached object is revalidated with the origin before it is served, and never served stale
+   * on an origin error: the agent is cut off from the control plane and may have missed purges
+   * (EdgeAgent.controlPlaneLost with CACHE_WHEN_DISCONNECTED=revalidate). Read once per cached request.
+   */
+  revalidateAll = false;
 
   constructor(deps: ProxyDeps) {
     this.deps = deps;
@@ -164,7 +170,7 @@ export class Proxy {
     const now = Date.now();
     const hasAuth = ex.vh.authorization !== undefined;
     if (entry !== undefined) {
-      const f = freshness(entry, reqCC, now);
+      const f = this.revalidateAll ? 'stale' : freshness(entry, reqCC, now);
       if (f === 'fresh') return serveFromCache(this.exit, ex, entry, 'HIT', now);
       if (reqCC['only-if-cached'] !== undefined) return this.exit.refuse(ex, 504, 'Not in cache (only-if-cached)\n', 'BYPASS');
       if (f === 'revalidate-in-background') {
@@ -201,7 +207,7 @@ export class Proxy {
       if (pending !== undefined) {
         const shared = await pending;
         if (shared.entry !== null && varyMatches(ex, shared.entry)) return serveFromCache(this.exit, ex, shared.entry, shared.status, Date.now());
-        if ((shared.error !== null || shared.failedStatus) && stale !== undefined && staleIfErrorAllowed(stale, Date.now())) {
+        if ((shared.error !== null || shared.failedStatus) && this.staleOnError(stale)) {
           return serveFromCache(this.exit, ex, stale, 'STALE', Date.now());
         }
         if (shared.error !== null) return this.exit.refuse(ex, shared.error.status, originErrorBody(shared.error), 'MISS');
@@ -219,16 +225,21 @@ export class Proxy {
   private async answerLeader(ex: RoutedExchange, result: FillResult, stale: CachedObject | undefined): Promise<void> {
     if (result.type === 'stored') return serveFromCache(this.exit, ex, result.entry, result.status, Date.now());
     if (result.type === 'error') {
-      if (stale !== undefined && staleIfErrorAllowed(stale, Date.now())) return serveFromCache(this.exit, ex, stale, 'STALE', Date.now());
+      if (this.staleOnError(stale)) return serveFromCache(this.exit, ex, stale, 'STALE', Date.now());
       this.forwarder.logFailure(ex, result.error);
       return this.exit.refuse(ex, result.error.status, originErrorBody(result.error), stale ? 'EXPIRED' : 'MISS');
     }
     const r = result.response;
-    if (stale !== undefined && isErrorStatusForStale(r.statusCode) && staleIfErrorAllowed(stale, Date.now())) {
+    if (isErrorStatusForStale(r.statusCode) && this.staleOnError(stale)) {
       result.body.resume();
       return serveFromCache(this.exit, ex, stale, 'STALE', Date.now());
     }
     await this.forwarder.stream(ex, r, result.body, stale ? 'EXPIRED' : 'MISS');
+  }
+
+  /** stale-if-error may answer with this stale object (never while every object must be revalidated). */
+  private staleOnError(stale: CachedObject | undefined): stale is CachedObject {
+    return stale !== undefined && !this.revalidateAll && staleIfErrorAllowed(stale, Date.now());
   }
 
   private fail(ex: RoutedExchange, err: unknown): void {

@@ -32,6 +32,7 @@ import { Migration0033BillingSubscriptionEndedAt } from './0033-billing-subscrip
 import { Migration0036BillingSubscriptionMaxQuality } from './0036-billing-subscription-max-quality.ts';
 import { Migration0031CdnIpDefaultAction } from './0031-cdn-ip-default-action.ts';
 import { Migration0032DeploymentIdentity } from './0032-deployment-identity.ts';
+import { Migration0035EdgeNodePresence } from './0035-edge-node-presence.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -65,4 +66,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0032-deployment-identity', class: Migration0032DeploymentIdentity },
   { name: '0033-billing-subscription-ended-at', class: Migration0033BillingSubscriptionEndedAt },
   { name: '0036-billing-subscription-max-quality', class: Migration0036BillingSubscriptionMaxQuality },
+  { name: '0035-edge-node-presence', class: Migration0035EdgeNodePresence },
 ];
