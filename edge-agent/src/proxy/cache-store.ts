@@ -3,7 +3,9 @@
 //
 // Purges must apply in well under a millisecond even on 100,000 objects, so:
 // - path purges delete through an index (endpoint → path → keys): exact, O(matches),
-//   and a path has few variants;
+//   and a path has few variants; they also record a generation for the path, so a
+//   fill that began before the purge (a miss or a prefetch in flight) cannot store
+//   the old object after it;
 // - tag purges record a purge generation for the tag (O(1), however many objects
 //   carry it): an object stored from a fetch that began before its tag's last
 //   purge counts as purged on lookup and is dropped then;
@@ -89,14 +91,16 @@ interface EndpointPurgeState {
   bans: Ban[];
   /** Tag → its last purge. */
   tags: Map<string, TagPurge>;
+  /** Path → its last purge (its objects were deleted at once; this stops fills begun before it). */
+  paths: Map<string, TagPurge>;
   /** Newest ban or tag purge: objects of a later generation skip every check. */
   latestBanGeneration: number;
 }
 
 /**
- * How long a swept ban or tag purge is still checked: a fetch that began before
- * it may store its (purged) object after the lurker passed, so the record must
- * outlive any origin fetch.
+ * How long a swept ban, tag or path purge is still checked: a fetch that began
+ * before it may store its (purged) object after the lurker passed, so the record
+ * must outlive any origin fetch.
  */
 const PURGE_RECORD_GRACE_MS = 10 * 60_000;
 
@@ -250,8 +254,17 @@ export class CacheStore {
     return 1;
   }
 
-  /** Removes every object stored for the exact path (all query variants and Vary variants). */
+  /**
+   * Removes every object stored for the exact path (all query variants and Vary variants), and records the
+   * path's purge generation: an object of the path from a fetch that began before it is not stored.
+   */
   purgePath(endpointId: string, path: string): number {
+    const generation = this.nextGeneration();
+    const state = this.purgeStateFor(endpointId);
+    state.paths.delete(path); // kept in purge order, oldest first, for the lurker's expiry
+    state.paths.set(path, { generation, atMs: Date.now(), swept: true });
+    state.latestBanGeneration = generation;
+    this.scheduleLurker();
     const keys = this.pathIndex.get(endpointId)?.get(path);
     if (!keys) return 0;
     let n = 0;
@@ -290,7 +303,7 @@ export class CacheStore {
   private purgeStateFor(endpointId: string): EndpointPurgeState {
     let state = this.purgeState.get(endpointId);
     if (!state) {
-      state = { bans: [], tags: new Map(), latestBanGeneration: 0 };
+      state = { bans: [], tags: new Map(), paths: new Map(), latestBanGeneration: 0 };
       this.purgeState.set(endpointId, state);
     }
     return state;
@@ -300,9 +313,10 @@ export class CacheStore {
     const generation = this.nextGeneration();
     const state = this.purgeStateFor(endpointId);
     if (matcher === null) {
-      // An "all" ban supersedes every older ban and tag purge.
+      // An "all" ban supersedes every older ban, tag purge and path purge.
       state.bans = [];
       state.tags.clear();
+      state.paths.clear();
     }
     state.bans.push({ generation, matcher, atMs: Date.now(), swept: false });
     state.latestBanGeneration = generation;
@@ -311,7 +325,7 @@ export class CacheStore {
 
   private isBanned(o: CachedObject): boolean {
     const state = this.purgeState.get(o.endpointId);
-    if (state && state.latestBanGeneration > o.generation && coveredBy(o, state.bans, state.tags)) return true;
+    if (state && state.latestBanGeneration > o.generation && coveredBy(o, state.bans, state.tags, state.paths)) return true;
     o.checkedGeneration = this.generationCounter;
     return false;
   }
@@ -352,6 +366,11 @@ export class CacheStore {
         purge.swept = true;
       }
       for (const [tag, purge] of state.tags) if (purge.swept && now - purge.atMs > PURGE_RECORD_GRACE_MS) state.tags.delete(tag);
+      // Path purges deleted their objects at once; their records expire oldest first.
+      for (const [path, purge] of state.paths) {
+        if (now - purge.atMs <= PURGE_RECORD_GRACE_MS) break;
+        state.paths.delete(path);
+      }
       state.bans = state.bans.filter((b) => !b.swept || now - b.atMs < PURGE_RECORD_GRACE_MS);
       const bans = state.bans.filter((b) => !b.swept);
       if (bans.length === 0) continue;
@@ -361,7 +380,7 @@ export class CacheStore {
       if (paths) for (const set of paths.values()) for (const key of set) keys.push(key);
       for (const key of keys) {
         const o = this.memory.peek(key) ?? this.disk?.peekMeta(key);
-        if (o && o.generation < newest && coveredBy(o, bans, null)) this.delete(o);
+        if (o && o.generation < newest && coveredBy(o, bans, null, null)) this.delete(o);
         if (++done % SLICE === 0) yield;
       }
       // Every object older than these bans has been checked; the bans stay a while for fetches still in flight.
@@ -386,10 +405,14 @@ export class CacheStore {
   }
 }
 
-/** True when a ban or a tag purge issued after the object's fetch began covers it. */
-function coveredBy(o: CachedObject, bans: Ban[], tags: Map<string, TagPurge> | null): boolean {
+/** True when a ban, a tag purge or a path purge issued after the object's fetch began covers it. */
+function coveredBy(o: CachedObject, bans: Ban[], tags: Map<string, TagPurge> | null, paths: Map<string, TagPurge> | null): boolean {
   for (const ban of bans) {
     if (ban.generation > o.generation && (ban.matcher === null || ban.matcher(o.path))) return true;
+  }
+  if (paths !== null && paths.size > 0) {
+    const p = paths.get(o.path);
+    if (p !== undefined && p.generation > o.generation) return true;
   }
   if (tags !== null && tags.size > 0) {
     for (const tag of o.tags) {
