@@ -21,7 +21,8 @@ export const CustomDomainSchema = defineEntity({
     id: p.uuid().primary().onCreate(() => crypto.randomUUID()),
     // restrict: an endpoint is deleted only once its domains are (the service answers 409 first).
     endpoint: () => p.manyToOne(Endpoint).deleteRule('restrict'),
-    hostname: p.string().length(253).unique('cdn_custom_domain_hostname_key'),
+    // Unique among validated claims (those holding a certificate): unvalidated claims of a name may coexist (issue 21 item 7).
+    hostname: p.string().length(253),
     certificate_source: p.enum(CERTIFICATE_SOURCES),
     certificate_status: p.enum(CERTIFICATE_STATUSES),
     certificate_expires_at: p.datetime().nullable(),
@@ -45,7 +46,10 @@ export const CustomDomainSchema = defineEntity({
   indexes: [
     { name: 'cdn_custom_domain_endpoint_idx', properties: ['endpoint', 'created_at', 'id'] },
     { name: 'cdn_custom_domain_expiry_idx', properties: ['certificate_expires_at'] },
+    { name: 'cdn_custom_domain_hostname_idx', properties: ['hostname'] },
+    { name: 'cdn_custom_domain_hostname_key', expression: 'create unique index cdn_custom_domain_hostname_key on cdn_custom_domain (hostname) where certificate_pem is not null' },
   ],
+  uniques: [{ name: 'cdn_custom_domain_endpoint_hostname_key', properties: ['endpoint', 'hostname'] }],
 });
 export class CustomDomain extends CustomDomainSchema.class {}
 CustomDomainSchema.setClass(CustomDomain);

@@ -1,8 +1,14 @@
 // Custom domains and their certificates (document 3 §3, §4.6; DESIGN.md §3).
-// A hostname belongs to one endpoint on the whole platform (domains are exact
-// names, so overlapping is being equal): a duplicate is a 409 CONFLICT (the
-// unique index settles a race the same way); a name inside CDN_DOMAIN is a
-// 422 INVALID_CONFIGURATION naming `hostname`, since it would shadow or
+// A hostname is served by at most one endpoint on the whole platform (domains
+// are exact names, so overlapping is being equal), and only once its claim is
+// validated (issue 21 item 7): a custom domain's certificate, checked to cover
+// the hostname, or a managed domain's, issued once its DNS records proved
+// control. An unvalidated claim blocks nobody: other endpoints may claim the
+// hostname too, the first claim validated takes it and the others are failed
+// ("taken over"); a claim of a hostname validated elsewhere, or a second claim
+// by the same endpoint, is a 409 CONFLICT (partial unique indexes settle
+// races the same way); a name inside CDN_DOMAIN is a 422
+// INVALID_CONFIGURATION naming `hostname`, since it would shadow or
 // impersonate endpoint hostnames.
 //
 // custom: the certificate and key are checked (certificate-check.ts) and the
@@ -14,6 +20,7 @@
 // ACME CA (acme-issuer.ts), whose DNS-01 order is opened at creation (and at
 // renewal) so the TXT value can be shown. Private keys are sealed with the
 // secret box (AAD: table and row id) and appear in no reply or audit entry.
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { changesOf, recordAudit } from '../audit/audit.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import { HOUR } from '../core/clock.ts';
@@ -45,14 +52,38 @@ export async function listDomains(rc: RequestContext, endpointId: string, filter
   return listResources(rc, CustomDomain, where, { ...page, sort: { field: 'created_at', direction: 'asc' } });
 }
 
+/** Whether a claim is validated: it holds a certificate for its hostname (custom: checked at creation; managed: issued). */
+const validated = (d: Pick<CustomDomain, 'certificate_pem'>) => d.certificate_pem !== null;
+
+/** Whether another claim of the hostname is validated. */
+async function validatedElsewhere(em: EntityManager, hostname: string, domainId: string): Promise<boolean> {
+  return (await em.count(CustomDomain, { hostname, id: { $ne: domainId }, certificate_pem: { $ne: null } })) > 0;
+}
+
 async function hostnameProblems(rc: RequestContext, app: CdnServices, hostname: string, endpointId: string): Promise<FieldError[]> {
   const zone = app.config.CDN_DOMAIN;
   if (hostname === zone || hostname.endsWith(`.${zone}`)) {
     return [{ field: 'hostname', message: `${hostname} lies inside the CDN's own domain ${zone}; use the endpoint's hostname instead` }];
   }
-  const taken = await rc.em.findOne(CustomDomain, { hostname }, { fields: ['id', 'endpoint'] });
-  if (taken) throw conflict(`The hostname ${hostname} is already a custom domain${taken.endpoint.id === endpointId ? ' of this endpoint' : ' of another endpoint'}`);
+  const claims = await rc.em.find(CustomDomain, { hostname }, { fields: ['id', 'endpoint', 'certificate_pem'] });
+  if (claims.some((d) => d.endpoint.id === endpointId)) throw conflict(`The hostname ${hostname} is already a custom domain of this endpoint`);
+  if (claims.some(validated)) throw conflict(`The hostname ${hostname} is already a validated custom domain of another endpoint`);
   return [];
+}
+
+/**
+ * A claim was just validated: the other endpoints' unvalidated claims of its hostname are failed, saying why
+ * (they never served it; their owners learn that another endpoint proved control of the name first).
+ */
+async function takeOver(rc: RequestContext, em: EntityManager, domain: CustomDomain): Promise<void> {
+  const others = await em.find(CustomDomain, { hostname: domain.hostname, id: { $ne: domain.id }, certificate_pem: null });
+  for (const other of others) {
+    const before = snapshot(other);
+    other.certificate_status = 'failed';
+    other.acme_order = null;
+    other.validation_error = `Taken over: ${domain.hostname} was validated for another endpoint, which serves it now. Delete this claim, or have that endpoint delete its domain and retry validation`;
+    recordAudit(rc, { action: 'custom_domain.taken_over', resource_type: 'custom_domain', resource_id: other.id, changes: changesOf(before, snapshot(other)) }, em);
+  }
 }
 
 function dnsValidationFor(hostname: string, endpoint: Endpoint): DnsValidation {
@@ -93,7 +124,10 @@ export async function createDomain(app: CdnServices, rc: RequestContext, endpoin
       previous_certificate_pem: null, previous_private_key_sealed: null, previous_retires_at: null,
       dns_validation: managed ? dnsValidationFor(input.hostname, endpoint) : null, validation_error: null, acme_order: null,
     } as never);
-    if (checked) install(app, domain, checked, 'custom');
+    if (checked) {
+      install(app, domain, checked, 'custom');
+      await takeOver(rc, em, domain);
+    }
     recordAudit(rc, { action: 'custom_domain.created', resource_type: 'custom_domain', resource_id: domain.id, changes: changesOf({}, snapshot(domain)) }, em);
     return domain;
   });
@@ -176,7 +210,12 @@ export async function retryValidation(app: CdnServices, rc: RequestContext, endp
   const current = domain.certificate_status === 'active' || domain.certificate_status === 'expiring_soon';
   if (domain.certificate_source !== 'managed' || (current && !domain.acme_order)) return domain;
   const before = snapshot(domain);
-  if (app.cdnCertificateIssuer.kind === 'acme' && !domain.acme_order) {
+  if (!validated(domain) && await validatedElsewhere(rc.em, domain.hostname, domain.id)) {
+    // Another endpoint's claim was validated first: nothing is issued for this one.
+    domain.certificate_status = 'failed';
+    domain.acme_order = null;
+    domain.validation_error = `Taken over: ${domain.hostname} was validated for another endpoint, which serves it now. Delete this claim, or have that endpoint delete its domain and retry validation`;
+  } else if (app.cdnCertificateIssuer.kind === 'acme' && !domain.acme_order) {
     const ready = await openValidation(app, rc, domain);
     if (ready) await issueManaged(app, rc, domain);
     else if (domain.acme_order) {
@@ -198,15 +237,21 @@ export async function retryValidation(app: CdnServices, rc: RequestContext, endp
   return domain;
 }
 
-/** Issues (or renews) a managed certificate: active with its expiry, or failed with the reason. */
+/**
+ * Issues (or renews) a managed certificate: active with its expiry, or failed with the reason. A claim validated
+ * by its first issuance takes the hostname over from the other endpoints' unvalidated claims.
+ */
 export async function issueManaged(app: CdnServices, rc: RequestContext, domain: CustomDomain): Promise<void> {
+  const first = !validated(domain);
   try {
     const issued = await app.cdnCertificateIssuer.issue(rc, domain.hostname, app.clock.now(), domain.acme_order ?? null);
     install(app, domain, issued, issued.issuer);
     domain.acme_order = null;
   } catch (error) {
     failIssuance(app, rc, domain, error);
+    return;
   }
+  if (first) await takeOver(rc, rc.em, domain);
 }
 
 /**

@@ -119,17 +119,19 @@ t.test('bad certificates are refused with 422 INVALID_CONFIGURATION giving the r
   t.same(await domainRows(), before, 'nothing stored');
 });
 
-t.test('hostnames: IDNA to punycode; 409 for a taken name (any endpoint); 422 inside CDN_DOMAIN; 400 for bad input; nothing stored on a refusal', async (t) => {
+t.test('hostnames: IDNA to punycode; 409 for a name this endpoint claims already; 422 inside CDN_DOMAIN; 400 for bad input; nothing stored on a refusal', async (t) => {
   const idn = await send(admin, 'POST', base, { hostname: 'Bücher.example', certificate_source: 'managed' });
   t.equal(idn.status, 201, idn.text);
   t.equal(idn.body.hostname, 'xn--bcher-kva.example');
   const { endpoint: other } = await makeEndpoint(cp, admin);
+  // Not validated yet, the claim blocks no other endpoint (issue 21 item 7: the takeover test below).
+  const contending = await send(admin, 'POST', `/v1/cdn/endpoints/${other.id}/domains`, { hostname: 'XN--BCHER-KVA.example', certificate_source: 'managed' });
+  t.equal(contending.status, 201, contending.text);
+  t.equal((await send(admin, 'DELETE', `/v1/cdn/endpoints/${other.id}/domains/${contending.body.id}`)).status, 204);
   const before = await domainRows();
-  for (const path of [base, `/v1/cdn/endpoints/${other.id}/domains`]) {
-    const dup = await send(admin, 'POST', path, { hostname: 'XN--BCHER-KVA.example', certificate_source: 'managed' });
-    t.equal(dup.status, 409, dup.text);
-    t.equal(dup.body.code, 'CONFLICT');
-  }
+  const dup = await send(admin, 'POST', base, { hostname: 'XN--BCHER-KVA.example', certificate_source: 'managed' });
+  t.equal(dup.status, 409, dup.text);
+  t.equal(dup.body.code, 'CONFLICT');
   for (const hostname of ['edge.example.net', 'videos.edge.example.net', endpoint.hostname]) {
     const res = await send(admin, 'POST', base, { hostname, certificate_source: 'managed' });
     t.equal(res.status, 422, hostname);
@@ -206,6 +208,41 @@ t.test('managed: DNS records returned; retry-validation through the resolver; is
   txts['_acme-challenge.video2.example.com'] = [second.body.dns_validation.acme_challenge_value];
   await send(admin, 'POST', `${base}/${second.body.id}/retry-validation`);
   t.equal((await query(cp, `select 1 from cdn_internal_ca`)).length, 1, 'one CA for every managed certificate');
+});
+
+t.test('regression: an unvalidated claim no longer blocks the real owner; the claim validated first takes the name, the others are failed saying why', async (t) => {
+  // A squatter claims the name first; it cannot publish the DNS records, so it never validates.
+  const { endpoint: squatter } = await makeEndpoint(cp, admin);
+  const squatted = await send(admin, 'POST', `/v1/cdn/endpoints/${squatter.id}/domains`, { hostname: 'shop.example.org', certificate_source: 'managed' });
+  t.equal(squatted.status, 201, squatted.text);
+  const owner = await send(admin, 'POST', base, { hostname: 'shop.example.org', certificate_source: 'managed' });
+  t.equal(owner.status, 201, 'the real owner can claim the name too (it used to be a 409)');
+  t.not(owner.body.dns_validation.acme_challenge_value, squatted.body.dns_validation.acme_challenge_value, 'each claim has its own challenge');
+  // The owner points the name at its endpoint and publishes its own TXT value.
+  cnames['shop.example.org'] = [endpoint.hostname];
+  txts['_acme-challenge.shop.example.org'] = [owner.body.dns_validation.acme_challenge_value];
+  const squatterTry = await send(admin, 'POST', `/v1/cdn/endpoints/${squatter.id}/domains/${squatted.body.id}/retry-validation`);
+  t.equal(squatterTry.body.certificate_status, 'pending_validation', 'the squatter cannot prove control');
+  const validated = await send(admin, 'POST', `${base}/${owner.body.id}/retry-validation`);
+  t.match(validated.body, { certificate_status: 'active', validation_error: null });
+  const lost = (await send(admin, 'GET', `/v1/cdn/endpoints/${squatter.id}/domains/${squatted.body.id}`)).body;
+  t.match(lost, { certificate_status: 'failed', validation_error: /^Taken over: shop\.example\.org was validated for another endpoint/ });
+  const [audit] = await query<{ action: string }>(cp, `select action from audit_log where resource_id = ? order by created_at desc limit 1`, [squatted.body.id]);
+  t.equal(audit!.action, 'custom_domain.taken_over');
+  const retried = await send(admin, 'POST', `/v1/cdn/endpoints/${squatter.id}/domains/${squatted.body.id}/retry-validation`);
+  t.equal(retried.body.certificate_status, 'failed', 'a claim taken over is not issued a certificate, whatever DNS says');
+  const before = await domainRows();
+  const { endpoint: third } = await makeEndpoint(cp, admin);
+  const late = await send(admin, 'POST', `/v1/cdn/endpoints/${third.id}/domains`, { hostname: 'shop.example.org', certificate_source: 'managed' });
+  t.equal(late.status, 409, 'a validated name is refused to everyone else');
+  t.match(late.body.message, /validated custom domain of another endpoint/);
+  t.same((await domainRows()).domains, before.domains, 'nothing stored');
+  // A custom certificate that covers the name validates a claim at once: it takes over the unvalidated ones too.
+  const pending = await send(admin, 'POST', `/v1/cdn/endpoints/${squatter.id}/domains`, { hostname: 'tv.example.org', certificate_source: 'managed' });
+  const cert = await leafFor(['tv.example.org']);
+  const custom = await send(admin, 'POST', base, { hostname: 'tv.example.org', certificate_source: 'custom', custom_certificate: { certificate_pem: cert.certificate_pem, private_key_pem: cert.private_key_pem } });
+  t.equal(custom.status, 201, custom.text);
+  t.match((await send(admin, 'GET', `/v1/cdn/endpoints/${squatter.id}/domains/${pending.body.id}`)).body, { certificate_status: 'failed', validation_error: /^Taken over/ });
 });
 
 t.test('list per endpoint and per distribution: oldest first, certificate_status filter, paging; read of another endpoint\'s domain 404', async (t) => {

@@ -54,7 +54,8 @@ const QUERIES = {
   signingKeys: { sql: `select id, endpoint_id, algorithm, status, secret_sealed, retired_secrets, token_param, expires_param, ip_binding_enabled from cdn_signing_key`, order: 'id' },
   // Equal priorities oldest first: the order the API lists them in, and the edge keeps the snapshot's order among equals.
   ipRules: { sql: `select id, endpoint_id, action, cidr, priority from cdn_ip_rule`, order: 'priority, created_at, id' },
-  domains: { sql: `select id, endpoint_id, hostname, certificate_pem, private_key_sealed from cdn_custom_domain`, order: 'hostname, id' },
+  // Only validated claims are served (issue 21 item 7): a custom certificate checked at creation, or a managed one issued.
+  domains: { sql: `select id, endpoint_id, hostname, certificate_pem, private_key_sealed from cdn_custom_domain where certificate_pem is not null`, order: 'hostname, id' },
   policies: { sql: `select id, name, cors, security_headers, custom_response_headers, custom_request_headers, remove_response_headers, remove_request_headers
     from cdn_response_headers_policy`, order: 'id' },
   drains: { sql: `select id, name, destination_type, destination_config, destination_secrets_sealed, log_format, fields, endpoint_ids, status from cdn_log_drain`, order: 'id' },

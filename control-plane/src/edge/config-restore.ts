@@ -97,9 +97,10 @@ export async function restoreConfiguration(app: RestoreServices, em: EntityManag
   const deletedKeys = await deleteWhere(
     em, `delete from cdn_signing_key where endpoint_id = any(${idList}) and not (id = any(${idList}))`, [ids(tokenAuth), ids(signingKeys.map((k) => k.item.id))],
   );
+  // Only validated domains are in a snapshot (issue 21 item 7): claims still waiting for validation are not configuration and stay.
   const hostnames = domains.map((d) => d.item.hostname.toLowerCase());
   const deletedDomains = await deleteWhere(
-    em, `delete from cdn_custom_domain where not (lower(hostname) = any(array(select jsonb_array_elements_text(?::jsonb))))`, [json(hostnames)],
+    em, `delete from cdn_custom_domain where certificate_pem is not null and not (lower(hostname) = any(array(select jsonb_array_elements_text(?::jsonb))))`, [json(hostnames)],
   );
 
   // 2. Endpoints, then what refers to them.
@@ -204,29 +205,43 @@ async function restoreSigningKeys(app: RestoreServices, em: EntityManager, keys:
 }
 
 /**
- * Custom domains are matched by hostname (the snapshot names no id). A domain
- * that still exists moves to the snapshot's endpoint and keeps its current
- * certificate: certificates are issued and renewed, not configured, and a
- * rollback must not bring back an older one or take a valid one away. A
- * domain deleted since is re-created: with the snapshot's certificate as a
- * custom one, or, without one, as a managed domain waiting for validation.
+ * Custom domains are matched by hostname (the snapshot names no id). The
+ * validated claim of a hostname (issue 21 item 7: one at most) that still
+ * exists moves to the snapshot's endpoint and keeps its current certificate:
+ * certificates are issued and renewed, not configured, and a rollback must not
+ * bring back an older one or take a valid one away. A domain deleted since is
+ * re-created: with the snapshot's certificate as a custom one (validated), or,
+ * without one (a snapshot from before only validated claims were published),
+ * as a managed domain waiting for validation. An unvalidated claim of the
+ * hostname by the snapshot's endpoint gives way to the restored one; other
+ * endpoints' unvalidated claims are taken over as by a validation.
  */
 async function restoreDomains(app: RestoreServices, em: EntityManager, domains: { endpoint: EndpointSnapshot; item: EndpointSnapshot['custom_domains'][number] }[]): Promise<number> {
   if (!domains.length) return 0;
-  const current = await em.execute<{ id: string; hostname: string; endpoint_id: string }[]>(
-    `select id, lower(hostname) as hostname, endpoint_id from cdn_custom_domain where lower(hostname) = any(array(select jsonb_array_elements_text(?::jsonb)))`,
+  const current = await em.execute<{ id: string; hostname: string; endpoint_id: string; validated: boolean }[]>(
+    `select id, lower(hostname) as hostname, endpoint_id, certificate_pem is not null as validated from cdn_custom_domain
+     where lower(hostname) = any(array(select jsonb_array_elements_text(?::jsonb)))`,
     [json(domains.map((d) => d.item.hostname.toLowerCase()))],
   );
-  const byHostname = new Map(current.map((d) => [d.hostname, d]));
+  const validatedClaim = new Map(current.filter((d) => d.validated).map((d) => [d.hostname, d]));
+  const claimOf = (endpointId: string, hostname: string) => current.find((d) => !d.validated && d.endpoint_id === endpointId && d.hostname === hostname);
   const moves: { id: string; endpoint_id: string }[] = [];
   const created: Row[] = [];
+  const givingWay: string[] = [];
   const now = app.clock.now();
   for (const { endpoint, item } of domains) {
-    const existing = byHostname.get(item.hostname.toLowerCase());
+    const hostname = item.hostname.toLowerCase();
+    const existing = validatedClaim.get(hostname);
+    const own = claimOf(endpoint.id, hostname);
     if (existing) {
-      if (existing.endpoint_id !== endpoint.id) moves.push({ id: existing.id, endpoint_id: endpoint.id });
+      if (existing.endpoint_id !== endpoint.id) {
+        if (own) givingWay.push(own.id);
+        moves.push({ id: existing.id, endpoint_id: endpoint.id });
+      }
       continue;
     }
+    if (own && !(item.certificate_pem && item.private_key_pem)) continue; // an old snapshot's unvalidated domain, claimed again since
+    if (own) givingWay.push(own.id);
     const id = crypto.randomUUID();
     const base = {
       id, endpoint_id: endpoint.id, hostname: item.hostname, certificate_expires_at: null, certificate_issuer: null, certificate_fingerprint: null,
@@ -248,6 +263,7 @@ async function restoreDomains(app: RestoreServices, em: EntityManager, domains: 
       });
     }
   }
+  if (givingWay.length) await em.execute(`delete from cdn_custom_domain where id = any(${idList})`, [ids(givingWay)]);
   if (moves.length) {
     await em.execute(`update cdn_custom_domain d set endpoint_id = x.endpoint_id, updated_at = now(), version = d.version + 1
       from ${recordset({ id: 'uuid', endpoint_id: 'uuid' })} where d.id = x.id`, [json(moves)]);
@@ -259,6 +275,14 @@ async function restoreDomains(app: RestoreServices, em: EntityManager, domains: 
         id: 'uuid', endpoint_id: 'uuid', hostname: 'varchar', certificate_source: 'text', certificate_status: 'text', certificate_expires_at: 'timestamptz',
         certificate_issuer: 'text', certificate_fingerprint: 'varchar', certificate_pem: 'text', private_key_sealed: 'text', dns_validation: 'jsonb', validation_error: 'varchar',
       })}`, [json(created)]);
+    // Validated by the restore: the other endpoints' unvalidated claims of those names are taken over.
+    const restored = created.filter((d) => d.certificate_pem !== null);
+    if (restored.length) {
+      await em.execute(`update cdn_custom_domain d set certificate_status = 'failed', acme_order = null, updated_at = now(), version = d.version + 1,
+          validation_error = 'Taken over: ' || d.hostname || ' was validated for another endpoint (a configuration rollback restored it there), which serves it now'
+        from ${recordset({ id: 'uuid', hostname: 'varchar' })} where d.hostname = x.hostname and d.id <> x.id and d.certificate_pem is null`,
+      [json(restored.map((d) => ({ id: d.id, hostname: d.hostname })))]);
+    }
   }
   return moves.length + created.length;
 }

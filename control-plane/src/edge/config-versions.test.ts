@@ -283,6 +283,27 @@ t.test('rollback also restores policies, drains (with their credentials), signin
   noSecrets(t, res.text, 'the rollback reply');
 });
 
+t.test('regression: a rollback keeps the claims still waiting for validation (unpublished, they are not configuration); a domain it restores takes the name over from other endpoints\' unvalidated claims', async (t) => {
+  const target = expectOk(await send(admin, 'POST', '/v1/cdn/config/publish', { description: 'before the claims' })).body;
+  const [www] = await query<{ id: string }>(cp, `select id from cdn_custom_domain where endpoint_id = ? and hostname = 'www.config-test.example'`, [endpoint.id]);
+  expectOk(await send(admin, 'DELETE', `/v1/cdn/endpoints/${endpoint.id}/domains/${www!.id}`), 204);
+  const waiting = expectOk(await send(admin, 'POST', `/v1/cdn/endpoints/${endpoint.id}/domains`, { hostname: 'waiting.config-test.example', certificate_source: 'managed' })).body;
+  const contending = expectOk(await send(admin, 'POST', `/v1/cdn/endpoints/${other.id}/domains`, { hostname: 'www.config-test.example', certificate_source: 'managed' })).body;
+  expectOk(await send(admin, 'POST', '/v1/cdn/config/publish', { description: 'www gone, two claims waiting' }));
+  const active = (await cp.app.edgeConfig.active())!;
+  const endpointBody = JSON.parse(Buffer.from((await cp.app.edgeConfig.bodies([active.manifest.get(`endpoint/${endpoint.id}`)!.sha256])).values().next().value!).toString());
+  t.same(endpointBody.custom_domains, [], 'a claim waiting for validation is not in the published version');
+
+  expectOk(await send(admin, 'POST', '/v1/cdn/config/rollback', { target_version_id: target.id }));
+  t.match(await query(cp, `select certificate_status from cdn_custom_domain where id = ?`, [waiting.id]), [{ certificate_status: 'pending_validation' }], 'the waiting claim is kept');
+  t.match(await query(cp, `select endpoint_id, certificate_source, certificate_status from cdn_custom_domain where hostname = 'www.config-test.example' and certificate_pem is not null`),
+    [{ endpoint_id: endpoint.id, certificate_source: 'custom', certificate_status: 'active' }], 'www is restored, validated, on its endpoint');
+  t.match(await query(cp, `select certificate_status, validation_error from cdn_custom_domain where id = ?`, [contending.id]),
+    [{ certificate_status: 'failed', validation_error: /^Taken over: www\.config-test\.example/ }], 'the other endpoint\'s claim is taken over');
+  expectOk(await send(admin, 'DELETE', `/v1/cdn/endpoints/${endpoint.id}/domains/${waiting.id}`), 204);
+  expectOk(await send(admin, 'DELETE', `/v1/cdn/endpoints/${other.id}/domains/${contending.id}`), 204);
+});
+
 t.test('a publish caught in a deadlock with the channel\'s bookkeeping is run again and succeeds', async (t) => {
   // The channel's pattern: mark the active version complete, then move endpoints to active, in one transaction.
   const channel = new pg.Client({ connectionString: cp.database.url });
