@@ -198,7 +198,9 @@ async function run(t: Test, postgresUrl: string, redisUrl: string) {
     t.equal((await viewerGet(ag2.port, host, '/c')).status, 200, 'ag2 still serves the first endpoint');
     t.equal((await viewerGet(ag2.port, endpoint2.hostname, '/c')).status >= 400, true, 'and not the second, which it refused');
     t.equal((await viewerGet(ag1.port, endpoint2.hostname, '/c')).status, 200, 'ag1 serves the second endpoint');
-    t.equal((await must(cpA, 'GET', `/v1/cdn/endpoints/${endpoint2.id}`)).status, 'deploying', 'not every online node holds it: still deploying');
+    const refused = await must(cpA, 'GET', `/v1/cdn/endpoints/${endpoint2.id}`);
+    t.equal(refused.status, 'error', 'an online node refused it: error (issue 21 item 8; it read deploying for ever)');
+    t.match(refused.status_reason, /^Edge node ag2 refused configuration version \d+: .*MAX_ENDPOINTS/);
   });
 
   await t.test('with both control planes killed the agents keep serving', async (t) => {

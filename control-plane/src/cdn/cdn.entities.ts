@@ -70,6 +70,8 @@ export const EndpointSchema = defineEntity({
     default_origin_id: p.uuid(),
     hostname: p.string().length(253).unique('cdn_endpoint_hostname_key'),
     status: p.enum(ENDPOINT_STATUSES),
+    // Why the status is `error` (the edge node that refused the endpoint's latest change, and its reason); null otherwise.
+    status_reason: p.text().nullable(),
     http_version: p.enum(HTTP_VERSIONS),
     ipv6_enabled: p.boolean(),
     response_headers_policy_id: p.uuid().nullable(),

@@ -52,6 +52,7 @@ export const endpointRecord = z.object({
   default_origin_id: z.uuid(),
   hostname: z.string().describe('Assigned by the CDN (`<label>.<CDN_DOMAIN>`); read-only'),
   status: z.enum(ENDPOINT_STATUSES),
+  status_reason: orNull(z.string()).describe('With status error: the edge node that refused the endpoint\'s latest configuration change and its reason (the endpoint is error while an online node refuses it; deploying or active again once it applied it or went offline); null otherwise'),
   http_version: z.enum(HTTP_VERSIONS),
   ipv6_enabled: z.boolean(),
   response_headers_policy_id: orNull(z.uuid()),

@@ -98,6 +98,7 @@ export async function updateEndpoint(rc: RequestContext, id: string, input: Upda
   if (Object.keys(changes).length === 0) return endpoint;
   // A changed configuration has to reach the edge again (a disabled endpoint stays disabled).
   if (endpoint.status !== 'disabled') endpoint.status = 'deploying';
+  endpoint.status_reason = null;
   recordAudit(rc, { action: 'endpoint.updated', resource_type: 'endpoint', resource_id: endpoint.id, changes: changesOf(before, snapshot(endpoint)) });
   await rc.em.flush();
   return endpoint;
@@ -108,6 +109,7 @@ export async function setEndpointEnabled(rc: RequestContext, id: string, enabled
   if (enabled === (endpoint.status !== 'disabled')) return endpoint;
   const before = snapshot(endpoint);
   endpoint.status = enabled ? 'deploying' : 'disabled';
+  endpoint.status_reason = null;
   recordAudit(rc, { action: enabled ? 'endpoint.enabled' : 'endpoint.disabled', resource_type: 'endpoint', resource_id: endpoint.id, changes: changesOf(before, snapshot(endpoint)) });
   await rc.em.flush();
   return endpoint;

@@ -100,7 +100,7 @@ t.test('a publish sends only what changed since the acknowledged version; agents
   await eventually(async () => (await completedAt(2)) !== null, 'propagation completed');
 });
 
-t.test('a nack is recorded, counted as failed, and that version is never sent to the node again; the next publish supersedes it', async (t) => {
+t.test('a nack is recorded, counted as failed, and that version is not sent again on that stream; a reconnecting node is offered it again; the next publish supersedes it', async (t) => {
   await publish([endpointResource(e1, 3), endpointResource(e2), policyResource(p2)]);
   const [toA, toB] = await Promise.all([a.next('configUpdate'), b.next('configUpdate')]);
   t.equal(toA.version, 3n);
@@ -113,15 +113,24 @@ t.test('a nack is recorded, counted as failed, and that version is never sent to
   await eventually(async () => (await node(b.nodeId)).config_version === '3', 'B applied v3');
   t.same(await cp.app.edgeFleet.propagation(3), { total_nodes: 2, synced_nodes: 1, pending_nodes: 0, failed_nodes: 1 });
   await eventually(async () => (await completedAt(3)) !== null, 'no node pending: propagation complete (with a failure)');
+  // Regression (issue 21 item 8): the endpoint whose change A refused used to read active (or deploying for ever).
+  await eventually(async () => (await endpointStatus(e1)) === 'error', 'e1 reads error while an online node refuses its latest change');
+  const [withReason] = await query<{ status_reason: string }>(cp, `select status_reason from cdn_endpoint where id = ?`, [e1]);
+  t.equal(withReason!.status_reason, 'Edge node edge-a refused configuration version 3: endpoint e1: route  refers to a missing origin');
+  t.equal(await endpointStatus(e2), 'active', 'an endpoint the refused version did not change stays active');
 
-  // The node reconnects with its version 2: version 3 is not offered again.
+  // Regression (issue 21 item 8): the node reconnects with its version 2 (restarted, perhaps fixed): version 3 is offered again.
   a.close();
   ({ agent: a } = await connect({ nodeId: a.nodeId, hostname: 'edge-a', configVersion: 2 }));
+  const again = await a.next('configUpdate');
+  t.match(again, { version: 3n, full: false, baseVersion: 2n }, 'the refused version is offered again on the new stream');
+  a.ackConfig(again, false, 'still refused');
+  await eventually(async () => (await node(a.nodeId)).config_error === 'still refused', 'refused again');
   const v4 = await publish([endpointResource(e1, 4), endpointResource(e2), policyResource(p2)]);
   const next = await a.next('configUpdate');
-  t.match(next, { version: 4n, full: false, baseVersion: 2n, digest: v4.digest }, 'the first push after the refusal is the next version, diffed from the applied one');
+  t.match(next, { version: 4n, full: false, baseVersion: 2n, digest: v4.digest }, 'the next version, diffed from the applied one, supersedes it');
   t.same(keys(next), [`endpoint/${e1}`]);
-  t.same(a.kinds().filter((k) => k === 'configUpdate'), ['configUpdate'], 'version 3 never came');
+  t.same(a.kinds().filter((k) => k === 'configUpdate'), ['configUpdate', 'configUpdate'], 'version 3 once on this stream, then version 4');
   a.ackConfig(next);
   const toB4 = await b.next('configUpdate');
   b.ackConfig(toB4);
@@ -129,6 +138,8 @@ t.test('a nack is recorded, counted as failed, and that version is never sent to
   const after = await node(a.nodeId);
   t.equal(after.config_error, null, 'the error clears once a later version applies');
   t.equal(after.failed_config_version, '3', 'the refused version stays recorded');
+  await eventually(async () => (await endpointStatus(e1)) === 'active', 'e1 active once every online node applied its latest change');
+  t.same(await query(cp, `select status_reason from cdn_endpoint where id = ?`, [e1]), [{ status_reason: null }]);
 });
 
 t.test('base_mismatch: answered once with a full push of the version; a full push refused again is recorded', async (t) => {

@@ -8,8 +8,10 @@
 //
 // One push per stream is in flight; the next is diffed from what its ack
 // confirms. An ack moves the node's applied version; a nack records the
-// refused version and its error, and that version is never pushed to the node
-// again (the next publish supersedes it). A nack whose error starts with
+// refused version and its error, and that version is not pushed on that
+// stream again (the next publish supersedes it); a node that reconnects is
+// offered the active version again (issue 21 item 8: restarted with a larger
+// MAX_ENDPOINTS, say, it takes it). A nack whose error starts with
 // `base_mismatch:` (the agent does not hold the base, or its digest differs
 // after applying) is answered once with a full push.
 //
@@ -234,7 +236,6 @@ export class ConfigFeed implements Feed<ConfigState> {
       config_error: { type: 'text', merge: 'nullable' },
     },
     fromHello: (hello: Hello) => ({ config_version: Number(hello.configVersion) }),
-    read: ['failed_config_version'],
   } as const;
   readonly subjects: Feed['subjects'];
   readonly pusher: ConfigPusher;
@@ -253,10 +254,9 @@ export class ConfigFeed implements Feed<ConfigState> {
     void this.#context.safely('reading the active configuration', () => this.pusher.refresh());
   }
 
-  attach(stream: AgentStream, hello: Hello, row: Readonly<Record<string, unknown>>): ConfigState {
-    const state: ConfigState = {
-      stream, applied: Number(hello.configVersion), failed: Number(row.failed_config_version ?? 0), inflight: null, preparing: false, fullRetried: new Set(),
-    };
+  /** A new stream starts with no refusal: a node that refused a version is offered it again when it reconnects (it may have been fixed). */
+  attach(stream: AgentStream, hello: Hello): ConfigState {
+    const state: ConfigState = { stream, applied: Number(hello.configVersion), failed: 0, inflight: null, preparing: false, fullRetried: new Set() };
     this.#states.add(state);
     return state;
   }

@@ -147,9 +147,10 @@ async function publishCompiled(app: ConfigServices, tx: RequestContext, compiled
   if (active) {
     await tx.em.execute(`update cdn_config_version set status = ?, updated_at = now(), version = version + 1 where id = ?`, [options.replacedStatus, active.id]);
   }
-  // A changed endpoint has to reach the edge again (the channel moves it back to active); its status is not configuration.
+  // A changed endpoint has to reach the edge again (the channel moves it back to active, or to error while a node refuses it);
+  // its status is not configuration.
   if (changedEndpoints.length) {
-    await tx.em.execute(`update cdn_endpoint set status = 'deploying' where status = 'active' and id = any(${idList})`, [ids(changedEndpoints)]);
+    await tx.em.execute(`update cdn_endpoint set status = 'deploying', status_reason = null where status in ('active', 'error') and id = any(${idList})`, [ids(changedEndpoints)]);
   }
   const revision = await markCompiled(tx.em);
   const digest = digestOf(compiled);

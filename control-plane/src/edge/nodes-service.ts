@@ -9,7 +9,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { HealthStatus } from '../cdn/cdn.entities.ts';
 import type { OriginHealthReading } from '../cdn/services.ts';
 import type { RequestContext } from '../core/request-context.ts';
-import { idList, ids } from '../db/bulk.ts';
+import { idList, ids, recordset } from '../db/bulk.ts';
 import type { ListOptions } from '../cdn/fields.ts';
 import { paginate } from '../http/paging.ts';
 import type { ConfigSource, PropagationCounts } from './contracts.ts';
@@ -49,32 +49,63 @@ export async function propagation(em: EntityManager, versionNumber: number): Pro
   return { total_nodes: total, synced_nodes: synced, pending_nodes: total - synced - failed, failed_nodes: failed };
 }
 
+/** An online node that refused a configuration version it has not applied since (its refusal stands). */
+interface Refusal { hostname: string; applied: number; refused: number; error: string | null }
+
+/** error's reason: the nodes that refused the endpoint's latest change (the first named with its error). */
+function refusalReason(refusals: Refusal[]): string {
+  const [first] = refusals;
+  const others = refusals.length > 1 ? ` (and ${refusals.length - 1} more edge node${refusals.length > 2 ? 's' : ''})` : '';
+  return `Edge node ${first!.hostname} refused configuration version ${first!.refused}${others}: ${first!.error ?? 'no reason given'}`.slice(0, 2_000);
+}
+
 /**
- * Endpoints `deploying` whose latest change (their manifest entry's version in the active version) every
- * online node has applied become `active` (one UPDATE). With no node online they stay deploying: nothing
- * has them yet. Then, when no online node is still pending on the active version, its
- * propagation_completed_at is set (once). Returns the number of endpoints moved.
+ * Moves endpoints as the online nodes stand with their latest change (its manifest entry's version in the active
+ * version), one UPDATE for all: `error`, with the reason, while some online node refused that change and has not
+ * applied it since (issue 21 item 8: an endpoint used to read active, or deploying for ever, while a node refused
+ * it); else a deploying (or error) endpoint becomes `active` once every online node has applied it, or `deploying`
+ * while some has not. With no node online nothing moves: nothing has them yet. Then, when no online node is still
+ * pending on the active version, its propagation_completed_at is set (once). Returns the number of endpoints moved.
  */
 export async function reconcileDeployments(em: EntityManager, source: ConfigSource, now: Date): Promise<{ activated: number; completedVersion: number | null }> {
-  const [fleet] = await em.execute<{ n: number; min_applied: string | null }[]>(`select count(*)::int as n, min(config_version)::text as min_applied from cdn_edge_node where ${ONLINE}`);
-  // The deploying endpoints are read before the active version: an endpoint marked deploying by a publish
-  // is then judged against that publish's version (or a later one), never against the one before it.
-  const deploying = fleet && fleet.n > 0 ? await em.execute<{ id: string }[]>(`select id from cdn_endpoint where status = 'deploying'`) : [];
+  const [fleet] = await em.execute<{ n: number; min_applied: string | null; refusals: Refusal[] }[]>(
+    `select count(*)::int as n, min(config_version)::text as min_applied,
+       coalesce(jsonb_agg(jsonb_build_object('hostname', hostname, 'applied', config_version, 'refused', failed_config_version, 'error', config_error)
+         order by hostname, id) filter (where failed_config_version > config_version), '[]') as refusals
+     from cdn_edge_node where ${ONLINE}`);
+  const refusals = fleet?.refusals ?? [];
+  // The endpoints are read before the active version: an endpoint marked deploying by a publish is then judged
+  // against that publish's version (or a later one), never against the one before it. Active endpoints are
+  // read only when some node's refusal stands (then one of them may be refused).
+  const statuses = refusals.length ? `('deploying', 'error', 'active')` : `('deploying', 'error')`;
+  const endpoints = fleet && fleet.n > 0 ? await em.execute<{ id: string; status: string; status_reason: string | null }[]>(
+    `select id, status, status_reason from cdn_endpoint where status in ${statuses}`) : [];
   const active = await source.active();
   if (!active) return { activated: 0, completedVersion: null };
   let activated = 0;
   if (fleet && fleet.n > 0) {
     const lowest = Number(fleet.min_applied);
-    const ready = deploying.filter(({ id }) => {
-      const entry = active.manifest.get(`endpoint/${id}`);
-      return entry !== undefined && entry.version <= lowest;
-    }).map(({ id }) => id);
-    if (ready.length) {
-      const moved = await em.execute<{ id: string }[]>(
-        `update cdn_endpoint set status = 'active', version = version + 1, updated_at = ? where status = 'deploying' and id = any(${idList}) returning id`,
-        [now, ids(ready)],
+    const moves: { id: string; status: string; reason: string | null }[] = [];
+    for (const endpoint of endpoints) {
+      const entry = active.manifest.get(`endpoint/${endpoint.id}`);
+      if (entry === undefined) continue;
+      const refusedBy = refusals.filter((r) => r.applied < entry.version && entry.version <= r.refused);
+      let status = endpoint.status;
+      let reason: string | null = null;
+      if (refusedBy.length) {
+        status = 'error';
+        reason = refusalReason(refusedBy);
+      } else if (endpoint.status !== 'active') status = entry.version <= lowest ? 'active' : 'deploying';
+      if (status !== endpoint.status || reason !== endpoint.status_reason) moves.push({ id: endpoint.id, status, reason });
+    }
+    if (moves.length) {
+      const moved = await em.execute<{ status: string }[]>(
+        `update cdn_endpoint e set status = x.status, status_reason = x.reason, version = e.version + 1, updated_at = ?
+         from ${recordset({ id: 'uuid', status: 'text', reason: 'text' })}
+         where e.id = x.id and e.status in ${statuses} returning e.status`,
+        [now, JSON.stringify(moves)],
       );
-      activated = moved.length;
+      activated = moved.filter((m) => m.status === 'active').length;
     }
   }
   const counts = await propagation(em, active.version);

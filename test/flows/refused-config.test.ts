@@ -1,0 +1,49 @@
+// A node that refused a configuration is offered it again once fixed (issue
+// 21 item 8), with processes: a control plane, an origin, and an agent sized
+// for one endpoint (MAX_ENDPOINTS=1). A second endpoint is published: the
+// agent refuses the version, and the endpoint reads error naming the node and
+// its reason (it used to read deploying, or active, while the node kept the
+// previous version). The agent restarts with MAX_ENDPOINTS=5 on the same data
+// directory (the same node): on reconnecting it is offered the active version
+// again (it used to wait for an unrelated publish), applies it, serves the
+// second endpoint, and the endpoint reads active.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { eventually } from '../support/eventually.ts';
+import { agentHealth, publishedEndpoint, startCountingOrigin, startDeployment, startEdgeAgent, viewerGet } from '../support/edge-deployment.ts';
+import { detectServices } from '../support/services.ts';
+
+const services = await detectServices();
+if (!services.postgresUrl) {
+  t.pass('skipped: needs PostgreSQL');
+} else {
+  const { postgresUrl } = services;
+  await t.test('regression: a refused version is offered again to the node once it reconnects, fixed; the endpoint reads error meanwhile', { timeout: 120_000 }, async (t) => {
+    const origin = await startCountingOrigin(t);
+    const deployment = await startDeployment(t, { postgresUrl });
+    const first = await publishedEndpoint(deployment, origin.port, 'first');
+    const dataDir = mkdtempSync(join(tmpdir(), 'sp-refusing-agent-'));
+    const small = await startEdgeAgent(t, deployment, deployment.grpcPort, 'small', { DATA_DIR: dataDir, MAX_ENDPOINTS: '1' });
+    await eventually(async () => (await viewerGet(small.port, first.hostname, '/x')).status === 200, 'the agent serves the first endpoint');
+
+    const second = await publishedEndpoint(deployment, origin.port, 'second');
+    const read = () => deployment.must('GET', `/v1/cdn/endpoints/${second.id}`);
+    await eventually(async () => (await read()).status === 'error', 'the second endpoint reads error');
+    t.match((await read()).status_reason, /^Edge node small refused configuration version \d+: .*exceed this node's limit of 1 \(MAX_ENDPOINTS\)/);
+    t.equal((await viewerGet(small.port, second.hostname, '/x')).status, 421, 'the agent does not serve it');
+    const [node] = (await deployment.must('GET', '/v1/cdn/edge-nodes')).data;
+    t.ok(node.failed_config_version > node.config_version, 'the node list shows the refusal');
+
+    // Fixed: restarted with room for more endpoints, on the same data directory (the same node id).
+    small.child.kill('SIGTERM');
+    await new Promise((resolve) => small.child.once('exit', resolve));
+    const fixed = await startEdgeAgent(t, deployment, deployment.grpcPort, 'small', { DATA_DIR: dataDir, MAX_ENDPOINTS: '5' });
+    await eventually(async () => (await viewerGet(fixed.port, second.hostname, '/x')).status === 200, 'offered again on reconnecting, it applies the version and serves the second endpoint');
+    await eventually(async () => (await read()).status === 'active', 'the endpoint reads active');
+    t.equal((await read()).status_reason, null);
+    const active = (await deployment.must('GET', '/v1/cdn/config/versions?limit=1')).data[0];
+    t.equal((await agentHealth(fixed)).config_version, active.version_number, 'without another publish: the node holds the active version');
+  });
+}
