@@ -46,6 +46,9 @@ export async function startOrigin(handler: (req: IncomingMessage, res: ServerRes
   };
 }
 
+/** The origin's requests from viewers (an agent's health probes, which go to every origin's root or health_check_url, left out). */
+export const viewerRequests = (origin: Origin) => origin.requests.filter((r) => r.headers['user-agent'] !== 'edge-agent-health/1');
+
 export const HOST = 'cdn.test';
 
 export function snapshotFor(originPort: number, extra: { endpoint?: Record<string, unknown>; origin?: Record<string, unknown>; cache_rules?: unknown[]; routes?: unknown[]; origins?: unknown[]; version?: number } = {}) {

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
-import { startAgentProcess, startOrigin } from './helpers.ts';
+import { startAgentProcess, startOrigin, viewerRequests } from './helpers.ts';
 
 const origin = await startOrigin((req, res) => {
   res.writeHead(200, { 'content-type': 'text/plain', 'cache-control': 'no-store' });
@@ -52,7 +52,7 @@ t.test('http_to_https_redirect: the same URL on https, 301 for GET and HEAD, 308
   t.same(await send('secure.test', '/a/b?x=1&y=2'), { status: 301, location: 'https://secure.test/a/b?x=1&y=2', body: '' });
   t.equal((await send('secure.test', '/a', 'HEAD')).status, 301);
   t.same(await send('secure.test', '/upload', 'POST'), { status: 308, location: 'https://secure.test/upload', body: '' });
-  t.equal(origin.requests.length, 0);
+  t.equal(viewerRequests(origin).length, 0);
 });
 
 t.test('behind a trusted proxy that terminated TLS (X-Forwarded-Proto: https) the request is served', async (t) => {

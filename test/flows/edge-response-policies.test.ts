@@ -32,7 +32,8 @@ async function run(t: Test, postgresUrl: string) {
   const received: http.IncomingHttpHeaders[] = [];
   const fetches = new Map<string, number>();
   const origin = http.createServer((req, res) => {
-    received.push(req.headers);
+    // Health probes (to the origin's root, every 30 s) are no viewer's request.
+    if (req.headers['user-agent'] !== 'edge-agent-health/1') received.push(req.headers);
     fetches.set(req.url!, (fetches.get(req.url!) ?? 0) + 1);
     if (req.url === '/errors/404.html') return res.writeHead(200, { 'content-type': 'text/html' }).end(`<h1>Not found (v${errorPageVersion})</h1>`);
     if (req.url!.startsWith('/missing')) return res.writeHead(404, { 'content-type': 'text/plain' }).end('origin 404');

@@ -26,6 +26,7 @@ export const cacheRuleRecord = z.object({
   bypass: z.object({ if_cookie_present: z.array(z.string()), if_header_present: z.array(z.string()), if_query_param_present: z.array(z.string()) }),
   stale_while_revalidate_seconds: orNull(z.number().int()),
   stale_if_error_seconds: orNull(z.number().int()),
+  negative_ttl_seconds: z.number().int(),
   cache_status_header: z.boolean(),
   created_at: timestamp(),
   updated_at: timestamp(),
@@ -59,7 +60,10 @@ const cacheRuleFields = {
   }).partial(),
   stale_while_revalidate_seconds: seconds().nullable(),
   stale_if_error_seconds: seconds().nullable(),
-  cache_status_header: z.boolean(),
+  negative_ttl_seconds: seconds().describe('Edge TTL of error answers (4xx, 5xx) the origin gives no explicit freshness for, instead of ttl_seconds '
+    + '(0: not cached); default 10, as CloudFront\'s error caching'),
+  cache_status_header: z.boolean().describe('Send Cache-Status (RFC 9211: the edge node\'s region, hit or miss, the remaining TTL) and X-Cache-Status; '
+    + 'false sends neither'),
 };
 
 export const createCacheRuleBody = z.strictObject(cacheRuleFields).partial().required({ name: true, match: true, ttl_seconds: true });

@@ -43,10 +43,10 @@ export const cacheRuleService = childService<CacheRule, CacheRuleInput & { distr
   type: 'cache_rule',
   what: 'Cache rule',
   fields: ['name', 'enabled', 'priority', 'match', 'ttl_seconds', 'browser_ttl_seconds', 'cache_key', 'bypass', 'stale_while_revalidate_seconds',
-    'stale_if_error_seconds', 'cache_status_header'],
+    'stale_if_error_seconds', 'negative_ttl_seconds', 'cache_status_header'],
   defaults: {
     enabled: true, priority: 100, browser_ttl_seconds: null, cache_key: EMPTY_KEY, bypass: EMPTY_BYPASS, stale_while_revalidate_seconds: null,
-    stale_if_error_seconds: null, cache_status_header: true,
+    stale_if_error_seconds: null, negative_ttl_seconds: 10, cache_status_header: true,
   },
   values(input, current) {
     const { match, cache_key, bypass, distribution_id: _d, ...rest } = input as CacheRuleInput & { distribution_id?: string };

@@ -27,14 +27,14 @@ t.test('POST .../cache-rules: 201 bare with the documented defaults, Location, E
     distribution_id: endpoint.id, name: 'Static', enabled: true, priority: 100, match: { paths: ['/static/*'], methods: [], content_types: [] }, ttl_seconds: 86400,
     browser_ttl_seconds: null, cache_key: { include_headers: [], include_query_params: [], exclude_query_params: [], include_cookies: [] },
     bypass: { if_cookie_present: [], if_header_present: [], if_query_param_present: [] }, stale_while_revalidate_seconds: null, stale_if_error_seconds: null,
-    cache_status_header: true,
+    negative_ttl_seconds: 10, cache_status_header: true,
   });
   t.equal((await query(cp, `select 1 from audit_log where action = 'cache_rule.created' and resource_id = ?`, [res.body.id])).length, 1);
   const full = {
     name: 'Full', distribution_id: endpoint.id, enabled: false, priority: 3, match: { paths: ['/v/**/*.ts'], methods: ['get'], content_types: ['Video/', 'application/json'] },
     ttl_seconds: 0, browser_ttl_seconds: 60, cache_key: { include_headers: ['Accept-Language'], exclude_query_params: ['utm_source'], include_cookies: ['tier'] },
     bypass: { if_cookie_present: ['session'], if_header_present: ['Authorization'], if_query_param_present: ['nocache'] },
-    stale_while_revalidate_seconds: 30, stale_if_error_seconds: 600, cache_status_header: false,
+    stale_while_revalidate_seconds: 30, stale_if_error_seconds: 600, negative_ttl_seconds: 0, cache_status_header: false,
   };
   const top = await send(admin, 'POST', '/v1/cdn/cache-rules', full);
   t.equal(top.status, 201, top.text);
@@ -77,6 +77,8 @@ t.test('bad input is refused with 400 naming the field, storing nothing', async 
     [{ ...ok, ttl_seconds: 1.5 }, 'ttl_seconds'],
     [{ ...ok, browser_ttl_seconds: -1 }, 'browser_ttl_seconds'],
     [{ ...ok, stale_if_error_seconds: -5 }, 'stale_if_error_seconds'],
+    [{ ...ok, negative_ttl_seconds: -1 }, 'negative_ttl_seconds'],
+    [{ ...ok, negative_ttl_seconds: null }, 'negative_ttl_seconds'],
     [{ ...ok, stale_while_revalidate_seconds: 'soon' }, 'stale_while_revalidate_seconds'],
     [{ ...ok, priority: 10001 }, 'priority'],
     [{ ...ok, match: { content_types: ['not a type'] } }, 'match.content_types[0]'],

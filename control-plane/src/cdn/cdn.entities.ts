@@ -190,6 +190,8 @@ export const CacheRuleSchema = defineEntity({
     bypass: p.json<CacheBypass>(),
     stale_while_revalidate_seconds: p.integer().nullable(),
     stale_if_error_seconds: p.integer().nullable(),
+    // Error answers without explicit freshness are kept this long instead of ttl_seconds (migration 0040).
+    negative_ttl_seconds: p.integer().default(10),
     cache_status_header: p.boolean(),
     search_document: searchDocumentProperty([], false),
     ...timestamps,

@@ -50,7 +50,7 @@ const QUERIES = {
   routes: { sql: `select id, distribution_id, origin_id, name, enabled, priority, match, strip_prefix, response_headers_policy_id, redirect_rules, compression_enabled
     from cdn_route`, order: 'priority, id' },
   cacheRules: { sql: `select id, distribution_id, name, enabled, priority, match, ttl_seconds, browser_ttl_seconds, cache_key, bypass, stale_while_revalidate_seconds,
-    stale_if_error_seconds, cache_status_header from cdn_cache_rule`, order: 'priority, id' },
+    stale_if_error_seconds, negative_ttl_seconds, cache_status_header from cdn_cache_rule`, order: 'priority, id' },
   signingKeys: { sql: `select id, endpoint_id, algorithm, status, secret_sealed, retired_secrets, token_param, expires_param, ip_binding_enabled from cdn_signing_key`, order: 'id' },
   // Equal priorities oldest first: the order the API lists them in, and the edge keeps the snapshot's order among equals.
   ipRules: { sql: `select id, endpoint_id, action, cidr, priority from cdn_ip_rule`, order: 'priority, created_at, id' },
@@ -108,7 +108,8 @@ const cacheRuleEntry = (c: Row) => ({
     exclude_query_params: c.cache_key.exclude_query_params ?? [], include_cookies: c.cache_key.include_cookies ?? [],
   },
   bypass: { if_cookie_present: c.bypass.if_cookie_present ?? [], if_header_present: c.bypass.if_header_present ?? [], if_query_param_present: c.bypass.if_query_param_present ?? [] },
-  stale_while_revalidate_seconds: c.stale_while_revalidate_seconds, stale_if_error_seconds: c.stale_if_error_seconds, cache_status_header: c.cache_status_header,
+  stale_while_revalidate_seconds: c.stale_while_revalidate_seconds, stale_if_error_seconds: c.stale_if_error_seconds,
+  negative_ttl_seconds: c.negative_ttl_seconds, cache_status_header: c.cache_status_header,
 });
 
 const policyEntry = (p: Row) => ({

@@ -138,7 +138,7 @@ export async function restoreConfiguration(app: RestoreServices, em: EntityManag
 
   const upsertedRules = await upsert(em, 'cdn_cache_rule', {
     id: 'uuid', distribution_id: 'uuid', name: 'varchar', enabled: 'boolean', priority: 'int', match: 'jsonb', ttl_seconds: 'int', browser_ttl_seconds: 'int',
-    cache_key: 'jsonb', bypass: 'jsonb', stale_while_revalidate_seconds: 'int', stale_if_error_seconds: 'int', cache_status_header: 'boolean',
+    cache_key: 'jsonb', bypass: 'jsonb', stale_while_revalidate_seconds: 'int', stale_if_error_seconds: 'int', negative_ttl_seconds: 'int', cache_status_header: 'boolean',
   }, cacheRules.map(({ endpoint, item }) => ({ ...item, distribution_id: endpoint.id })));
   count('cdn_cache_rule', upsertedRules, deletedRules);
 

@@ -130,8 +130,9 @@ export class Exit {
    * connection closed after the answer when the body was not complete.
    */
   refuse(ex: Exchange, status: number, message: string, cacheStatus: CacheStatus = 'BYPASS'): void {
-    const headers = ['content-type', 'text/plain; charset=utf-8', 'content-length', String(Buffer.byteLength(message)), 'cache-control', 'no-store', 'cache-status', this.cacheStatusValues[cacheStatus]];
-    if (ex.rule === null || ex.rule.cacheStatusHeader) headers.push('x-cache-status', cacheStatus);
+    const headers = ['content-type', 'text/plain; charset=utf-8', 'content-length', String(Buffer.byteLength(message)), 'cache-control', 'no-store'];
+    // A rule with cache_status_header false hides both fields (the node's region with them).
+    if (ex.rule === null || ex.rule.cacheStatusHeader) headers.push('cache-status', this.cacheStatusValues[cacheStatus], 'x-cache-status', cacheStatus);
     const req = ex.req;
     if (!req.readableEnded) {
       const h = req.headers;

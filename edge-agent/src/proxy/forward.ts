@@ -82,8 +82,8 @@ export class Forwarder {
   /** An origin answer streamed to the viewer unchanged, hop-by-hop fields removed, Cache-Status added. */
   stream(ex: RoutedExchange, r: OriginResponse, body: Readable, status: CacheStatus): Promise<void> | void {
     const headers = passthroughHeaders(r.headers);
-    headers.push('cache-status', this.deps.exit.cacheStatusValues[status]);
-    if (ex.rule === null || ex.rule.cacheStatusHeader) headers.push('x-cache-status', status);
+    // A rule with cache_status_header false hides both fields (the node's region with them).
+    if (ex.rule === null || ex.rule.cacheStatusHeader) headers.push('cache-status', this.deps.exit.cacheStatusValues[status], 'x-cache-status', status);
     return this.deps.exit.send(ex, r.statusCode, headers, body, status);
   }
 

@@ -1,6 +1,9 @@
-// Origin health probes: each origin with a health_check_url is probed every
-// health_check_interval_seconds through its own pool (so the SSRF guard applies).
-// Consecutive failures are counted; 1–2 make it degraded, 3 or more unhealthy.
+// Origin health probes: each enabled origin is probed every
+// health_check_interval_seconds through its own pool (so the SSRF guard applies),
+// at its health_check_url, or at the origin's root when it has none (document 3:
+// "defaults to the origin root"). Consecutive failures are counted; 1–2 make it
+// degraded, 3 or more unhealthy. A health_check_url must answer below 400; the
+// root, which many origins do not serve, must answer at all (below 500).
 import type { CompiledOrigin, RoutingTable } from './routing.ts';
 import { fetchOrigin, type OriginPools } from './origin-client.ts';
 
@@ -29,7 +32,7 @@ export class HealthProber {
   /** Starts, keeps or stops probes to match the origins of the new table. */
   sync(table: RoutingTable): void {
     const wanted = new Map<string, CompiledOrigin>();
-    for (const o of table.origins.values()) if (o.snapshot.enabled && o.snapshot.health_check_url) wanted.set(o.id, o);
+    for (const o of table.origins.values()) if (o.snapshot.enabled) wanted.set(o.id, o);
     for (const [id, t] of this.timers) {
       const o = wanted.get(id);
       if (!o || probeKey(o) !== t.key) {
@@ -50,7 +53,8 @@ export class HealthProber {
 
   async probe(o: CompiledOrigin): Promise<OriginHealthState> {
     const started = Date.now();
-    const url = o.snapshot.health_check_url ?? '/';
+    const explicit = o.snapshot.health_check_url;
+    const url = explicit ?? `${o.pathPrefix}/`;
     let path = url;
     let host = o.hostHeader;
     if (/^https?:\/\//i.test(url)) {
@@ -63,7 +67,7 @@ export class HealthProber {
     try {
       const res = await fetchOrigin(this.pools, o, { method: 'GET', path, headers: { host, 'user-agent': 'edge-agent-health/1' } });
       await res.body.dump().catch(() => {});
-      ok = res.statusCode < 400;
+      ok = res.statusCode < (explicit ? 400 : 500);
       if (!ok) reason = `status ${res.statusCode}`;
     } catch (err) {
       reason = (err as Error).message;

@@ -58,6 +58,8 @@ export interface CompiledCacheRule {
   keyNeedsExtras: boolean;
   staleWhileRevalidateSeconds: number | null;
   staleIfErrorSeconds: number | null;
+  /** Edge TTL of error answers without explicit freshness, instead of ttlSeconds (0: not cached). */
+  negativeTtlSeconds: number;
   cacheStatusHeader: boolean;
 }
 
@@ -145,6 +147,7 @@ function compileCacheRule(c: CacheRuleSnapshot): CompiledCacheRule {
     keyNeedsExtras: includeHeaders.length > 0 || includeCookies.length > 0 || includeQuery !== null || excludeQuery !== null,
     staleWhileRevalidateSeconds: c.stale_while_revalidate_seconds,
     staleIfErrorSeconds: c.stale_if_error_seconds,
+    negativeTtlSeconds: c.negative_ttl_seconds,
     cacheStatusHeader: c.cache_status_header,
   };
 }

@@ -102,11 +102,13 @@ function buildHeaders(exit: Exit, entry: CachedObject, ageSec: number, status: C
   return out;
 }
 
+/** Age, and the cache status fields unless the object's cache rule hides them (cache_status_header: false hides both, the region and TTL with them). */
 function addCacheHeaders(exit: Exit, out: string[], entry: CachedObject, ageSec: number, status: CacheStatus): void {
   out.push('age', String(ageSec));
+  if (!entry.statusHeader) return;
   if (status === 'HIT') {
     const ttl = Math.floor(entry.lifetimeMs / 1000) - ageSec;
     out.push('cache-status', `${exit.cacheStatusValues.HIT}; ttl=${Math.max(0, ttl)}`);
   } else out.push('cache-status', exit.cacheStatusValues[status]);
-  if (entry.statusHeader) out.push('x-cache-status', status);
+  out.push('x-cache-status', status);
 }

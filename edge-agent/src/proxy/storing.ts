@@ -125,10 +125,16 @@ export function storability(ex: RoutedExchange, res: OriginResponse, reqCC: Dire
   const hasValidator = h.etag !== undefined || h['last-modified'] !== undefined;
   const f = freshnessLifetime({
     status, cc, dateMs: dateOf(h), expires: headerString(h.expires), lastModified: headerString(h['last-modified']), responseTimeMs: res.responseTimeMs,
-    ruleTtlSeconds: rule ? rule.ttlSeconds : null,
+    ruleTtlSeconds: ruleTtl(rule, status),
   });
   if (f.lifetimeMs <= 0 && !hasValidator) return null; // nothing to reuse it with
   return cc;
+}
+
+/** The rule's edge TTL for an answer of this status: its negative-caching TTL for errors (4xx, 5xx), its ttl_seconds otherwise; null without a rule. */
+function ruleTtl(rule: CompiledCacheRule | null, status: number): number | null {
+  if (rule === null) return null;
+  return status >= 400 ? rule.negativeTtlSeconds : rule.ttlSeconds;
 }
 
 function makeEntry(ex: RoutedExchange, primary: string, res: OriginResponse, cc: Directives, body: Buffer, generation: number): CachedObject {
@@ -141,7 +147,7 @@ function makeEntry(ex: RoutedExchange, primary: string, res: OriginResponse, cc:
   const vary = parseVary(h.vary);
   const f = freshnessLifetime({
     status: res.statusCode, cc, dateMs, expires: headerString(h.expires), lastModified: headerString(h['last-modified']), responseTimeMs: res.responseTimeMs,
-    ruleTtlSeconds: rule ? rule.ttlSeconds : null,
+    ruleTtlSeconds: ruleTtl(rule, res.statusCode),
   });
   const swr = deltaSeconds(cc['stale-while-revalidate']) ?? rule?.staleWhileRevalidateSeconds ?? 0;
   const sie = deltaSeconds(cc['stale-if-error']) ?? rule?.staleIfErrorSeconds ?? 0;
@@ -194,7 +200,7 @@ function updateFrom304(stale: CachedObject, res: OriginResponse, rule: CompiledC
   const dateMs = parseHttpDate(get('date'));
   const date = dateMs === null || Number.isNaN(dateMs) ? null : dateMs;
   const activeRule = rule !== null && stale.cacheRuleId === rule.id ? rule : null;
-  const f = freshnessLifetime({ status: stale.status, cc, dateMs: date, expires: get('expires'), lastModified: get('last-modified'), responseTimeMs: res.responseTimeMs, ruleTtlSeconds: activeRule ? activeRule.ttlSeconds : null });
+  const f = freshnessLifetime({ status: stale.status, cc, dateMs: date, expires: get('expires'), lastModified: get('last-modified'), responseTimeMs: res.responseTimeMs, ruleTtlSeconds: ruleTtl(activeRule, stale.status) });
   return {
     ...stale,
     headers,

@@ -85,6 +85,8 @@ export const cacheRuleSnapshot = z.object({
   }).default({ if_cookie_present: [], if_header_present: [], if_query_param_present: [] }),
   stale_while_revalidate_seconds: z.number().int().min(0).nullable().default(null),
   stale_if_error_seconds: z.number().int().min(0).nullable().default(null),
+  // Error answers (4xx, 5xx) without explicit freshness are kept this long instead of ttl_seconds (0: not cached).
+  negative_ttl_seconds: z.number().int().min(0).default(10),
   cache_status_header: z.boolean().default(true),
 });
 

@@ -35,6 +35,7 @@ import { Migration0032DeploymentIdentity } from './0032-deployment-identity.ts';
 import { Migration0035EdgeNodePresence } from './0035-edge-node-presence.ts';
 import { Migration0038CustomDomainClaims } from './0038-custom-domain-claims.ts';
 import { Migration0039EndpointStatusReason } from './0039-endpoint-status-reason.ts';
+import { Migration0040CacheRuleNegativeTtl } from './0040-cache-rule-negative-ttl.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -71,4 +72,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0035-edge-node-presence', class: Migration0035EdgeNodePresence },
   { name: '0038-custom-domain-claims', class: Migration0038CustomDomainClaims },
   { name: '0039-endpoint-status-reason', class: Migration0039EndpointStatusReason },
+  { name: '0040-cache-rule-negative-ttl', class: Migration0040CacheRuleNegativeTtl },
 ];
