@@ -31,10 +31,10 @@ export const listApiTokensRoute = defineRoute({
 });
 
 export const createApiTokenRoute = defineRoute({
-  method: 'post', path: '/v1/cdn/api-tokens', tags, access: manage,
+  method: 'post', path: '/v1/cdn/api-tokens', tags, access: manage, idempotent: true,
   summary: 'Create an API token',
-  description: `Answers the record plus \`token\`, the value, this once (only its hash is stored). ${usage} `
-    + 'No Idempotency-Key: a replay would have to keep the value for 24 hours. Audit-logged without the value.',
+  description: `Answers the record plus \`token\`, the value, this once (only its hash is stored; an idempotent replay with the same `
+    + `Idempotency-Key repeats this reply, so a retried create makes no second token). ${usage} Audit-logged without the value.`,
   body: createApiTokenBody,
   responses: { 201: bare(issuedApiTokenResource) },
   async handler({ body, rc, app }) {

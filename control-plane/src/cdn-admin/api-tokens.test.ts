@@ -50,6 +50,22 @@ t.test('POST /v1/cdn/api-tokens creates a token: 201 bare record with the value 
   t.notOk(JSON.stringify(entry).includes(body.token.slice(4)), 'the value is not in the audit entry');
 });
 
+t.test('regression: POST /v1/cdn/api-tokens honours Idempotency-Key (a retried create made a second token): the replay answers the same token, the key with another body is 422', async (t) => {
+  const key = { 'idempotency-key': `create-token-${Date.now()}` };
+  const before = await countRows(cp, 'cdn_api_token');
+  const first = await send(admin, 'POST', '/v1/cdn/api-tokens', { name: 'Retried pipeline', role: 'operator' }, key);
+  t.equal(first.status, 201, first.text);
+  const again = await send(admin, 'POST', '/v1/cdn/api-tokens', { name: 'Retried pipeline', role: 'operator' }, key);
+  t.equal(again.status, 201);
+  t.equal(again.headers.get('idempotent-replayed'), 'true');
+  t.same(again.body, first.body, 'the same record and value');
+  t.equal(await countRows(cp, 'cdn_api_token'), before + 1, 'one token made');
+  const other = await send(admin, 'POST', '/v1/cdn/api-tokens', { name: 'Another pipeline', role: 'operator' }, key);
+  t.equal(other.status, 422);
+  t.equal(other.body.code, 'IDEMPOTENCY_KEY_REUSED');
+  t.equal(await countRows(cp, 'cdn_api_token'), before + 1, 'nothing more stored');
+});
+
 t.test('expires_at may be omitted (never expires) or null', async (t) => {
   t.equal((await createToken()).expires_at, null);
   t.equal((await createToken({ expires_at: null })).expires_at, null);
