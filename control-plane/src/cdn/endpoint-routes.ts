@@ -29,13 +29,13 @@ export const createEndpointRoute = defineRoute({
   method: 'post', path: '/v1/cdn/endpoints', tags, access: write, idempotent: true,
   summary: 'Create an endpoint',
   description: 'Assigns a hostname `<label>.<CDN_DOMAIN>`; the endpoint is `deploying` until the edge nodes have it. default_origin_id must name an enabled origin '
-    + 'that belongs to no other endpoint; it joins this one. Refused with 422 INVALID_CONFIGURATION (nothing stored) when the configuration would be invalid. '
+    + 'that belongs to no other endpoint; it joins this one. shield_region, when given, must be one of the shield regions (the regions the edge nodes report). Refused with 422 INVALID_CONFIGURATION (nothing stored) when the configuration would be invalid. '
     + `Audit-logged. ${EDGE_REQUEST_ORDER} ${EDGE_RESPONSE_ORDER}${aliasNote}`,
   body: createEndpointBody,
   responses: { 201: bare(endpointResource) },
   errors: ['INVALID_CONFIGURATION'],
   async handler({ body, rc, app }) {
-    const endpoint = await createEndpoint(rc, body, app.config.CDN_DOMAIN);
+    const endpoint = await createEndpoint(rc, body, app.config.CDN_DOMAIN, app.cdnShieldRegions);
     return reply.created(endpoint, `/v1/cdn/endpoints/${endpoint.id}`);
   },
 });
@@ -54,15 +54,15 @@ export const updateEndpointRoute = defineRoute({
   method: 'patch', path: '/v1/cdn/endpoints/:id', tags, access: write,
   summary: 'Update an endpoint',
   description: 'Partial: only sent fields change; inside tls_config, compression and geo_restriction only sent members change. response_headers_policy_id and '
-    + 'shield_region may be null. A change moves the endpoint to `deploying` (a disabled one stays disabled). With a stale If-Match: 412, nothing changes. '
+    + 'shield_region may be null, otherwise one of the shield regions (the regions the edge nodes report; 422 otherwise). A change moves the endpoint to `deploying` (a disabled one stays disabled). With a stale If-Match: 412, nothing changes. '
     + `Audit-logged. ${EDGE_REQUEST_ORDER} ${EDGE_RESPONSE_ORDER}${aliasNote}`,
   params: idParams,
   body: updateEndpointBody,
   ifMatch: ({ params, rc }) => findEndpoint(rc, params.id),
   responses: { 200: bare(endpointResource) },
   errors: ['INVALID_CONFIGURATION'],
-  async handler({ params, body, rc }) {
-    return updateEndpoint(rc, params.id, body);
+  async handler({ params, body, rc, app }) {
+    return updateEndpoint(rc, params.id, body, app.cdnShieldRegions);
   },
 });
 

@@ -16,6 +16,7 @@ import { assertValidConfiguration, merged, resourceInUse } from './fields.ts';
 import { detachEndpointFromDrains } from './log-drain-service.ts';
 import { defaultDenyProblems, policyProblems, tokenAuthProblems } from './policy-checks.ts';
 import { usableOriginProblems } from './origin-service.ts';
+import type { ShieldRegionCheck } from './services.ts';
 
 const ENDPOINT_FIELDS = [
   'name', 'default_origin_id', 'hostname', 'status', 'http_version', 'ipv6_enabled', 'response_headers_policy_id', 'tls_config', 'compression',
@@ -51,7 +52,20 @@ async function settingsProblems(
   return problems;
 }
 
-export async function createEndpoint(rc: RequestContext, input: CreateEndpointInput, domain: string): Promise<Endpoint> {
+/** A shield_region that is not one of the shield regions (the regions the edge nodes report), named (issue 21 item 9). */
+async function shieldRegionProblems(region: string | null | undefined, shieldRegions: ShieldRegionCheck): Promise<FieldError[]> {
+  if (region == null || shieldRegions === undefined) return [];
+  const regions = await shieldRegions();
+  if (regions.includes(region)) return [];
+  return [{
+    field: 'shield_region',
+    message: regions.length
+      ? `${region} is not a shield region; the shield regions are the regions of the edge nodes: ${regions.join(', ')}`
+      : `${region} is not a shield region: no edge node has reported a region yet`,
+  }];
+}
+
+export async function createEndpoint(rc: RequestContext, input: CreateEndpointInput, domain: string, shieldRegions?: ShieldRegionCheck): Promise<Endpoint> {
   const values = {
     ...input,
     tls_config: merged(DEFAULT_TLS, input.tls_config),
@@ -59,7 +73,7 @@ export async function createEndpoint(rc: RequestContext, input: CreateEndpointIn
     geo_restriction: merged(DEFAULT_GEO, input.geo_restriction),
   };
   const { problems, origin } = await usableOriginProblems(rc, input.default_origin_id, null, 'default_origin_id');
-  assertValidConfiguration([...problems, ...(await settingsProblems(rc, values))]);
+  assertValidConfiguration([...problems, ...(await settingsProblems(rc, values)), ...(await shieldRegionProblems(input.shield_region, shieldRegions))]);
   const endpoint = rc.em.create(Endpoint, { ...values, status: 'deploying', hostname: `${endpointLabel()}.${domain}` } as never);
   // The default origin joins the new endpoint (it belonged to none).
   origin!.distribution = endpoint;
@@ -68,7 +82,7 @@ export async function createEndpoint(rc: RequestContext, input: CreateEndpointIn
   return endpoint;
 }
 
-export async function updateEndpoint(rc: RequestContext, id: string, input: UpdateEndpointInput): Promise<Endpoint> {
+export async function updateEndpoint(rc: RequestContext, id: string, input: UpdateEndpointInput, shieldRegions?: ShieldRegionCheck): Promise<Endpoint> {
   const endpoint = await findEndpoint(rc, id);
   const before = snapshot(endpoint);
   const next = {
@@ -88,6 +102,7 @@ export async function updateEndpoint(rc: RequestContext, id: string, input: Upda
   if (input.default_origin_id !== undefined && input.default_origin_id !== endpoint.default_origin_id) {
     problems.push(...(await usableOriginProblems(rc, input.default_origin_id, endpoint.id, 'default_origin_id')).problems);
   }
+  if (input.shield_region !== endpoint.shield_region) problems.push(...(await shieldRegionProblems(input.shield_region, shieldRegions)));
   assertValidConfiguration(problems);
   for (const [field, value] of Object.entries(next)) if (value !== undefined) (endpoint as unknown as Record<string, unknown>)[field] = value;
   if (input.default_origin_id !== undefined) {

@@ -11,6 +11,9 @@ import { eventually } from '../../../test/support/eventually.ts';
 const cp = await startTestControlPlane(t, { env: { ...RELAXED_LIMITS, CDN_DOMAIN: 'edge.example.net' } });
 const { admin, operator, viewer, subscriber } = await cdnCallers(cp);
 const send = caller(cp);
+// The shield regions are the regions of the edge nodes (issue 21 item 9): two nodes have reported theirs.
+await query(cp, `insert into cdn_edge_node (id, hostname, region, status, agent_version, created_at, updated_at)
+  values (gen_random_uuid(), 'node-eu', 'eu-west', 'offline', 'test', now(), now()), (gen_random_uuid(), 'node-us', 'us-east', 'offline', 'test', now(), now())`);
 
 t.test('POST /v1/cdn/endpoints: 201 bare with Location and ETag, a CDN hostname, deploying, the documented defaults; the origin joins it', async (t) => {
   const origin = await makeOrigin(cp, admin);
@@ -29,6 +32,22 @@ t.test('POST /v1/cdn/endpoints: 201 bare with Location and ETag, a CDN hostname,
   });
   t.equal((await send(viewer, 'GET', `/v1/cdn/origins/${origin.id}`)).body.distribution_id, e.id);
   t.equal((await query(cp, `select 1 from audit_log where action = 'endpoint.created' and resource_id = ?`, [e.id])).length, 1);
+});
+
+t.test('regression: shield_region must be one of the shield regions (any string was accepted), on create and update; nothing stored on a refusal', async (t) => {
+  const origin = await makeOrigin(cp, admin);
+  const before = await cdnState(cp);
+  const refused = await send(admin, 'POST', '/v1/cdn/endpoints', { name: uniqueName('shield'), default_origin_id: origin.id, shield_region: 'mars-north' });
+  t.equal(refused.status, 422, refused.text);
+  t.same(refused.body.errors, [{ field: 'shield_region', message: 'mars-north is not a shield region; the shield regions are the regions of the edge nodes: eu-west, us-east' }]);
+  t.same(await cdnState(cp), before, 'nothing stored');
+  const { endpoint } = await makeEndpoint(cp, admin, { shield_region: 'us-east' });
+  t.equal(endpoint.shield_region, 'us-east');
+  const update = await send(admin, 'PATCH', `/v1/cdn/endpoints/${endpoint.id}`, { shield_region: 'atlantis' });
+  t.equal(update.status, 422);
+  t.equal(update.body.errors[0].field, 'shield_region');
+  t.equal((await send(viewer, 'GET', `/v1/cdn/endpoints/${endpoint.id}`)).body.shield_region, 'us-east', 'unchanged');
+  t.equal((await send(admin, 'PATCH', `/v1/cdn/endpoints/${endpoint.id}`, { shield_region: null })).status, 200, 'null is always accepted');
 });
 
 t.test('every optional field is stored as given', async (t) => {

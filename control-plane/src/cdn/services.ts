@@ -35,6 +35,14 @@ export interface CdnServices extends CoreServices {
    * that stores it (the edge capability's control channel provides it: the nodes online); without it 0.
    */
   cdnPurgeTargets?: string;
+  /**
+   * The shield regions: the regions the edge nodes report (the edge capability's control channel provides it). An endpoint's
+   * shield_region must be one of them; without it (no edge capability) any region id is accepted.
+   */
+  cdnShieldRegions?: () => Promise<string[]>;
 }
+
+/** Checks a shield_region against the shield regions (cdnShieldRegions). */
+export type ShieldRegionCheck = CdnServices['cdnShieldRegions'];
 
 export const defineCdnRoute = routesFor<CdnServices>();

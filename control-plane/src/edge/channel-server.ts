@@ -46,7 +46,7 @@ const SERVER_OPTIONS: grpc.ServerOptions = {
 };
 
 export interface ChannelStart {
-  services: Pick<EdgeServices, 'edgeFleet' | 'edgeChannel'> & Pick<HealthServices, 'edgeConfigHealth'> & Pick<CdnServices, 'cdnOriginHealth' | 'cdnPurgeTargets'>;
+  services: Pick<EdgeServices, 'edgeFleet' | 'edgeChannel'> & Pick<HealthServices, 'edgeConfigHealth'> & Pick<CdnServices, 'cdnOriginHealth' | 'cdnPurgeTargets' | 'cdnShieldRegions'>;
   close: () => Promise<void>;
 }
 
@@ -109,6 +109,8 @@ export async function startChannel(services: EdgeServices): Promise<ChannelStart
       cdnOriginHealth: (originId) => originHealthReading(em(), originId),
       // A purge goes to every node online when it is stored (nodes connecting later catch up by sequence).
       cdnPurgeTargets: `(select count(*)::int from cdn_edge_node where ${ONLINE})`,
+      // The shield regions are the regions the edge nodes report (any status: a region whose nodes are all down is still one).
+      cdnShieldRegions: async () => (await em().execute<{ region: string }[]>(`select distinct region from cdn_edge_node order by region`)).map((r) => r.region),
     },
     async close() {
       closing = true;
