@@ -17,7 +17,8 @@ export const PurgeRequestSchema = defineEntity({
   tableName: 'cdn_purge_request',
   properties: {
     id: p.uuid().primary().onCreate(() => crypto.randomUUID()),
-    distribution: () => p.manyToOne(Endpoint).deleteRule('cascade'),
+    // null: a purge of every endpoint (a top-level purge naming no distribution and no URL).
+    distribution: () => p.manyToOne(Endpoint).deleteRule('cascade').nullable(),
     sequence: p.bigint('number').unique('cdn_purge_request_sequence_key'),
     purge_type: p.enum(PURGE_TYPES),
     paths: p.json<string[]>(),
@@ -46,7 +47,7 @@ export const PurgeRequestSchema = defineEntity({
 /** A purge request just stored, as its columns (the submission writes it with a statement of its own). */
 export interface StoredPurge {
   id: string;
-  distribution_id: string;
+  distribution_id: string | null;
   sequence: number;
   purge_type: PurgeType;
   paths: string[];

@@ -5,6 +5,13 @@
 // ("/videos/a.mp4", a query may follow) applying to every hostname of the
 // endpoint (CDN hostname and custom domains); wildcard paths are globs the
 // edge's matcher compiles. Every refusal is a 400 naming the field.
+//
+// The top-level submission (`POST /cache/purge`) takes the spec's input alone
+// (issue 21 item 9): without distribution_id, `paths` may be full URLs, and
+// the distribution is the endpoint serving their host (its CDN hostname or a
+// validated custom domain), as Cloudflare and Fastly purge by URL; with
+// neither distribution_id nor URLs (plain paths, tags, or all), the purge
+// applies to every endpoint (its distribution_id reads null).
 import { z } from 'zod';
 import { pathGlobProblem } from '../../../shared/src/match/glob.ts';
 import { normalizePath } from '../../../shared/src/match/path.ts';
@@ -17,7 +24,7 @@ export const MAX_PURGE_TAGS = 100;
 
 export const purgeRecord = z.object({
   id: z.uuid(),
-  distribution_id: z.uuid(),
+  distribution_id: orNull(z.uuid()).describe('The endpoint purged; null for a purge of every endpoint (a top-level purge naming no distribution and no URL)'),
   sequence: z.number().int().describe('Platform-wide, increasing in commit order: edge nodes apply purges in this order and catch up from the last one they applied'),
   purge_type: z.enum(PURGE_TYPES),
   type: z.enum(PURGE_TYPES).describe('Deprecated alias of purge_type (always equal)'),
@@ -31,7 +38,7 @@ export const purgeRecord = z.object({
   created_at: timestamp(),
   updated_at: timestamp(),
 });
-export const presentPurge = (p: PurgeRequest | StoredPurge) => ({ ...p, distribution_id: 'distribution' in p ? idOf(p.distribution)! : p.distribution_id, type: p.purge_type });
+export const presentPurge = (p: PurgeRequest | StoredPurge) => ({ ...p, distribution_id: 'distribution' in p ? idOf(p.distribution) : p.distribution_id, type: p.purge_type });
 
 const FORBIDDEN_IN_PATH = /[\s\u0000-\u001f\u007f]/;
 
@@ -53,7 +60,22 @@ const purgeFields = {
     .describe(`Required by tag purges (1..${MAX_PURGE_TAGS}, each at most 256 characters), refused otherwise`),
 };
 
-const checkPurge = (body: { purge_type?: string; type?: string; paths?: string[]; tags?: string[] }, ctx: z.RefinementCtx) => {
+/** A full URL of a purge (http or https, no credentials or fragment), or null when `path` is not one. */
+export function purgeUrl(path: string): URL | null {
+  return /^https?:\/\//i.test(path) ? URL.parse(path) : null;
+}
+
+/** Why a full URL cannot be purged, or null. */
+function urlProblem(path: string, kind: string): string | null {
+  const url = purgeUrl(path);
+  if (!url) return 'is not a valid URL';
+  if (url.username || url.password) return 'must not carry credentials';
+  if (path.includes('#')) return 'must not carry a fragment';
+  const rest = url.pathname + url.search;
+  return kind === 'wildcard' ? pathGlobProblem(url.pathname) : exactPathProblem(rest);
+}
+
+const checkPurge = (urls: boolean) => (body: { purge_type?: string; type?: string; paths?: string[]; tags?: string[] }, ctx: z.RefinementCtx) => {
   const issue = (path: (string | number)[], message: string) => ctx.addIssue({ code: 'custom', path, message });
   if (body.purge_type && body.type && body.purge_type !== body.type) issue(['type'], 'Must equal purge_type when both are sent (type is its deprecated alias)');
   const kind = body.purge_type ?? body.type;
@@ -64,13 +86,20 @@ const checkPurge = (body: { purge_type?: string; type?: string; paths?: string[]
   if (kind === 'tag' && !body.tags) issue(['tags'], 'Required by a tag purge');
   if (kind !== 'tag' && body.tags) issue(['tags'], `Not taken by a ${kind} purge`);
   if (!needsPaths || !body.paths) return;
+  const firstIsUrl = purgeUrl(body.paths[0]!) !== null;
   body.paths.forEach((path, i) => {
-    const problem = kind === 'wildcard' ? pathGlobProblem(path) : exactPathProblem(path);
+    const isUrl = /^https?:\/\//i.test(path);
+    if (isUrl && !urls) return issue(['paths', i], `"${path}" must be an absolute path starting with "/" (the purge applies to every hostname of the endpoint)`);
+    if (isUrl !== firstIsUrl) return issue(['paths', i], `"${path}" must be ${firstIsUrl ? 'a full URL' : 'a path'} as paths[0] is: full URLs and paths are not mixed`);
+    const problem = isUrl ? urlProblem(path, kind) : kind === 'wildcard' ? pathGlobProblem(path) : exactPathProblem(path);
     if (problem) issue(['paths', i], `"${path}" ${problem}`);
   });
 };
 
-export const purgeBody = z.strictObject(purgeFields).partial().superRefine(checkPurge);
-export const topLevelPurgeBody = z.strictObject({ ...purgeFields, distribution_id: uuid().describe('The distribution (endpoint) to purge; required') })
-  .partial({ purge_type: true, type: true, paths: true, tags: true }).superRefine(checkPurge);
+export const purgeBody = z.strictObject(purgeFields).partial().superRefine(checkPurge(false));
+export const topLevelPurgeBody = z.strictObject({
+  ...purgeFields,
+  distribution_id: uuid().describe('The distribution (endpoint) to purge. Left out: the endpoint serving the host of the full URLs in paths, or every endpoint'),
+}).partial().superRefine(checkPurge(true));
+export type TopLevelPurgeInput = z.output<typeof topLevelPurgeBody>;
 export type PurgeInput = z.output<typeof purgeBody>;

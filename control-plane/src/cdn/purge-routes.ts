@@ -1,6 +1,7 @@
 // Purge (document 3 §4.1 "Submit purge for endpoint", §4.5; DESIGN.md §6):
-// submit at the top level (`POST /cache/purge`, naming its distribution in the
-// body), per endpoint and per distribution; read; history newest first, top
+// submit at the top level (`POST /cache/purge`: the distribution named in the
+// body, found by the host of full URLs, or every endpoint), per endpoint and
+// per distribution; read; history newest first, top
 // level and per distribution. Operators may purge (cdn.purge); each caller
 // has a budget of PURGES_PER_MINUTE submissions.
 import { z } from 'zod';
@@ -9,8 +10,8 @@ import { pageQuery, uuid } from '../http/schemas.ts';
 import { distributionAlias } from './endpoint-routes.ts';
 import { distributionParams, idParams } from './fields.ts';
 import { PURGE_TYPES, WORK_STATUSES } from './purge-entity.ts';
-import { presentPurge, purgeBody, purgeRecord, topLevelPurgeBody, type PurgeInput } from './purge-record.ts';
-import { findPurge, listPurges, submitPurge } from './purge-service.ts';
+import { presentPurge, purgeBody, purgeRecord, topLevelPurgeBody } from './purge-record.ts';
+import { findPurge, listPurges, submitPurge, submitTopLevelPurge } from './purge-service.ts';
 import { defineCdnRoute as defineRoute } from './services.ts';
 
 const tags = ['CDN: purge'];
@@ -27,12 +28,15 @@ const presentPage = (found: { items: Parameters<typeof presentPurge>[0][]; meta:
 
 const submitTopLevel = defineRoute({
   method: 'post', path: '/v1/cdn/cache/purge', tags, access: purgeAccess, idempotent: true, rateLimits,
-  summary: 'Submit a purge', description: `distribution_id names the distribution (endpoint) to purge. ${rules}`,
+  summary: 'Submit a purge',
+  description: 'distribution_id names the distribution (endpoint) to purge. Without it, path and wildcard purges may give full URLs in paths '
+    + '(`https://<host>/path`, a query may follow for path purges): the distribution is the endpoint serving their host, its hostname or a validated custom '
+    + 'domain, and every URL must be that endpoint\'s (400 naming the path otherwise; full URLs and paths are not mixed); with neither distribution_id '
+    + `nor URLs (plain paths, tags, or all) the purge applies to every endpoint, and its distribution_id reads null. ${rules}`,
   body: topLevelPurgeBody,
   responses: { 202: bare(purgeRecord) },
   async handler({ body, rc, app }) {
-    const { distribution_id, ...input } = body;
-    return accepted(await submitPurge(app, rc, distribution_id!, input as PurgeInput));
+    return accepted(await submitTopLevelPurge(app, rc, body));
   },
 });
 

@@ -9,6 +9,10 @@
 // stored purge, so a replica holding every purge before it pushes it without
 // reading it back.
 //
+// A purge names one endpoint, or none: a top-level purge of plain paths, tags
+// or everything without distribution_id applies to every endpoint (stored
+// with distribution_id null; the edge applies it to each endpoint it holds).
+//
 // A purge is the platform's hot write (issue 12: purge to 1,000 agents within
 // 150 ms, the path within 1.2× a bare stream server's cost): the endpoint
 // check, the lock, the sequence, the row and its audit entry are one
@@ -16,12 +20,12 @@
 import { randomUUID } from 'node:crypto';
 import { AUDIT_COLUMNS, auditParameter, auditSelect } from '../audit/audit.ts';
 import type { RequestContext } from '../core/request-context.ts';
-import { found, notFound } from '../http/errors.ts';
+import { found, notFound, validationError, type FieldError } from '../http/errors.ts';
 import { announce, PURGE_SUBMITTED_CHANNEL, type PurgeAnnouncement } from './announcements.ts';
 import { findEndpoint } from './endpoint-service.ts';
 import { listResources, type ListOptions } from './fields.ts';
 import { PurgeRequest, type PurgeType, type StoredPurge } from './purge-entity.ts';
-import type { PurgeInput } from './purge-record.ts';
+import { purgeUrl, type PurgeInput, type TopLevelPurgeInput } from './purge-record.ts';
 import type { CdnServices } from './services.ts';
 
 /** pg_advisory_xact_lock key of the purge sequence ("cdnpurge" as a 64-bit number). */
@@ -35,9 +39,9 @@ const MAX_ANNOUNCED_BYTES = 64 * 1024;
  * statement's own transaction commits, so purges commit in sequence order. No endpoint: no row, no
  * sequence drawn. `edge_nodes_total` is the nodes the purge goes to now (cdnPurgeTargets).
  */
-const submitSql = (targets: string) => `
+const submitSql = (targets: string, everyEndpoint: boolean) => `
   with locked as (select pg_advisory_xact_lock(${PURGE_SEQUENCE_LOCK})),
-  endpoint as (select id from cdn_endpoint where id = ?),
+  endpoint as (${everyEndpoint ? 'select ?::uuid as id' : 'select id from cdn_endpoint where id = ?'}),
   stored as (
     insert into cdn_purge_request (id, distribution_id, sequence, purge_type, paths, tags, status, edge_nodes_total, edge_nodes_completed, submitted_by,
       completed_at, created_at, updated_at)
@@ -48,7 +52,8 @@ const submitSql = (targets: string) => `
   audited as (insert into audit_log (${AUDIT_COLUMNS}) ${auditSelect({ also: 'stored', metadata: `jsonb_build_object('sequence', stored.sequence::bigint)` })})
   select * from stored`;
 
-export async function submitPurge(services: Pick<CdnServices, 'store' | 'clock' | 'cdnPurgeTargets'>, rc: RequestContext, endpointId: string, input: PurgeInput): Promise<StoredPurge> {
+/** Submits a purge of one endpoint, or of every endpoint (`endpointId` null). */
+export async function submitPurge(services: Pick<CdnServices, 'store' | 'clock' | 'cdnPurgeTargets'>, rc: RequestContext, endpointId: string | null, input: PurgeInput): Promise<StoredPurge> {
   const purgeType = (input.purge_type ?? input.type) as PurgeType;
   const id = randomUUID();
   const paths = input.paths ?? [];
@@ -58,8 +63,8 @@ export async function submitPurge(services: Pick<CdnServices, 'store' | 'clock' 
     action: 'purge.submitted', resource_type: 'purge_request', resource_id: id,
     metadata: { distribution_id: endpointId, purge_type: purgeType, paths: paths.length, tags: tags.length },
   }, now);
-  const [row] = await rc.em.execute<{ id: string; distribution_id: string; sequence: string; purge_type: PurgeType; paths: string[]; tags: string[]; edge_nodes_total: number }[]>(
-    submitSql(services.cdnPurgeTargets ?? '0'),
+  const [row] = await rc.em.execute<{ id: string; distribution_id: string | null; sequence: string; purge_type: PurgeType; paths: string[]; tags: string[]; edge_nodes_total: number }[]>(
+    submitSql(services.cdnPurgeTargets ?? '0', endpointId === null),
     [endpointId, id, purgeType, JSON.stringify(paths), JSON.stringify(tags), rc.actor?.id ?? null, now, now, audit],
   );
   if (!row) throw notFound('Endpoint');
@@ -72,6 +77,38 @@ export async function submitPurge(services: Pick<CdnServices, 'store' | 'clock' 
   const message: PurgeAnnouncement = JSON.stringify(purge).length <= MAX_ANNOUNCED_BYTES ? { sequence: stored.sequence, purge } : { sequence: stored.sequence };
   announce(services, rc, PURGE_SUBMITTED_CHANNEL, message);
   return stored;
+}
+
+/**
+ * The top-level submission (issue 21 item 9): the distribution named, or the endpoint serving the host of the full
+ * URLs in paths (its CDN hostname or a validated custom domain: every URL's host must be that endpoint's), or,
+ * with neither, every endpoint. Full URLs are stored as their path and query. An unknown host, or hosts of
+ * several endpoints, is a 400 naming the path.
+ */
+export async function submitTopLevelPurge(services: Pick<CdnServices, 'store' | 'clock' | 'cdnPurgeTargets'>, rc: RequestContext, body: TopLevelPurgeInput): Promise<StoredPurge> {
+  const { distribution_id: named, ...input } = body;
+  const urls = (input.paths ?? []).map(purgeUrl);
+  if (!urls.length || urls[0] === null) return submitPurge(services, rc, named ?? null, input);
+  const hosts = [...new Set(urls.map((u) => u!.hostname.toLowerCase().replace(/\.$/, '')))];
+  const rows = await rc.em.execute<{ host: string; endpoint_id: string }[]>(
+    `select hostname as host, id as endpoint_id from cdn_endpoint where hostname = any(array(select jsonb_array_elements_text(?::jsonb)))
+     union all select hostname, endpoint_id from cdn_custom_domain where hostname = any(array(select jsonb_array_elements_text(?::jsonb))) and certificate_pem is not null`,
+    [JSON.stringify(hosts), JSON.stringify(hosts)],
+  );
+  const owner = new Map(rows.map((r) => [r.host, r.endpoint_id]));
+  const endpointId = named ?? owner.get(hosts[0]!) ?? null;
+  const problems: FieldError[] = [];
+  urls.forEach((url, i) => {
+    const host = url!.hostname.toLowerCase().replace(/\.$/, '');
+    const of = owner.get(host);
+    if (of === undefined) problems.push({ field: `paths[${i}]`, message: `No endpoint serves ${host} (an endpoint's hostname or a validated custom domain)` });
+    else if (of !== endpointId) {
+      problems.push({ field: `paths[${i}]`, message: named ? `${host} is not a hostname of distribution ${named}` : `${host} is another endpoint's than paths[0]'s: purge each endpoint's URLs apart` });
+    }
+  });
+  if (problems.length) throw validationError(problems);
+  const paths = urls.map((u) => (input.purge_type ?? input.type) === 'wildcard' ? u!.pathname : u!.pathname + u!.search);
+  return submitPurge(services, rc, endpointId, { ...input, paths });
 }
 
 export async function findPurge(rc: RequestContext, id: string): Promise<PurgeRequest> {

@@ -99,8 +99,13 @@ t.test('bad input is refused with 400 naming the field, storing nothing', async 
     [path, { purge_type: 'all', tags: ['a'] }, 'tags'],
     [path, { purge_type: 'all', scope: 'everything' }, 'scope'],
     [path, { purge_type: 'all', distribution_id: endpoint.id }, 'distribution_id'],
-    ['/v1/cdn/cache/purge', { purge_type: 'all' }, 'distribution_id'],
     ['/v1/cdn/cache/purge', { purge_type: 'all', distribution_id: 'nope' }, 'distribution_id'],
+    ['/v1/cdn/cache/purge', { purge_type: 'path', paths: [`https://${endpoint.hostname}/a`, '/b'] }, 'paths[1]'],
+    ['/v1/cdn/cache/purge', { purge_type: 'path', paths: [`https://user:pw@${endpoint.hostname}/a`] }, 'paths[0]'],
+    ['/v1/cdn/cache/purge', { purge_type: 'path', paths: [`https://${endpoint.hostname}/a#frag`] }, 'paths[0]'],
+    ['/v1/cdn/cache/purge', { purge_type: 'path', paths: [`https://${endpoint.hostname}/a%2fb`] }, 'paths[0]'],
+    ['/v1/cdn/cache/purge', { purge_type: 'path', paths: ['https://unknown.example.org/a'] }, 'paths[0]'],
+    ['/v1/cdn/cache/purge', { purge_type: 'path', paths: [`https://${endpoint.hostname}/a`], distribution_id: crypto.randomUUID() }, 'paths[0]'],
     [`/v1/cdn/endpoints/not-a-uuid/purge`, { purge_type: 'all' }, 'id'],
   ];
   const before = await purgeRows();
@@ -110,6 +115,31 @@ t.test('bad input is refused with 400 naming the field, storing nothing', async 
     t.ok(res.body.errors?.some((e: { field: string }) => e.field === field), `names ${field}: ${JSON.stringify(res.body.errors)?.slice(0, 300)}`);
   }
   t.same(await purgeRows(), before, 'nothing stored');
+});
+
+t.test('regression: POST /v1/cdn/cache/purge takes the spec\'s input alone: full URLs find their distribution by hostname; with neither, every endpoint', async (t) => {
+  // It used to refuse a body without distribution_id.
+  const { endpoint: second } = await makeEndpoint(cp, admin);
+  const byUrl = await send(operator, 'POST', '/v1/cdn/cache/purge', {
+    purge_type: 'path', paths: [`https://${second.hostname}/videos/a.mp4?v=2`, `http://${second.hostname.toUpperCase()}/index.html`],
+  });
+  t.equal(byUrl.status, 202, byUrl.text);
+  t.match(byUrl.body, { distribution_id: second.id, purge_type: 'path', paths: ['/videos/a.mp4?v=2', '/index.html'], status: 'pending' });
+  const glob = await send(operator, 'POST', '/v1/cdn/cache/purge', { purge_type: 'wildcard', paths: [`https://${second.hostname}/videos/*`] });
+  t.match(glob.body, { distribution_id: second.id, paths: ['/videos/*'] });
+  const named = await send(operator, 'POST', '/v1/cdn/cache/purge', { purge_type: 'path', paths: [`https://${endpoint.hostname}/a`], distribution_id: endpoint.id });
+  t.match(named.body, { distribution_id: endpoint.id, paths: ['/a'] });
+  const mixed = await send(operator, 'POST', '/v1/cdn/cache/purge', { purge_type: 'path', paths: [`https://${second.hostname}/a`, `https://${endpoint.hostname}/a`] });
+  t.equal(mixed.status, 400, 'URLs of two endpoints in one purge');
+  t.equal(mixed.body.errors[0].field, 'paths[1]');
+  for (const body of [{ purge_type: 'all' }, { purge_type: 'tag', tags: ['promo'] }, { purge_type: 'path', paths: ['/robots.txt'] }]) {
+    const everywhere = await send(operator, 'POST', '/v1/cdn/cache/purge', body);
+    t.equal(everywhere.status, 202, everywhere.text);
+    t.equal(everywhere.body.distribution_id, null, `${body.purge_type} with no distribution and no URL: every endpoint`);
+    t.equal((await send(viewer, 'GET', `/v1/cdn/purge/${everywhere.body.id}`)).body.distribution_id, null);
+  }
+  const [audit] = await query<{ metadata: Record<string, unknown> }>(cp, `select metadata from audit_log where action = 'purge.submitted' order by created_at desc limit 1`);
+  t.match(audit!.metadata, { distribution_id: null, purge_type: 'path' });
 });
 
 t.test('history: newest first, status and type filters, top level and per distribution; paging', async (t) => {

@@ -85,6 +85,17 @@ t.test('a node reporting a failure fails the purge (with completed_at); its erro
   t.same(ack, { ok: false, error: 'cache index  unavailable' });
 });
 
+t.test('a purge of every endpoint (top level, no distribution, no URL) reaches the agents with no endpoint named', async (t) => {
+  const res = await send(operator, 'POST', '/v1/cdn/cache/purge', { purge_type: 'tag', tags: ['everywhere'] });
+  t.equal(res.status, 202, res.text);
+  t.equal(res.body.distribution_id, null);
+  const [toA, toB] = await Promise.all([a.next('purge'), b.next('purge')]);
+  for (const purge of [toA, toB]) t.match(purge, { purgeId: res.body.id, endpointId: '', type: PurgeType.TAG, tags: ['everywhere'] });
+  a.ackPurge(toA);
+  b.ackPurge(toB);
+  await eventually(async () => (await apiPurge(res.body.id)).status === 'completed', 'completed');
+});
+
 let missedFrom = 0;
 let heldBack = '';
 
@@ -287,7 +298,7 @@ t.test('regression: two replicas storing the last acks of a purge at the same mo
   const [one, two] = [randomUUID(), randomUUID()];
   for (const [id, replica] of [[one, 'race-replica-1'], [two, 'race-replica-2']] as const) {
     await query(cp, `insert into cdn_edge_node (id, hostname, region, status, agent_version, config_version, purge_sequence, last_seen_at, connected_at,
-      replica_id, cache_objects, cache_bytes, created_at, updated_at) values (?, ?, 'test', 'online', 'test', 0, 0, now(), now(), ?, 0, 0, now(), now())`,
+      replica_id, cache_objects, cache_bytes, created_at, updated_at) values (?, ?, 'test', 'online', 'test', 0, 0, now(), now() - interval '1 second', ?, 0, 0, now(), now())`,
     [id, `race-${replica}`, replica]);
   }
   t.teardown(() => query(cp, `update cdn_edge_node set status = 'offline' where id in (?, ?)`, [one, two]));
@@ -380,8 +391,10 @@ async function syntheticNodes(t: { teardown(fn: () => unknown): void }, prefix: 
   const [one, two] = [randomUUID(), randomUUID()];
   for (const id of [one, two]) {
     await query(cp, `insert into cdn_edge_node (id, hostname, region, status, agent_version, config_version, purge_sequence, last_seen_at, connected_at,
-      replica_id, cache_objects, cache_bytes, created_at, updated_at) values (?, ?, 'test', 'online', 'test', 0, 0, now(), now(), 'test-replica', 0, 0, now(), now())`,
+      replica_id, cache_objects, cache_bytes, created_at, updated_at)
+      values (?, ?, 'test', 'online', 'test', 0, 0, now(), now() - interval '1 second', 'test-replica', 0, 0, now(), now())`,
     [id, `${prefix}-${id.slice(0, 8)}`]);
+    // Connected a second ago: online when the test's purges are stored (their targets; the database's clock has microseconds, the API's milliseconds).
   }
   t.teardown(() => query(cp, `update cdn_edge_node set status = 'offline' where id in (?, ?)`, [one, two]));
   const others = (await query<{ id: string }>(cp, `select id from cdn_edge_node where status in ('online', 'draining') and id not in (?, ?)`, [one, two])).map((r) => r.id);

@@ -23,7 +23,8 @@ import { ONLINE } from './nodes-service.ts';
 export interface PurgeRow {
   id: string;
   sequence: string | number;
-  distribution_id: string;
+  /** null: every endpoint (the edge applies it to each endpoint it holds). */
+  distribution_id: string | null;
   purge_type: 'path' | 'wildcard' | 'tag' | 'all';
   paths: string[];
   tags: string[];
@@ -55,7 +56,7 @@ export function encodePurge(row: PurgeRow): EncodedPurge {
     message: {
       case: 'purge',
       value: {
-        sequence: BigInt(sequence), purgeId: row.id, endpointId: row.distribution_id, type: PURGE_TYPE[row.purge_type],
+        sequence: BigInt(sequence), purgeId: row.id, endpointId: row.distribution_id ?? '', type: PURGE_TYPE[row.purge_type],
         paths: row.paths, tags: row.tags, nonce: randomUUID(),
       },
     },

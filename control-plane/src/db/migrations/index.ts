@@ -36,6 +36,7 @@ import { Migration0035EdgeNodePresence } from './0035-edge-node-presence.ts';
 import { Migration0038CustomDomainClaims } from './0038-custom-domain-claims.ts';
 import { Migration0039EndpointStatusReason } from './0039-endpoint-status-reason.ts';
 import { Migration0040CacheRuleNegativeTtl } from './0040-cache-rule-negative-ttl.ts';
+import { Migration0041PurgeEveryEndpoint } from './0041-purge-every-endpoint.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -73,4 +74,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0038-custom-domain-claims', class: Migration0038CustomDomainClaims },
   { name: '0039-endpoint-status-reason', class: Migration0039EndpointStatusReason },
   { name: '0040-cache-rule-negative-ttl', class: Migration0040CacheRuleNegativeTtl },
+  { name: '0041-purge-every-endpoint', class: Migration0041PurgeEveryEndpoint },
 ];
