@@ -28,7 +28,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import { AckKind, ConnectResponseSchema, type Ack, type Hello } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { encodeResponse } from '../../../shared/src/proto/edge-control.ts';
-import { agentText, type ChannelContext, type Feed, type WelcomeFields } from './channel-feed.ts';
+import { agentText, safeNumber, type ChannelContext, type Feed, type WelcomeFields } from './channel-feed.ts';
 import type { AgentStream } from './channel-stream.ts';
 import type { FleetChange, PartBatch, WriterPart } from './channel-writer.ts';
 import { CONFIG_PUBLISHED_CHANNEL, type ConfigSource, type PublishedVersion } from './contracts.ts';
@@ -252,6 +252,10 @@ export class ConfigFeed implements Feed<ConfigState> {
 
   start(): void {
     void this.#context.safely('reading the active configuration', () => this.pusher.refresh());
+  }
+
+  helloProblem(hello: Hello): string | null {
+    return safeNumber(hello.configVersion) === null ? 'config_version is out of range' : null;
   }
 
   /** A new stream starts with no refusal: a node that refused a version is offered it again when it reconnects (it may have been fixed). */

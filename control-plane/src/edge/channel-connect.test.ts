@@ -54,6 +54,9 @@ t.test('the first message must be a valid Hello: INVALID_ARGUMENT otherwise, not
     ['hostname too long', (a) => a.hello({ hostname: 'h'.repeat(254) }), /hostname/],
     ['empty region', (a) => a.hello({ region: '' }), /region/],
     ['region too long', (a) => a.hello({ region: 'r'.repeat(65) }), /region/],
+    // Checked by the feeds that read them (the configuration and purge feeds).
+    ['config_version beyond 2^53', (a) => a.hello({ configVersion: 2 ** 60 }), /config_version is out of range/],
+    ['purge_sequence beyond 2^53', (a) => a.hello({ purgeSequence: 2 ** 60 }), /purge_sequence is out of range/],
   ];
   for (const [what, send, details] of cases) {
     const agent = good.raw();

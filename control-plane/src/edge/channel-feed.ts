@@ -47,6 +47,8 @@ export interface Feed<S = unknown> {
   /** Other agent messages it takes. */
   readonly messages?: readonly AgentMessageCase[];
   readonly node?: FeedNodeColumns;
+  /** Why the Hello's fields this feed reads are unusable (the field and the rule), or null: the stream is refused (INVALID_ARGUMENT). */
+  helloProblem?(hello: Hello): string | null;
   /** Starts its background reads; never waits for PostgreSQL or Redis. */
   start?(): void;
   /** The state it keeps for a stream that just registered (`row`: the node columns it reads back). */

@@ -41,14 +41,16 @@ const MAX_EARLY_MESSAGES = 64;
 
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
-/** Why a Hello cannot register a node (the field and the rule), or null. */
-export function helloProblem(hello: Hello): string | null {
+/** Why a Hello cannot register a node (the field and the rule), or null: the node's own fields, then each feed's. */
+export function helloProblem(hello: Hello, feeds: readonly Pick<Feed, 'helloProblem'>[] = []): string | null {
   if (!UUID.test(hello.nodeId)) return 'node_id must be a UUID';
   if (!hello.hostname || hello.hostname.length > 253 || CONTROL.test(hello.hostname) || /\s/.test(hello.hostname)) return 'hostname must be 1..253 characters without spaces or control characters';
   if (!hello.region || hello.region.length > 64 || CONTROL.test(hello.region)) return 'region must be 1..64 characters without control characters';
   if (hello.agentVersion.length > 64 || CONTROL.test(hello.agentVersion)) return 'agent_version must be at most 64 characters without control characters';
-  if (safeNumber(hello.configVersion) === null) return 'config_version is out of range';
-  if (safeNumber(hello.purgeSequence) === null) return 'purge_sequence is out of range';
+  for (const feed of feeds) {
+    const problem = feed.helloProblem?.(hello);
+    if (problem) return problem;
+  }
   return null;
 }
 
@@ -277,7 +279,7 @@ export class ChannelHub {
       const first = early!.shift()!;
       if (first.message.case !== 'hello') throw new StreamRefused(GrpcStatus.INVALID_ARGUMENT, 'the first message must be Hello');
       const hello = first.message.value;
-      const problem = helloProblem(hello);
+      const problem = helloProblem(hello, this.#feeds);
       if (problem) throw new StreamRefused(GrpcStatus.INVALID_ARGUMENT, `Hello: ${problem}`);
       stream = await withTimeout(this.#register(call, hello, verified.id), OPENING_TIMEOUT_MS,
         () => new StreamRefused(GrpcStatus.UNAVAILABLE, 'registering the node timed out'));

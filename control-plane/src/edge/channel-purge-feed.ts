@@ -165,6 +165,10 @@ export class PurgeFeed implements Feed<PurgeState> {
     void this.#context.safely('purge feed', () => this.ring.load());
   }
 
+  helloProblem(hello: Hello): string | null {
+    return safeNumber(hello.purgeSequence) === null ? 'purge_sequence is out of range' : null;
+  }
+
   attach(stream: AgentStream, hello: Hello): PurgeState {
     const state: PurgeState = {
       stream, pushed: Number(hello.purgeSequence), live: false, syncing: false, again: false,
