@@ -14,6 +14,7 @@ import {
   ConfigRefusedError, type ConfigPushResult, type ControlledAgent, type HealthReport, type PrefetchResult, type PurgeCommand,
 } from './control/controlled-agent.ts';
 import { ConfigPushError, ResourceSet, type ConfigPush, type ConfigSource, type StagedConfig } from './control/resource-set.ts';
+import { LogDrains } from './logs/drains.ts';
 import { createMetrics, type AgentMetrics } from './metrics/prometheus.ts';
 import { TrafficCounters, type TrafficRollup } from './metrics/traffic.ts';
 import type { TrustedProxy } from './policy/client-address.ts';
@@ -53,6 +54,10 @@ export interface EdgeAgentOptions {
    * missed; `serve` it as it is (availability first: purges made meanwhile are applied when the agent is back).
    */
   cacheWhenDisconnected?: CacheWhenDisconnected;
+  /** The node's name in access records and log objects (default the region's cache name). */
+  nodeName?: string;
+  /** Log drains: each drain's buffer (LOG_DRAIN_BUFFER_BYTES), and overrides of the batch interval and the longest retry wait. */
+  logDrains?: { bufferBytes?: number; flushIntervalMs?: number; retryMaxMs?: number };
 }
 
 export type CacheWhenDisconnected = 'revalidate' | 'serve';
@@ -73,6 +78,8 @@ export class EdgeAgent implements ControlledAgent {
   readonly traffic = new TrafficCounters();
   readonly metrics: AgentMetrics;
   readonly proxy: Proxy;
+  /** The log drains of the configuration in force. */
+  readonly logs: LogDrains;
   private readonly pools: OriginPools;
   private readonly requestHeadersTimeoutMs: number;
   private readonly requestTimeoutMs: number;
@@ -115,7 +122,10 @@ export class EdgeAgent implements ControlledAgent {
       purgeSequence: () => this.purgeSequence,
       originHealth: () => this.prober.report().map((o) => ({ originId: o.originId, consecutiveFailures: o.consecutiveFailures, healthy: o.status === 'healthy' })),
     });
+    this.logs = new LogDrains({ nodeName: options.nodeName ?? `edge-${options.region ?? 'local'}`, logger: this.logger, ...options.logDrains });
+    this.logs.registerMetrics(this.metrics.registry);
     this.proxy = new Proxy({
+      logs: this.logs,
       table: () => this.table,
       store: this.store,
       pools: this.pools,
@@ -280,6 +290,7 @@ export class EdgeAgent implements ControlledAgent {
     this.table = table;
     this.snapshot = staged.snapshot;
     this.resources.commit(staged);
+    this.logs.apply(staged.snapshot.log_drains);
     this.pools.retain(table.origins.values());
     if (this.healthProbes) this.prober.sync(table);
     if (persist && this.configStore !== null) {
@@ -429,6 +440,7 @@ export class EdgeAgent implements ControlledAgent {
       cacheObjects: this.store.objectCount,
       cacheBytes: this.store.memoryBytes + this.store.diskBytes,
       origins,
+      logDrains: this.logs.states(),
     };
   }
 
@@ -514,6 +526,9 @@ export class EdgeAgent implements ControlledAgent {
       s.closeIdleConnections();
     })));
     await this.selfClient?.close().catch(() => {});
+    // What the drains hold is sent within the same grace; what cannot be is lost with the process.
+    await this.logs.flush(timeoutMs);
+    this.logs.close();
     await this.pools.closeAll();
     await this.configStore?.flush();
   }

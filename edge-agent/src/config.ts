@@ -45,6 +45,12 @@ const schema = z.object({
   // of the agent reports it in this header (x-forwarded-for, x-real-ip...) and the peer is one of TRUSTED_PROXY_CIDRS.
   TRUST_PROXY_HEADER: z.string().trim().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'a header name such as x-forwarded-for').optional(),
   TRUSTED_PROXY_CIDRS: z.string().trim().min(1).optional(),
+  // Log drains: the records each drain may hold while its destination is slow or down (then dropped and counted), and
+  // overrides of the batch interval (default 2 s for http, elasticsearch and datadog, 60 s for s3 and gcs) and of the
+  // longest wait between retries (default 30 s).
+  LOG_DRAIN_BUFFER_BYTES: bytes.default(64 * MiB),
+  LOG_DRAIN_FLUSH_INTERVAL_MS: z.coerce.number().int().min(10).max(600_000).optional(),
+  LOG_DRAIN_RETRY_MAX_MS: z.coerce.number().int().min(10).max(3_600_000).optional(),
 }).refine((c) => c.REQUEST_TIMEOUT_MS === 0 || c.REQUEST_HEADERS_TIMEOUT_MS <= c.REQUEST_TIMEOUT_MS, {
   path: ['REQUEST_HEADERS_TIMEOUT_MS'],
   message: 'must not exceed REQUEST_TIMEOUT_MS',

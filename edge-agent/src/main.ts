@@ -45,6 +45,8 @@ const agent = new EdgeAgent({
   maxEndpoints: config.MAX_ENDPOINTS,
   trustedProxy: trustedProxy(config.TRUST_PROXY_HEADER, config.TRUSTED_PROXY_CIDRS),
   cacheWhenDisconnected: config.CACHE_WHEN_DISCONNECTED,
+  nodeName: config.NODE_HOSTNAME ?? hostname(),
+  logDrains: { bufferBytes: config.LOG_DRAIN_BUFFER_BYTES, flushIntervalMs: config.LOG_DRAIN_FLUSH_INTERVAL_MS, retryMaxMs: config.LOG_DRAIN_RETRY_MAX_MS },
 });
 
 function loadConfigFile(path: string): void {

@@ -9,14 +9,14 @@ import { lineText, orNull, timestamp, uuid } from '../http/schemas.ts';
 import { DESTINATION_TYPES, DRAIN_STATUSES, LOG_FORMATS, type DestinationType } from './policies.entities.ts';
 import { nameField, tokenField } from './fields.ts';
 import { MASKED_VALUE } from './origin-record.ts';
+import { LOG_FIELDS } from '../../../shared/src/logs/access-record.ts';
+import { INDEX_PLACEHOLDERS } from '../../../shared/src/logs/elasticsearch.ts';
 
 /**
  * Fields a drain can ship: the spec's samples and what the edge's access
- * record carries (edge-agent/src/proxy/exit.ts), in their canonical order.
+ * record carries (shared/src/logs/access-record.ts), in their canonical order.
  */
-export const LOG_FIELDS = [
-  'timestamp', 'client_ip', 'method', 'host', 'url', 'path', 'query', 'status', 'bytes_sent', 'cache_status', 'duration_ms', 'endpoint_id', 'edge_node',
-] as const;
+export { LOG_FIELDS };
 export const MAX_DRAIN_ENDPOINTS = 1000;
 export const MAX_DRAIN_HEADERS = 20;
 
@@ -32,7 +32,7 @@ export const CREDENTIAL_MEMBERS: Record<DestinationType, readonly string[]> = {
   http: ['auth_header', 'headers'],
 };
 /** Members holding a URL the control plane checks (https, SSRF). */
-export const URL_MEMBERS: Record<DestinationType, readonly string[]> = { s3: ['endpoint_url'], gcs: [], datadog: [], elasticsearch: ['url'], http: ['url'] };
+export const URL_MEMBERS: Record<DestinationType, readonly string[]> = { s3: ['endpoint_url'], gcs: ['endpoint_url'], datadog: ['url'], elasticsearch: ['url'], http: ['url'] };
 
 export const logDrainRecord = z.object({
   id: z.uuid(),
@@ -86,6 +86,8 @@ const gcsConfig = z.strictObject({
   bucket: z.string().regex(/^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$/, 'Must be a Cloud Storage bucket name'),
   prefix: prefix.optional(),
   service_account_json: serviceAccountJson,
+  endpoint_url: destinationUrl.optional().describe('Another Cloud Storage endpoint than https://storage.googleapis.com (an emulator, a private endpoint)'),
+  allow_private_network: allowPrivate,
 });
 
 const datadogConfig = z.strictObject({
@@ -93,11 +95,15 @@ const datadogConfig = z.strictObject({
   api_key: secret(128),
   service: lineText(100).optional(),
   source: lineText(100).optional(),
+  url: destinationUrl.optional().describe('An intake URL instead of the site\'s (a Datadog agent or a pipeline speaking the intake protocol)'),
+  allow_private_network: allowPrivate,
 });
 
 const elasticsearchConfig = z.strictObject({
   url: destinationUrl,
-  index: z.string().max(255).regex(/^(?![-_+.])[^A-Z\\/*?"<>| ,#:]+$/, 'Must be an Elasticsearch index name (lower case, not starting with - _ + .)'),
+  index: z.string().max(255).regex(/^(?![-_+.])[^A-Z\\/*?"<>| ,#:]+$/, 'Must be an Elasticsearch index name (lower case, not starting with - _ + .)')
+    .refine((i) => !i.replace(INDEX_PLACEHOLDERS, '').includes('{') && !i.replace(INDEX_PLACEHOLDERS, '').includes('}'), 'Braces may only stand in {yyyy}, {mm}, {dd} and {hh}')
+    .describe('The index; {yyyy}, {mm}, {dd} and {hh} are replaced by each record\'s UTC date (e.g. cdn-logs-{yyyy}.{mm}.{dd})'),
   username: lineText(256).optional(),
   password: secret(256).optional(),
   api_key: secret(1024).optional(),
@@ -152,8 +158,12 @@ const common = {
 };
 
 /** Create: destination_config is checked against destination_type's schema. */
+/** Elasticsearch indexes JSON documents: a W3C log line is no document. */
+export const ELASTICSEARCH_FORMATS = ['json', 'ndjson'] as const;
+
 export const createLogDrainBody = z.discriminatedUnion('destination_type', DESTINATION_TYPES.map((type) => z.strictObject({
   ...common,
+  ...(type === 'elasticsearch' ? { log_format: z.enum(ELASTICSEARCH_FORMATS).default('ndjson').describe('Elasticsearch indexes JSON documents: json or ndjson (the same documents)') } : {}),
   destination_type: z.literal(type),
   destination_config: destinationConfigSchemas[type],
 })) as unknown as [z.ZodObject, ...z.ZodObject[]]);

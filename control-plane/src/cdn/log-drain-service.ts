@@ -13,7 +13,7 @@ import { ApiError, found, type FieldError } from '../http/errors.ts';
 import { Endpoint } from './cdn.entities.ts';
 import { assertValidConfiguration, listResources, type ListOptions } from './fields.ts';
 import {
-  CREDENTIAL_MEMBERS, destinationConfigSchemas, URL_MEMBERS, type CreateLogDrainInput, type DestinationConfig, type UpdateLogDrainInput,
+  CREDENTIAL_MEMBERS, destinationConfigSchemas, ELASTICSEARCH_FORMATS, URL_MEMBERS, type CreateLogDrainInput, type DestinationConfig, type UpdateLogDrainInput,
 } from './log-drain-record.ts';
 import { normaliseOriginHost, originHostRefusal } from './origin-host.ts';
 import { MASKED_VALUE } from './origin-record.ts';
@@ -141,6 +141,9 @@ export async function updateLogDrain(app: CdnServices, rc: RequestContext, id: s
       .filter((member) => JSON.stringify(stored[member] ?? null) !== JSON.stringify(secrets[member] ?? null));
   }
   if (rest.endpoint_ids !== undefined) problems.push(...(await endpointProblems(rc, rest.endpoint_ids)));
+  if (drain.destination_type === 'elasticsearch' && rest.log_format !== undefined && !(ELASTICSEARCH_FORMATS as readonly string[]).includes(rest.log_format)) {
+    throw new ApiError('VALIDATION_ERROR', undefined, { errors: [{ field: 'log_format', message: 'Elasticsearch indexes JSON documents: json or ndjson' }] });
+  }
   assertValidConfiguration(problems);
   if (next) {
     drain.destination_config = next.shown;

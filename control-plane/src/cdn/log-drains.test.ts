@@ -79,8 +79,8 @@ t.test('POST /v1/cdn/log-drains: 201 bare with defaults, Location, ETag; credent
 
 t.test('each destination type: its members kept, its credentials masked (header values each)', async (t) => {
   const expected: Record<string, Record<string, unknown>> = {
-    gcs: { bucket: 'cdn-logs-gcs', service_account_json: '***' },
-    datadog: { site: 'datadoghq.eu', api_key: '***', service: 'cdn', source: 'edge' },
+    gcs: { bucket: 'cdn-logs-gcs', service_account_json: '***', allow_private_network: false },
+    datadog: { site: 'datadoghq.eu', api_key: '***', service: 'cdn', source: 'edge', allow_private_network: false },
     elasticsearch: { url: 'https://93.184.216.30:9200', index: 'cdn-logs', username: 'shipper', password: '***', allow_private_network: false },
     http: { url: 'https://logs.example.com/ingest', auth_header: '***', headers: { 'X-Api-Key': '***', 'X-Team': '***' }, allow_private_network: false },
   };

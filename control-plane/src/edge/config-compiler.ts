@@ -280,7 +280,8 @@ export async function compileConfiguration(app: CompileServices, em: EntityManag
     }
     add('log_drain', {
       id: d.id, name: d.name, destination_type: d.destination_type, destination_config: config, log_format: d.log_format,
-      fields: d.fields, endpoint_ids: d.endpoint_ids, status: d.status,
+      // The edge needs to know only whether to deliver: `error` is observed delivery state, not configuration.
+      fields: d.fields, endpoint_ids: d.endpoint_ids, status: d.status === 'paused' ? 'paused' : 'active',
     }, logDrainSnapshot);
   }
 

@@ -3,6 +3,7 @@
 // the client depends on this seam rather than on the agent process above it.
 // The shapes that cross it (purge commands, prefetch results, the health
 // report, a refused configuration) live here too.
+import type { DrainState } from '../logs/drains.ts';
 import type { TrafficRollup } from '../metrics/traffic.ts';
 import type { OriginHealthState } from '../proxy/health.ts';
 import type { ConfigPush } from './resource-set.ts';
@@ -32,6 +33,8 @@ export interface HealthReport {
   cacheObjects: number;
   cacheBytes: number;
   origins: OriginHealthState[];
+  /** Each log drain's delivery (sent in heartbeats; absent: none). */
+  logDrains?: DrainState[];
 }
 
 /** A configuration the agent will not serve; `message` is what the control client puts in its nack. */

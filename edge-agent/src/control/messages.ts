@@ -3,7 +3,7 @@
 // traffic reports out. uint64 fields are bigint in protobuf-es.
 import { create } from '@bufbuild/protobuf';
 import {
-  AckKind, AckSchema, ConnectRequestSchema, FailedUrlSchema, HeartbeatSchema, HelloSchema, OriginHealthSchema, PurgeType,
+  AckKind, AckSchema, ConnectRequestSchema, FailedUrlSchema, HeartbeatSchema, HelloSchema, LogDrainStateSchema, OriginHealthSchema, PurgeType,
   TrafficReportSchema, TrafficRollupSchema, UrlCountSchema,
   type ConfigUpdate, type ConnectRequest, type Purge,
 } from '../../../shared/gen/edge/v1/control_pb.ts';
@@ -112,6 +112,10 @@ export function heartbeatMessage(status: NodeStatus, configVersion: number, repo
           originId: o.originId, status: o.status, latencyMs: Math.max(0, Math.round(o.latencyMs)),
           lastSuccessAtMs: BigInt(o.lastSuccessAtMs), lastFailureAtMs: BigInt(o.lastFailureAtMs),
           failureReason: o.failureReason, consecutiveFailures: o.consecutiveFailures, checkedAtMs: BigInt(o.checkedAtMs),
+        })),
+        logDrains: (report.logDrains ?? []).map((d) => create(LogDrainStateSchema, {
+          drainId: d.drainId, status: d.status, lastError: d.lastError, recordsShipped: big(d.recordsShipped), recordsDropped: big(d.recordsDropped),
+          batchesSent: big(d.batchesSent), bufferedBytes: big(d.bufferedBytes), lastDeliveredAtMs: BigInt(d.lastDeliveredAtMs),
         })),
       }),
     },

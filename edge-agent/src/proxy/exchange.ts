@@ -7,6 +7,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import { formatAuthority, parseAuthority, type Authority } from '../../../shared/src/match/authority.ts';
 import { normalizePath } from '../../../shared/src/match/path.ts';
 import { applyRequestEdits } from '../policy/headers.ts';
+import type { ClientAddress } from '../policy/client-address.ts';
 import type { PolicyDenial } from '../policy/index.ts';
 import { connectionListedFields, endToEndHeaders, scanViewerHeaders, type HeaderSource, type ViewerHeaders } from './http-util.ts';
 import type { CompiledCacheRule, CompiledEndpoint, CompiledRoute } from './routing.ts';
@@ -34,6 +35,10 @@ export class Exchange implements HeaderSource {
   clientIp: string | null = null;
   /** Why a request policy refused the request (access record and metrics). */
   denial: PolicyDenial | null = null;
+  /** The viewer's parsed address once something resolved it (request policies, or the exit for countries); undefined: not yet. */
+  client: ClientAddress | null | undefined = undefined;
+  /** Time to the origin's response head when the origin was asked (access record). */
+  originMs: number | null = null;
   private endToEnd: IncomingHttpHeaders | null = null;
 
   constructor(req: IncomingMessage, res: ServerResponse, t0: number) {

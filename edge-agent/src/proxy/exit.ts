@@ -8,6 +8,8 @@
 import type { Logger } from 'pino';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { accessRecord } from '../logs/access.ts';
+import type { LogDrains } from '../logs/drains.ts';
 import type { CacheStatus, TrafficCounters } from '../metrics/traffic.ts';
 import type { PolicyResponse } from '../policy/index.ts';
 import type { CachedObject } from './cache-store.ts';
@@ -36,11 +38,17 @@ export class Exit {
   readonly cacheStatusValues: Record<CacheStatus, string>;
   /** The response policies' work (error pages, compression, header policies). */
   readonly shaper: ResponseShaper;
+  /** The log drains that receive access records (null: none at all). */
+  private readonly logs: LogDrains | null;
+  /** The viewer's country (access records). */
+  private readonly country: (ex: Exchange) => string | null;
 
-  constructor(traffic: TrafficCounters, logger: Logger, cacheName: string, shaper: ResponseShaper) {
+  constructor(traffic: TrafficCounters, logger: Logger, cacheName: string, shaper: ResponseShaper, logs: LogDrains | null = null, country: (ex: Exchange) => string | null = () => null) {
     this.traffic = traffic;
     this.logger = logger;
     this.shaper = shaper;
+    this.logs = logs;
+    this.country = country;
     this.cacheStatusValues = Object.fromEntries(Object.entries(CACHE_STATUS_DETAIL).map(([k, v]) => [k, `${cacheName}; ${v}`])) as Record<CacheStatus, string>;
   }
 
@@ -179,6 +187,12 @@ export class Exit {
       // A hit counts its URL through the entry's slot (entries of other paths, e.g. a collapsed Vary variant, use the map).
       const holder = entry !== null && entry.path === ex.path ? entry : null;
       this.traffic.record(endpoint.id, code, status, bytes, fromCache, ms, ex.path, ex.rule === null ? null : ex.rule.id, holder);
+      const logs = this.logs;
+      if (logs !== null) {
+        // The access record is made only for an endpoint some drain receives.
+        const drains = logs.forEndpoint(endpoint.id);
+        if (drains.length !== 0) logs.record(accessRecord(ex, code, status, bytes, ms, logs.nodeName, this.country(ex)), drains);
+      }
     }
     if (this.logger.isLevelEnabled('debug')) {
       this.logger.debug({

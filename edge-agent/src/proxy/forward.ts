@@ -3,6 +3,7 @@
 // X-Forwarded-Host exactly as keyed), forwarding a request as is (bypass,
 // unsafe methods, range pass-through) and streaming the origin's answer back,
 // 103 Early Hints, and RFC 9111 §4.4 invalidation after unsafe methods.
+import { STATUS_CODES, validateHeaderName, validateHeaderValue, type ServerResponse } from 'node:http';
 import type { Histogram } from 'prom-client';
 import type { Logger } from 'pino';
 import type { Readable } from 'node:stream';
@@ -13,15 +14,66 @@ import type { CacheStore } from './cache-store.ts';
 import type { RoutedExchange } from './exchange.ts';
 import type { Exit } from './exit.ts';
 import { applyRequestEdits } from '../policy/headers.ts';
-import { headerString, passthroughHeaders } from './http-util.ts';
+import { connectionListedFields, headerString, HOP_BY_HOP, passthroughHeaders } from './http-util.ts';
 import { fetchOrigin, OriginError, ViewerBodyTimeoutError, type OriginPools, type OriginRequest, type OriginResponse } from './origin-client.ts';
-import type { CompiledRoute } from './routing.ts';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
-/** Viewer fields never forwarded: answered by the agent (Expect) or set by it (forwarding fields about the host). */
-const NOT_FORWARDED = new Set(['host', 'expect', 'x-forwarded-host']);
+/**
+ * Viewer fields never forwarded: answered by the agent (Expect) or set by it (Host). The forwarding and
+ * override fields (Forwarded, X-Forwarded-Host, X-Real-IP...) never reach the exchange's fields at all.
+ */
+const NOT_FORWARDED = new Set(['host', 'expect']);
 /** A cache fill fetches the whole object unconditionally; the viewer's own conditions are answered from it. */
 const CONDITIONAL_FIELDS = new Set(['range', 'if-range', 'if-none-match', 'if-modified-since', 'if-match', 'if-unmodified-since']);
+
+/** A Location-like field's URL when it is on the request's host (relative ones are): its normalised path and its query. */
+function sameHostUrl(ex: RoutedExchange, value: string | undefined): { path: string; query: string } | null {
+  if (!value) return null;
+  const u = URL.parse(value, `http://${ex.authority || 'origin.invalid'}${ex.path}`);
+  if (u === null || normalizeHost(u.host) !== ex.host) return null;
+  return { path: normalizePath(u.pathname) ?? u.pathname, query: u.search.slice(1) };
+}
+
+/**
+ * The agent's own Forwarded field (RFC 7239): one element with the address that
+ * connected to it, the scheme it was asked on, and the host only when the
+ * cache key holds it. The viewer's own Forwarded is never passed on.
+ */
+export function forwardedElement(clientIp: string, proto: string, keyedAuthority: string | null): string {
+  let out = clientIp === '' ? 'for=unknown' : `for=${forwardedNode(clientIp)}`;
+  out += `;proto=${proto}`;
+  if (keyedAuthority !== null) out += `;host=${/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(keyedAuthority) ? keyedAuthority : `"${keyedAuthority}"`}`;
+  return out;
+}
+
+/** A node of RFC 7239 §6: IPv4 as is, IPv6 bracketed and quoted (v4-mapped addresses as IPv4). */
+function forwardedNode(ip: string): string {
+  if (ip.startsWith('::ffff:') && ip.includes('.')) return ip.slice(7);
+  return ip.includes(':') ? `"[${ip}]"` : ip;
+}
+
+/**
+ * Writes a 1xx head on the viewer's connection ahead of the final response.
+ * node:http's writeEarlyHints sends a 103 only with a Link field and
+ * writeProcessing a 102 without fields; both are built on the response's
+ * _writeRaw (which queues behind an earlier pipelined response), used here the
+ * same way after node's own name and value checks. Throws on a field node
+ * would refuse: the interim response is then not forwarded.
+ */
+function writeInterim(res: ServerResponse, status: number, headers: Record<string, string | string[]>): void {
+  let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Interim Response'}\r\n`;
+  const listed = connectionListedFields(headerString(headers.connection));
+  for (const name in headers) {
+    if (HOP_BY_HOP.has(name) || (listed !== null && listed.has(name))) continue;
+    const value = headers[name];
+    for (const v of Array.isArray(value) ? value : [value]) {
+      validateHeaderName(name);
+      validateHeaderValue(name, v);
+      head += `${name}: ${v}\r\n`;
+    }
+  }
+  (res as unknown as { _writeRaw(data: string, encoding: BufferEncoding): boolean })._writeRaw(head + '\r\n', 'latin1');
+}
 
 export interface ForwarderDeps {
   pools: OriginPools;
@@ -44,11 +96,16 @@ export class Forwarder {
 
   /** One origin request for the exchange (typed errors: OriginError, ViewerBodyTimeoutError, or the signal's reason). */
   fetch(ex: RoutedExchange, request: Omit<OriginRequest, 'path'>): Promise<OriginResponse> {
-    return fetchOrigin(this.deps.pools, ex.route.origin, { ...request, path: this.originPath(ex), bodyIdleTimeoutMs: this.deps.bodyIdleTimeoutMs }, this.timing(ex.route));
+    return fetchOrigin(this.deps.pools, ex.route.origin, { ...request, path: this.originPath(ex), bodyIdleTimeoutMs: this.deps.bodyIdleTimeoutMs }, this.timing(ex));
   }
 
-  /** Forwards the request as is (bypass, unsafe methods, range pass-through) and streams the answer back. */
-  async forward(ex: RoutedExchange, status: CacheStatus, invalidateOnSuccess: boolean): Promise<void> {
+  /**
+   * Forwards the request as is (bypass, unsafe methods, range pass-through) and
+   * streams the answer back. answered: given the origin's answer after the
+   * invalidation, answers the viewer itself and resolves true (a POST's answer
+   * kept for later GETs), or resolves false without touching it.
+   */
+  async forward(ex: RoutedExchange, status: CacheStatus, invalidateOnSuccess: boolean, answered?: (answer: OriginResponse) => Promise<boolean>): Promise<void> {
     const { req, res, method } = ex;
     const h = req.headers;
     const hasBody = method !== 'GET' && method !== 'HEAD' && (h['transfer-encoding'] !== undefined || (h['content-length'] !== undefined && h['content-length'] !== '0'));
@@ -76,11 +133,12 @@ export class Forwarder {
     }
     res.off('close', onClose);
     if (invalidateOnSuccess && !SAFE_METHODS.has(method) && answer.statusCode >= 200 && answer.statusCode < 400) this.invalidateAfterUnsafe(ex, answer);
+    if (answered !== undefined && await answered(answer)) return;
     await this.stream(ex, answer, answer.body, status);
   }
 
   /** An origin answer streamed to the viewer unchanged, hop-by-hop fields removed, Cache-Status added. */
-  stream(ex: RoutedExchange, r: OriginResponse, body: Readable, status: CacheStatus): Promise<void> | void {
+  stream(ex: RoutedExchange, r: OriginResponse, body: Readable | Buffer, status: CacheStatus): Promise<void> | void {
     const headers = passthroughHeaders(r.headers);
     // A rule with cache_status_header false hides both fields (the node's region with them).
     if (ex.rule === null || ex.rule.cacheStatusHeader) headers.push('cache-status', this.deps.exit.cacheStatusValues[status], 'x-cache-status', status);
@@ -96,11 +154,19 @@ export class Forwarder {
     const store = this.deps.store;
     store.purgePath(ex.endpoint.id, ex.path);
     for (const name of ['location', 'content-location']) {
-      const v = headerString(res.headers[name]);
-      if (!v) continue;
-      const u = URL.parse(v, `http://${ex.authority || 'origin.invalid'}${ex.path}`);
-      if (u && normalizeHost(u.host) === ex.host) store.purgePath(ex.endpoint.id, normalizePath(u.pathname) ?? u.pathname);
+      const u = sameHostUrl(ex, headerString(res.headers[name]));
+      if (u !== null) store.purgePath(ex.endpoint.id, u.path);
     }
+  }
+
+  /**
+   * Whether the origin's Content-Location names the request's own URL (same
+   * host, path once normalised, and query as sent): then a POST's answer with
+   * explicit freshness may be kept for later GETs of it (RFC 9110 §9.3.3).
+   */
+  contentLocationIsTarget(ex: RoutedExchange, res: OriginResponse): boolean {
+    const u = sameHostUrl(ex, headerString(res.headers['content-location']));
+    return u !== null && u.path === ex.path && u.query === ex.query;
   }
 
   /** The origin's path: the normalised path, strip_prefix removed, path_prefix added, the query as the viewer sent it. */
@@ -138,7 +204,9 @@ export class Forwarder {
     const clientIp = ex.req.socket.remoteAddress ?? '';
     const xff = headerString(src['x-forwarded-for']);
     out['x-forwarded-for'] = xff ? `${xff}, ${clientIp}` : clientIp;
-    out['x-forwarded-proto'] = (ex.req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
+    const proto = (ex.req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
+    out['x-forwarded-proto'] = proto;
+    out.forwarded = forwardedElement(clientIp, proto, keyedAuthority);
     out.via = src.via ? `${headerString(src.via)}, 1.1 ${this.deps.cacheName}` : `1.1 ${this.deps.cacheName}`;
     const edits = ex.route.shaping.headers?.request;
     if (edits) applyRequestEdits(edits, out);
@@ -147,30 +215,36 @@ export class Forwarder {
   }
 
   /**
-   * Forwards an origin's 103 Early Hints (its Link fields) to the viewer waiting
-   * on that fetch, before the final response. Other 1xx are not forwarded: 100
-   * answers an Expect the agent never sends on (node:http answers the viewer's own
-   * Expect: 100-continue), and 101 needs an upgrade the agent does not proxy.
+   * Forwards an origin's interim responses (102 Processing, 103 Early Hints and
+   * any other 1xx but 100 and 101) with all their fields but hop-by-hop ones to
+   * the viewer waiting on that fetch, before the final response (RFC 9110 §15.2:
+   * a proxy forwards the 1xx it did not ask for). Never to HTTP/1.0 viewers,
+   * never kept: a later request, a collapsed follower or a cache hit gets none.
+   * 100 answers an Expect the agent never sends on (node:http answers the
+   * viewer's own), and 101 needs an upgrade the agent does not proxy; undici
+   * does not pass either here.
    */
   earlyHints(ex: RoutedExchange): (info: { statusCode: number; headers: Record<string, string | string[]> }) => void {
     return (info) => {
       const { req, res } = ex;
-      if (info.statusCode !== 103 || res.headersSent || res.destroyed || req.httpVersionMajor !== 1 || req.httpVersionMinor < 1) return;
-      const link = info.headers.link;
-      if (link === undefined || link.length === 0) return;
+      const status = info.statusCode;
+      if (status < 102 || status > 199 || res.headersSent || res.destroyed || req.httpVersionMajor !== 1 || req.httpVersionMinor < 1) return;
       try {
-        res.writeEarlyHints({ link });
+        writeInterim(res, status, info.headers);
       } catch (err) {
-        this.deps.logger.debug({ endpoint: ex.endpoint.id, path: ex.path, err: (err as Error).message }, 'early hints not forwarded');
+        this.deps.logger.debug({ endpoint: ex.endpoint.id, path: ex.path, status, err: (err as Error).message }, 'interim response not forwarded');
       }
     };
   }
 
-  private timing(route: CompiledRoute): ((ms: number, status: number) => void) | undefined {
+  /** The origin's time to its response head: the origin latency histogram, and the exchange's access record. */
+  private timing(ex: RoutedExchange): (ms: number, status: number) => void {
     const h = this.deps.originLatency;
-    if (h === null) return undefined;
-    const origin = route.origin.id;
-    return (ms, status) => h.observe({ origin, status_class: `${(status / 100) | 0}xx` }, ms / 1000);
+    const origin = ex.route.origin.id;
+    return (ms, status) => {
+      ex.originMs = ms;
+      h?.observe({ origin, status_class: `${(status / 100) | 0}xx` }, ms / 1000);
+    };
   }
 }
 

@@ -10,7 +10,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { Counter, Histogram } from 'prom-client';
 import type { TrafficCounters } from '../metrics/traffic.ts';
+import type { LogDrains } from '../logs/drains.ts';
 import { resolveViewer, type TrustedProxy } from '../policy/client-address.ts';
+import { packagedCountryDatabase } from '../policy/geo.ts';
 import { preflightAnswer } from '../policy/cors.ts';
 import type { PolicyRequest } from '../policy/index.ts';
 import type { CachedObject, CacheStore } from './cache-store.ts';
@@ -19,8 +21,8 @@ import { Exchange, normalizeRequest, type RoutedExchange } from './exchange.ts';
 import { dispose, Exit } from './exit.ts';
 import { Forwarder, originErrorBody } from './forward.ts';
 import { bypassMatches } from './http-util.ts';
-import { cacheKeys, freshness, requestDirectives, staleIfErrorAllowed, usableObject, varyMatches } from './lookup.ts';
-import type { OriginPools } from './origin-client.ts';
+import { cacheKeys, freshness, requestDirectives, staleIfErrorAllowed, staleOnDisconnectAllowed, usableObject, varyMatches } from './lookup.ts';
+import type { OriginError, OriginPools, OriginResponse } from './origin-client.ts';
 import { matchCacheRule, matchRoute, type RoutingTable } from './routing.ts';
 import { serveFromCache } from './serve-cached.ts';
 import { ResponseShaper } from './shaping.ts';
@@ -45,6 +47,8 @@ export interface ProxyDeps {
   originLatency: Histogram<'origin' | 'status_class'> | null;
   /** Requests refused by a request policy, by endpoint, policy and reason. */
   policyDenials?: Counter<'endpoint' | 'policy' | 'reason'> | null;
+  /** The log drains the exit hands access records to. */
+  logs?: LogDrains | null;
   logger: Logger;
   options: ProxyOptions;
 }
@@ -71,7 +75,14 @@ export class Proxy {
   constructor(deps: ProxyDeps) {
     this.deps = deps;
     const { options } = deps;
-    this.exit = new Exit(deps.traffic, deps.logger, options.cacheName, new ResponseShaper({ store: deps.store, pools: deps.pools, logger: deps.logger, cacheName: options.cacheName }));
+    const trusted = options.trustedProxy ?? null;
+    const country = (ex: Exchange): string | null => {
+      let client = ex.client;
+      if (client === undefined) client = ex.client = resolveViewer(ex.req, trusted).address;
+      return client === null ? null : packagedCountryDatabase().country(client);
+    };
+    this.exit = new Exit(deps.traffic, deps.logger, options.cacheName, new ResponseShaper({ store: deps.store, pools: deps.pools, logger: deps.logger, cacheName: options.cacheName }),
+      deps.logs ?? null, country);
     this.forwarder = new Forwarder({
       pools: deps.pools, store: deps.store, exit: this.exit, logger: deps.logger, originLatency: deps.originLatency,
       cacheName: options.cacheName, bodyIdleTimeoutMs: options.bodyIdleTimeoutMs ?? 0,
@@ -108,7 +119,7 @@ export class Proxy {
     if (endpoint.requestPolicies.length > 0 && this.requestPolicies(rx)) return;
     if (method === 'OPTIONS' && this.preflight(rx)) return;
     if (method !== 'GET' && method !== 'HEAD') {
-      void this.forwarder.forward(rx, 'BYPASS', true);
+      void this.forwarder.forward(rx, 'BYPASS', true, method === 'POST' ? (answer) => this.keepPostAnswer(rx, answer) : undefined);
       return;
     }
     const rule = (ex.rule = matchCacheRule(endpoint, ex.path, method));
@@ -134,6 +145,7 @@ export class Proxy {
   private requestPolicies(ex: RoutedExchange): boolean {
     const viewer = resolveViewer(ex.req, this.deps.options.trustedProxy ?? null);
     const client = viewer.address;
+    ex.client = client;
     if (client !== null) ex.clientIp = client.text;
     const pctx: PolicyRequest = {
       req: ex.req, endpoint: ex.endpoint, host: ex.host, path: ex.path, query: ex.query, rawQuery: ex.query,
@@ -185,16 +197,20 @@ export class Proxy {
     if (ex.vh.range !== undefined && !hasAuth && reqCC['no-store'] === undefined) {
       // Serve the range from the origin now and fill the cache with the whole object in the background,
       // so the next seek is a hit without making this viewer wait for the full object.
-      if (!this.collapser.has(key)) this.backgroundFill(ex, primary, key, null);
+      // The fill is the edge's own clean request (no Range, conditionals or credentials), one per key.
+      if (!this.collapser.has(key)) this.backgroundFill(ex, primary, key, null, true);
       void this.forwarder.forward(ex, 'MISS', false);
       return;
     }
     void this.missOrStale(ex, primary, key, undefined, hasAuth);
   }
 
-  /** A fill nobody waits on (stale-while-revalidate refresh, range fill): no hints go out, and an unstorable body is dropped. */
-  private backgroundFill(ex: RoutedExchange, primary: string, key: string, stale: CachedObject | null): void {
-    this.collapser.lead(key, true, () => this.filler.fill(ex, primary, stale, false)).then(
+  /**
+   * A fill nobody waits on (stale-while-revalidate refresh, range fill): no hints go out, and an unstorable
+   * body is dropped. withoutCredentials: the range fill, sent without the viewer's credentials.
+   */
+  private backgroundFill(ex: RoutedExchange, primary: string, key: string, stale: CachedObject | null, withoutCredentials = false): void {
+    this.collapser.lead(key, true, () => this.filler.fill(ex, primary, stale, false, withoutCredentials)).then(
       (result) => { if (result.type === 'passthrough') dispose(result.body); },
       (err: unknown) => this.deps.logger.debug({ endpoint: ex.endpoint.id, path: ex.path, err: (err as Error)?.message }, 'background fill failed'),
     );
@@ -207,7 +223,7 @@ export class Proxy {
       if (pending !== undefined) {
         const shared = await pending;
         if (shared.entry !== null && varyMatches(ex, shared.entry)) return serveFromCache(this.exit, ex, shared.entry, shared.status, Date.now());
-        if ((shared.error !== null || shared.failedStatus) && this.staleOnError(stale)) {
+        if ((shared.error !== null || shared.failedStatus) && this.staleOnError(stale, shared.error)) {
           return serveFromCache(this.exit, ex, stale, 'STALE', Date.now());
         }
         if (shared.error !== null) return this.exit.refuse(ex, shared.error.status, originErrorBody(shared.error), 'MISS');
@@ -225,7 +241,7 @@ export class Proxy {
   private async answerLeader(ex: RoutedExchange, result: FillResult, stale: CachedObject | undefined): Promise<void> {
     if (result.type === 'stored') return serveFromCache(this.exit, ex, result.entry, result.status, Date.now());
     if (result.type === 'error') {
-      if (this.staleOnError(stale)) return serveFromCache(this.exit, ex, stale, 'STALE', Date.now());
+      if (this.staleOnError(stale, result.error)) return serveFromCache(this.exit, ex, stale, 'STALE', Date.now());
       this.forwarder.logFailure(ex, result.error);
       return this.exit.refuse(ex, result.error.status, originErrorBody(result.error), stale ? 'EXPIRED' : 'MISS');
     }
@@ -237,9 +253,36 @@ export class Proxy {
     await this.forwarder.stream(ex, r, result.body, stale ? 'EXPIRED' : 'MISS');
   }
 
-  /** stale-if-error may answer with this stale object (never while every object must be revalidated). */
-  private staleOnError(stale: CachedObject | undefined): stale is CachedObject {
-    return stale !== undefined && !this.revalidateAll && staleIfErrorAllowed(stale, Date.now());
+  /**
+   * The stale object may answer instead of the origin's failure: under stale-if-error, or (error) when the
+   * origin refused, closed or reset the connection and the response did not forbid stale answers. Never
+   * while every object must be revalidated.
+   */
+  private staleOnError(stale: CachedObject | undefined, error: OriginError | null = null): stale is CachedObject {
+    return stale !== undefined && !this.revalidateAll && (staleIfErrorAllowed(stale, Date.now()) || staleOnDisconnectAllowed(stale, error));
+  }
+
+  /**
+   * RFC 9110 §9.3.3: a POST's 200 or 203 with explicit freshness whose Content-Location is its own URL is kept,
+   * under the GET cache rule of that URL, for later GETs of it; the viewer gets the answer as it came (MISS).
+   * True when the viewer was answered here.
+   */
+  private async keepPostAnswer(ex: RoutedExchange, answer: OriginResponse): Promise<boolean> {
+    if ((answer.statusCode !== 200 && answer.statusCode !== 203) || !this.forwarder.contentLocationIsTarget(ex, answer)) return false;
+    const rule = matchCacheRule(ex.endpoint, ex.path, 'GET');
+    if (rule !== null && rule.hasBypass && bypassMatches(ex.headers, rule, ex.query)) return false;
+    ex.rule = rule;
+    const store = this.deps.store;
+    const { primary } = cacheKeys(ex, store);
+    // Taken after the POST's own invalidation of the path, which this answer replaces.
+    const result = await this.filler.keepPostAnswer(ex, primary, answer, store.currentGeneration);
+    if (result.type === 'stored') await this.forwarder.stream(ex, answer, result.entry.body!, 'MISS');
+    else if (result.type === 'passthrough') await this.forwarder.stream(ex, answer, result.body, 'BYPASS');
+    else {
+      this.forwarder.logFailure(ex, result.error);
+      this.exit.refuse(ex, result.error.status, originErrorBody(result.error), 'BYPASS');
+    }
+    return true;
   }
 
   private fail(ex: RoutedExchange, err: unknown): void {

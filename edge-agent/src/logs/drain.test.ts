@@ -1,0 +1,153 @@
+// The drain core (batching, retries, buffer, pause) against a local HTTP
+// receiver: every record arrives once and in order, across an outage; a
+// paused drain sends nothing and resumes where it stopped; a full buffer
+// drops and counts; a batch the receiver refuses is dropped and counted; no
+// credential reaches an error.
+import pino from 'pino';
+import t from 'tap';
+import { syntheticRecord, type AccessRecord } from '../../../shared/src/logs/access-record.ts';
+import { eventually } from '../../../test/support/eventually.ts';
+import { startReceiver, type Receiver } from '../../../test/support/log-receivers.ts';
+import { Drain, type DrainLimits } from './drain.ts';
+
+const silent = pino({ level: 'silent' });
+const limits = (over: Partial<DrainLimits> = {}): DrainLimits => ({
+  bufferBytes: 1 << 20, batchMaxRecords: 10, batchMaxBytes: 1 << 20, flushIntervalMs: 50, retryBaseMs: 20, retryMaxMs: 100, ...over,
+});
+
+function httpDrain(receiver: Receiver, l: DrainLimits, extra: Record<string, unknown> = {}, status = 'active'): Drain {
+  return new Drain({
+    id: crypto.randomUUID(), destination_type: 'http', log_format: 'ndjson', fields: ['request_id', 'path', 'status'], status,
+    destination_config: { url: `${receiver.url}/ingest`, allow_private_network: true, ...extra },
+  }, l, { nodeName: 'edge-test', timeoutMs: 2_000 }, silent);
+}
+
+const record = (i: number): AccessRecord => ({ ...syntheticRecord('edge-test'), request_id: `r-${i}`, path: `/item/${i}` });
+
+/** Every record id the receiver got, in arrival order. */
+const arrived = (receiver: Receiver) => receiver.requests.flatMap((r) => r.body.toString().trim().split('\n').filter(Boolean).map((l) => JSON.parse(l).request_id as string));
+
+t.test('batches by count and by time: every record once, in order, as ndjson', async (t) => {
+  const receiver = await startReceiver(t);
+  const drain = httpDrain(receiver, limits());
+  t.teardown(() => drain.close());
+  for (let i = 0; i < 25; i++) drain.push(record(i));
+  await eventually(() => arrived(receiver).length === 25, 'arrived(receiver).length === 25');
+  t.same(arrived(receiver), Array.from({ length: 25 }, (_, i) => `r-${i}`));
+  t.same(receiver.requests.map((r) => r.body.toString().trim().split('\n').length), [10, 10, 5], 'two full batches, then the rest when its time is up');
+  const first = receiver.requests[0]!;
+  t.equal(first.headers['content-type'], 'application/x-ndjson');
+  t.match(first.headers['x-batch-id'], /^[0-9a-f-]{36}$/);
+  t.same(JSON.parse(first.body.toString().split('\n')[0]!), { request_id: 'r-0', path: '/item/0', status: 200 }, 'the chosen fields, in their order');
+  const s = drain.snapshot();
+  t.equal(s.recordsShipped, 25);
+  t.equal(s.batchesSent, 3);
+  t.equal(s.status, 'active');
+});
+
+t.test('a receiver outage: status error with the reason, nothing lost, nothing twice once it is back', async (t) => {
+  const receiver = await startReceiver(t);
+  const drain = httpDrain(receiver, limits());
+  t.teardown(() => drain.close());
+  for (let i = 0; i < 5; i++) drain.push(record(i));
+  await eventually(() => arrived(receiver).length === 5, 'arrived(receiver).length === 5');
+  await receiver.down();
+  for (let i = 5; i < 30; i++) drain.push(record(i));
+  await eventually(() => drain.snapshot().status === 'error', 'drain.snapshot().status === error');
+  t.match(drain.snapshot().lastError, /127\.0\.0\.1:\d+: ECONNREFUSED/);
+  // A 503 while it comes back is a failure too.
+  receiver.fail = { status: 503, body: 'warming up' };
+  await receiver.up();
+  await eventually(() => /answered 503: warming up/.test(drain.snapshot().lastError), '/answered 503: warming up/.test(drain.snapshot().lastError)');
+  receiver.fail = null;
+  await eventually(() => arrived(receiver).length === 30, 'arrived(receiver).length === 30');
+  t.same(arrived(receiver), Array.from({ length: 30 }, (_, i) => `r-${i}`), 'every record once, in order');
+  const s = drain.snapshot();
+  t.equal(s.status, 'active', 'back to active once delivery recovers');
+  t.equal(s.lastError, '');
+  t.ok(s.batchesFailed >= 2);
+  t.equal(s.recordsDropped, 0);
+});
+
+t.test('a paused drain sends nothing and resumes where it stopped', async (t) => {
+  const receiver = await startReceiver(t);
+  const drain = httpDrain(receiver, limits(), {}, 'paused');
+  t.teardown(() => drain.close());
+  for (let i = 0; i < 15; i++) drain.push(record(i));
+  await new Promise((r) => setTimeout(r, 300));
+  t.equal(receiver.requests.length, 0, 'nothing sent while paused');
+  t.equal(drain.snapshot().status, 'paused');
+  t.equal(drain.snapshot().bufferedRecords, 15, 'kept in the buffer');
+  drain.setPaused(false);
+  await eventually(() => arrived(receiver).length === 15, 'arrived(receiver).length === 15');
+  t.same(arrived(receiver), Array.from({ length: 15 }, (_, i) => `r-${i}`));
+  drain.setPaused(true);
+  for (let i = 15; i < 20; i++) drain.push(record(i));
+  await new Promise((r) => setTimeout(r, 200));
+  t.equal(arrived(receiver).length, 15, 'paused again: nothing more');
+  drain.update({
+    id: drain.id, destination_type: 'http', log_format: 'ndjson', fields: ['request_id', 'path', 'status'], status: 'active',
+    destination_config: { url: `${receiver.url}/ingest`, allow_private_network: true },
+  });
+  await eventually(() => arrived(receiver).length === 20, 'resumed through a new configuration');
+});
+
+t.test('a full buffer drops records and counts them (status error)', async (t) => {
+  const receiver = await startReceiver(t);
+  await receiver.down();
+  const line = '{"request_id":"r-0","path":"/item/0","status":200}'.length;
+  const drain = httpDrain(receiver, limits({ bufferBytes: line * 10 + 5, retryMaxMs: 50 }));
+  t.teardown(() => drain.close());
+  for (let i = 0; i < 10; i++) drain.push(record(i));
+  t.equal(drain.snapshot().recordsDropped, 0);
+  for (let i = 10; i < 14; i++) drain.push(record(i));
+  const s = drain.snapshot();
+  t.equal(s.recordsDropped, 4, 'what does not fit is counted');
+  t.equal(s.status, 'error');
+  t.match(s.lastError, /buffer full .*4 records dropped/);
+  await receiver.up();
+  await eventually(() => arrived(receiver).length === 10, 'arrived(receiver).length === 10');
+  t.same(arrived(receiver), Array.from({ length: 10 }, (_, i) => `r-${i}`), 'the records that fit arrive');
+});
+
+t.test('a batch the receiver refuses as such (400) is dropped and counted; refused credentials are retried', async (t) => {
+  const receiver = await startReceiver(t);
+  receiver.fail = { status: 400, body: 'bad batch' };
+  const drain = httpDrain(receiver, limits());
+  t.teardown(() => drain.close());
+  for (let i = 0; i < 3; i++) drain.push(record(i));
+  await eventually(() => drain.snapshot().recordsDropped === 3, 'drain.snapshot().recordsDropped === 3');
+  t.match(drain.snapshot().lastError, /answered 400: bad batch/);
+  receiver.fail = { status: 401, body: 'unauthorized' };
+  for (let i = 3; i < 6; i++) drain.push(record(i));
+  await eventually(() => /answered 401/.test(drain.snapshot().lastError), '/answered 401/.test(drain.snapshot().lastError)');
+  t.equal(drain.snapshot().recordsDropped, 3, 'a 401 is not the batch\'s fault: kept and retried');
+  receiver.fail = null;
+  await eventually(() => arrived(receiver).length === 3, 'arrived(receiver).length === 3');
+  t.same(arrived(receiver), ['r-3', 'r-4', 'r-5']);
+});
+
+t.test('credentials never appear in an error, even when the receiver echoes them', async (t) => {
+  const receiver = await startReceiver(t);
+  receiver.handle = (r, res) => {
+    res.writeHead(403);
+    res.end(`forbidden: ${r.headers.authorization} ${r.headers['x-api-key']}`);
+    return true;
+  };
+  const drain = httpDrain(receiver, limits(), { auth_header: 'Bearer very-secret-token-1234', headers: { 'X-Api-Key': 'another-secret-5678' } });
+  t.teardown(() => drain.close());
+  drain.push(record(1));
+  await eventually(() => drain.snapshot().status === 'error', 'drain.snapshot().status === error');
+  const error = drain.snapshot().lastError;
+  t.match(error, /answered 403: forbidden:/);
+  t.notMatch(error, /very-secret-token-1234|another-secret-5678/);
+});
+
+t.test('flush sends a partial batch at once (shutdown)', async (t) => {
+  const receiver = await startReceiver(t);
+  const drain = httpDrain(receiver, limits({ flushIntervalMs: 60_000 }));
+  t.teardown(() => drain.close());
+  for (let i = 0; i < 3; i++) drain.push(record(i));
+  await drain.flush(5_000);
+  t.same(arrived(receiver), ['r-0', 'r-1', 'r-2']);
+});
