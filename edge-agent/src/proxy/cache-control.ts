@@ -2,7 +2,11 @@
 // taken from http-cache-semantics so that its known gaps are closed: directive
 // names are case-insensitive, must-revalidate only bites once stale, any final
 // status with explicit freshness is storable, invalid Expires means "already
-// expired", fractional or garbage Age is ignored, and the origin's Date is kept.
+// expired" (only the three HTTP-date forms are dates: http-date.ts), fractional
+// or garbage Age is ignored, and the origin's Date is kept. CDN-Cache-Control
+// is read as the Structured Field Dictionary RFC 9213 makes it.
+import { httpDateMs } from './http-date.ts';
+import { parseDictionary } from './structured-fields.ts';
 
 export interface Directives {
   [name: string]: string | true;
@@ -55,15 +59,65 @@ export function deltaSeconds(v: string | true | undefined): number | null {
   return n > 2147483648 ? 2147483648 : n;
 }
 
-/** HTTP-date to ms; null when absent, NaN when present but invalid. */
+/** HTTP-date to ms (strictly: IMF-fixdate, RFC 850, asctime); null when absent, NaN when present but invalid. */
 export function parseHttpDate(v: string | undefined): number | null {
-  if (v === undefined) return null;
-  const ms = Date.parse(v);
-  return Number.isFinite(ms) ? ms : Number.NaN;
+  return v === undefined ? null : httpDateMs(v);
+}
+
+/** Directives whose argument is delta-seconds: an SF Integer, not negative (RFC 9213 §2.1). */
+const INTEGER_DIRECTIVES = new Set(['max-age', 's-maxage', 'stale-while-revalidate', 'stale-if-error', 'min-fresh', 'max-stale']);
+/** Directives without an argument: an SF Boolean. */
+const BOOLEAN_DIRECTIVES = new Set(['no-store', 'public', 'must-revalidate', 'proxy-revalidate', 'must-understand', 'no-transform', 'immutable', 'only-if-cached']);
+/** Directives with an optional list of field names: Boolean true, or a String. */
+const FIELD_LIST_DIRECTIVES = new Set(['no-cache', 'private']);
+
+/**
+ * A targeted cache-control field (CDN-Cache-Control, RFC 9213 §2) as
+ * directives, or null when it is absent, empty or invalid: a value that is no
+ * Structured Field Dictionary, or a known directive with an argument of the
+ * wrong type (a String or Decimal max-age, a negative one, `no-store=1`),
+ * makes the whole field ignored, and Cache-Control applies. A Boolean false
+ * directive is absent; unknown directives are kept with any value.
+ */
+export function parseTargetedCacheControl(value: string | string[] | undefined): Directives | null {
+  if (value === undefined) return null;
+  const text = Array.isArray(value) ? value.join(', ') : value;
+  const dict = parseDictionary(text);
+  if (dict === null || dict.size === 0) return null;
+  const out: Directives = {};
+  for (const [name, member] of dict) {
+    if (INTEGER_DIRECTIVES.has(name)) {
+      if (member.type !== 'integer' || member.value < 0) return null;
+      out[name] = String(member.value);
+    } else if (BOOLEAN_DIRECTIVES.has(name)) {
+      if (member.type !== 'boolean') return null;
+      if (member.value) out[name] = true;
+    } else if (FIELD_LIST_DIRECTIVES.has(name)) {
+      if (member.type === 'string') out[name] = member.value;
+      else if (member.type !== 'boolean') return null;
+      else if (member.value) out[name] = true;
+    } else if (member.type === 'boolean') {
+      if (member.value) out[name] = true;
+    } else if (member.type !== 'inner-list') out[name] = String(member.value);
+    else out[name] = true;
+  }
+  return out;
 }
 
 /** Status codes that RFC 9110 lets a cache give heuristic freshness (and that a rule TTL applies to). */
 export const HEURISTIC_STATUSES = new Set([200, 203, 204, 206, 300, 301, 308, 404, 405, 410, 414, 501]);
+
+/**
+ * Status codes whose caching requirements this cache implements, for
+ * must-understand (RFC 9111 §5.2.2.3): the final codes RFC 9110 defines, less
+ * 206 (partial answers are never stored), 304 (it updates a stored answer),
+ * 305 and 306 (deprecated, unused) and 407 (a challenge for a proxy hop).
+ */
+export const UNDERSTOOD_STATUSES = new Set([
+  200, 201, 202, 203, 204, 205, 300, 301, 302, 303, 307, 308,
+  400, 401, 402, 403, 404, 405, 406, 408, 409, 410, 411, 412, 413, 414, 415, 416, 417, 421, 422, 426,
+  500, 501, 502, 503, 504, 505,
+]);
 
 export interface FreshnessInput {
   status: number;

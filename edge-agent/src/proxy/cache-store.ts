@@ -45,6 +45,8 @@ export interface CachedObject {
   staleIfErrorMs: number;
   etag: string | undefined;
   lastModified: string | undefined;
+  /** What If-Modified-Since is compared with: Last-Modified, or the Date without one; null: never (Last-Modified invalid). Absent: never. */
+  modifiedMs?: number | null;
   /** Lower-case names from Vary, null when the response has no Vary. */
   varyNames: string[] | null;
   /** Request header values for varyNames when stored. */

@@ -9,8 +9,25 @@ export const HOP_BY_HOP = new Set([
   'proxy-authenticate', 'proxy-authorization', 'http2-settings',
 ]);
 
-/** Fields never stored with a cached object: recomputed (age) or per-exchange. */
-const NOT_STORED = new Set(['age', 'cdn-cache-control', 'surrogate-control', 'cache-tag', 'surrogate-key']);
+/**
+ * Fields never stored with a cached object: recomputed (age) or meant for this
+ * cache alone. CDN-Cache-Control is kept and passed on (RFC 9213 allows it;
+ * a CDN in front of this one obeys it too, browsers ignore it).
+ */
+const NOT_STORED = new Set(['age', 'surrogate-control', 'cache-tag', 'surrogate-key']);
+
+/**
+ * Viewer fields that tell an origin where or how a request arrived, or which
+ * URL or method to act on instead: the agent writes Forwarded, X-Forwarded-Proto
+ * and (when the host is keyed) X-Forwarded-Host itself, and drops the others, so
+ * nothing a viewer sends there reaches the origin unkeyed (issue 25, item 10).
+ * They are gone from the exchange's fields, so cache keys, Vary and bypass
+ * checks never read them either.
+ */
+export const VIEWER_OVERRIDE_FIELDS = new Set([
+  'forwarded', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'x-forwarded-prefix', 'x-real-ip',
+  'x-original-host', 'x-original-url', 'x-rewrite-url', 'x-http-method-override',
+]);
 
 type HeaderBag = Record<string, string | string[] | undefined>;
 
@@ -39,13 +56,13 @@ export function storedHeaderPairs(headers: HeaderBag): [string, string][] {
   return out;
 }
 
-/** Response headers to pass through to the viewer unchanged (hop-by-hop removed, CDN-only fields dropped). */
+/** Response headers to pass through to the viewer unchanged (hop-by-hop removed, Surrogate-Control dropped). */
 export function passthroughHeaders(headers: HeaderBag): string[] {
   const extra = connectionTokens(headers);
   const out: string[] = [];
   for (const name in headers) {
     const v = headers[name];
-    if (v === undefined || HOP_BY_HOP.has(name) || name === 'cdn-cache-control' || name === 'surrogate-control' || (extra !== null && extra.has(name))) continue;
+    if (v === undefined || HOP_BY_HOP.has(name) || name === 'surrogate-control' || (extra !== null && extra.has(name))) continue;
     if (Array.isArray(v)) for (const x of v) out.push(name, x);
     else out.push(name, v);
   }
@@ -151,13 +168,53 @@ export function parseVary(v: string | string[] | undefined): string[] | null {
   return names.size ? [...names].sort() : null;
 }
 
-/** Secondary key: the request's values of the Vary fields, normalised for whitespace. */
+/**
+ * Secondary key: the request's values of the Vary fields, normalised for
+ * whitespace; Accept-Encoding and Accept-Language by their meaning (see
+ * preferenceList), so `gzip, br` and `br;q=1.0,GZIP` select one variant.
+ */
 export function varyValues(headers: IncomingHttpHeaders, names: string[]): string {
   let out = '';
   for (const n of names) {
     const v = headerString(headers[n]);
-    out += n + ':' + (v === undefined ? '\x00' : v.replace(/\s*,\s*/g, ',').trim()) + '\x1e';
+    let value: string;
+    if (v === undefined) value = '\x00';
+    else if (n === 'accept-encoding' || n === 'accept-language') value = preferenceList(v);
+    else value = v.replace(/\s*,\s*/g, ',').trim();
+    out += n + ':' + value + '\x1e';
   }
+  return out;
+}
+
+/** Normalised Accept-Encoding / Accept-Language values, by field value as sent (bounded; cleared when full). */
+const preferenceMemo = new Map<string, string>();
+const PREFERENCE_MEMO_LIMIT = 1024;
+const PREFERENCE_MEMBER = /^([A-Za-z0-9*!#$%&'+.^_`|~-]+)(?:[ \t]*;[ \t]*q=(0(?:\.\d{0,3})?|1(?:\.0{0,3})?))?$/i;
+
+/**
+ * An Accept-Encoding or Accept-Language value as what it means (RFC 9110
+ * §12.4.2, §12.5.3, §12.5.4): members lower-cased, q-values as numbers (absent
+ * = 1, `0.50` = `0.5`), sorted by q-value then name, whitespace gone, so order,
+ * case and spelling no longer split the cache. A member that is not
+ * `token[;q=qvalue]` keeps its text (lower-cased), so malformed values still
+ * select only themselves. Memoised per value: a hit on a varying object parses
+ * nothing new for a value seen before.
+ */
+export function preferenceList(value: string): string {
+  const known = preferenceMemo.get(value);
+  if (known !== undefined) return known;
+  const members: { name: string; q: number }[] = [];
+  for (const raw of value.split(',')) {
+    const text = raw.trim();
+    if (text === '') continue;
+    const m = PREFERENCE_MEMBER.exec(text);
+    if (m === null) members.push({ name: text.toLowerCase().replace(/\s+/g, ''), q: -1 });
+    else members.push({ name: m[1].toLowerCase(), q: m[2] === undefined ? 1 : Number(m[2]) });
+  }
+  members.sort((a, b) => b.q - a.q || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const out = members.map((m) => (m.q === 1 ? m.name : m.q === -1 ? m.name : `${m.name};q=${m.q}`)).join(',');
+  if (preferenceMemo.size >= PREFERENCE_MEMO_LIMIT) preferenceMemo.clear();
+  preferenceMemo.set(value, out);
   return out;
 }
 
@@ -277,14 +334,15 @@ export function connectionListedFields(value: string | undefined): Set<string> |
 }
 
 /**
- * The end-to-end header fields of a viewer request: hop-by-hop fields and the
- * fields its Connection header lists removed, Host replaced by the normalised
- * authority (absent when there is none).
+ * The end-to-end header fields of a viewer request: hop-by-hop fields, the
+ * fields its Connection header lists and the forwarding and override fields
+ * (VIEWER_OVERRIDE_FIELDS) removed, Host replaced by the normalised authority
+ * (absent when there is none).
  */
 export function endToEndHeaders(src: IncomingHttpHeaders, listed: Set<string> | null, authority: string): IncomingHttpHeaders {
   const out: IncomingHttpHeaders = {};
   for (const name in src) {
-    if (HOP_BY_HOP.has(name) || name === 'host' || (listed !== null && listed.has(name))) continue;
+    if (HOP_BY_HOP.has(name) || name === 'host' || VIEWER_OVERRIDE_FIELDS.has(name) || (listed !== null && listed.has(name))) continue;
     out[name] = src[name];
   }
   if (authority !== '') out.host = authority;

@@ -6,6 +6,7 @@ import type { CachedObject, CacheStore } from './cache-store.ts';
 import { deltaSeconds, parseCacheControl, type Directives } from './cache-control.ts';
 import type { RoutedExchange } from './exchange.ts';
 import { primaryCacheKey, varyValues } from './http-util.ts';
+import type { OriginError } from './origin-client.ts';
 
 export const EMPTY_CC: Directives = Object.freeze({}) as Directives;
 
@@ -65,6 +66,16 @@ export function freshness(entry: CachedObject, reqCC: Directives, now: number): 
 export function staleIfErrorAllowed(stale: CachedObject, now: number): boolean {
   if (stale.mustRevalidate) return false;
   return ageMs(stale, now) - stale.lifetimeMs < stale.staleIfErrorMs;
+}
+
+/**
+ * RFC 9111 §4.2.4: cut off from the origin (it refused, closed or reset the
+ * connection, before or during its answer), the cache may answer with a stale
+ * object, whatever stale-if-error says, unless the response forbade serving it
+ * stale (must-revalidate, proxy-revalidate, s-maxage, no-cache).
+ */
+export function staleOnDisconnectAllowed(stale: CachedObject, error: OriginError | null): boolean {
+  return error !== null && error.kind === 'connect_failure' && !stale.mustRevalidate && !stale.noCache;
 }
 
 /** Whether a shared object fetched for another request of the same key matches this request's Vary values. */

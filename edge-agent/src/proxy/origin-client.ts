@@ -11,6 +11,7 @@ import { isIP } from 'node:net';
 import { Readable, Transform, type TransformCallback } from 'node:stream';
 import { Agent, buildConnector, type Dispatcher } from 'undici';
 import { originAddressAllowed } from '../../../shared/src/match/cidr.ts';
+import { retryAfterMs } from './http-date.ts';
 import type { CompiledOrigin } from './routing.ts';
 
 export type OriginErrorKind = 'connect_failure' | 'dns_failure' | 'ssrf_refused' | 'timeout' | 'protocol';
@@ -121,7 +122,8 @@ export class OriginPools {
 
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
 
-function classify(err: unknown): OriginError | ViewerBodyTimeoutError {
+/** A failure of an origin request or of reading its body, typed (the status the viewer gets follows from it). */
+export function classifyOriginError(err: unknown): OriginError | ViewerBodyTimeoutError {
   if (err instanceof OriginError || err instanceof ViewerBodyTimeoutError) return err;
   const e = err as { code?: string; message?: string; name?: string };
   const code = e?.code ?? '';
@@ -158,6 +160,13 @@ export interface OriginResponse {
   responseTimeMs: number;
 }
 
+/** The longest wait between two attempts: the backoff's cap, and the longest Retry-After a retry waits for. */
+const RETRY_WAIT_MAX_MS = 1000;
+
+function headerValue(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v.join(', ') : v;
+}
+
 function statusRetryClass(status: number): string | null {
   if (status >= 500) return '5xx';
   if (status === 429) return '429';
@@ -181,8 +190,9 @@ export async function fetchOrigin(pools: OriginPools, origin: CompiledOrigin, re
   const attempts = 1 + (retryable ? o.max_retries : 0);
   const agent = pools.get(origin);
   let lastError: OriginError | ViewerBodyTimeoutError | null = null;
+  let askedWaitMs = 0;
   for (let attempt = 0; attempt < attempts; attempt++) {
-    if (attempt > 0) await sleep(Math.min(1000, 25 * 2 ** (attempt - 1)));
+    if (attempt > 0) await sleep(Math.max(askedWaitMs, Math.min(RETRY_WAIT_MAX_MS, 25 * 2 ** (attempt - 1))));
     const requestTimeMs = Date.now();
     try {
       const res = await agent.request({
@@ -200,13 +210,19 @@ export async function fetchOrigin(pools: OriginPools, origin: CompiledOrigin, re
       onTiming?.(responseTimeMs - requestTimeMs, res.statusCode);
       const cls = statusRetryClass(res.statusCode);
       if (cls !== null && attempt + 1 < attempts && origin.retryOn.has(cls)) {
-        await res.body.dump().catch(() => {});
-        continue;
+        // Retry-After (seconds or an HTTP-date; an invalid one is ignored) is honoured up to the longest
+        // wait between retries; an origin asking for longer gets no retry, and its answer goes to the viewer.
+        const asked = retryAfterMs(headerValue(res.headers['retry-after']));
+        if (asked === null || asked <= RETRY_WAIT_MAX_MS) {
+          askedWaitMs = asked ?? 0;
+          await res.body.dump().catch(() => {});
+          continue;
+        }
       }
       return { statusCode: res.statusCode, headers: res.headers, body: res.body, requestTimeMs, responseTimeMs };
     } catch (err) {
       if (req.signal?.aborted && err === req.signal.reason) throw err;
-      lastError = classify(err);
+      lastError = classifyOriginError(err);
       const retryClass = lastError instanceof OriginError && (lastError.kind === 'connect_failure' || lastError.kind === 'dns_failure' || (lastError.kind === 'timeout' && (err as { code?: string }).code === 'UND_ERR_CONNECT_TIMEOUT')) ? 'connect_failure' : null;
       if (retryClass === null || !origin.retryOn.has(retryClass) || req.signal?.aborted) break;
     }
@@ -308,7 +324,7 @@ async function upload(pools: OriginPools, origin: CompiledOrigin, req: OriginReq
     source.unpipe(body);
     if (body.timedOut) throw new ViewerBodyTimeoutError(`request body idle for ${req.bodyIdleTimeoutMs} ms`, { cause: err });
     if (req.signal?.aborted && err === req.signal.reason) throw err;
-    throw classify(err);
+    throw classifyOriginError(err);
   } finally {
     // The body may still be streaming (an origin can answer before reading all of it): its idle guard stays.
     if (responseTimer !== null) clearTimeout(responseTimer);

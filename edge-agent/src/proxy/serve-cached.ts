@@ -7,6 +7,7 @@
 import type { CacheStatus } from '../metrics/traffic.ts';
 import type { CachedObject } from './cache-store.ts';
 import { ifNoneMatchMatches } from './cache-control.ts';
+import { httpDateMs } from './http-date.ts';
 import type { RoutedExchange } from './exchange.ts';
 import type { Exit } from './exit.ts';
 import { parseRange, type ViewerHeaders } from './http-util.ts';
@@ -72,12 +73,17 @@ function serveObject(exit: Exit, ex: RoutedExchange, entry: CachedObject, status
   exit.send(ex, entry.status, headers, body, status, fromCache, entry);
 }
 
+/**
+ * If-None-Match, else If-Modified-Since (an HTTP-date, strictly; anything else
+ * is ignored) against the stored Last-Modified or, without one, the Date
+ * (RFC 9110 §13.1.3, RFC 9111 §4.3.2), parsed once when the object was stored.
+ */
 function notModified(inm: string | undefined, ims: string | undefined, entry: CachedObject): boolean {
   if (inm !== undefined) return ifNoneMatchMatches(inm, entry.etag);
-  if (entry.lastModified === undefined) return false;
-  const lm = Date.parse(entry.lastModified);
-  const since = Date.parse(ims!);
-  return Number.isFinite(lm) && Number.isFinite(since) && lm <= since;
+  const modified = entry.modifiedMs;
+  if (modified === undefined || modified === null) return false;
+  const since = httpDateMs(ims!);
+  return !Number.isNaN(since) && modified <= since;
 }
 
 function ifRangeAllows(vh: ViewerHeaders, entry: CachedObject): boolean {

@@ -2,18 +2,19 @@
 // whole object (conditionally when a stale copy has validators), decides
 // whether a shared cache may keep the response, buffers it up to the object
 // size limit and stores it, or merges a 304 into the stale copy.
+import type { IncomingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import type { CacheStatus } from '../metrics/traffic.ts';
 import type { CachedObject, CacheStore } from './cache-store.ts';
 import {
   correctedInitialAgeMs, deltaSeconds, freshnessLifetime, HEURISTIC_STATUSES, parseAge, parseCacheControl, parseHttpDate,
-  type Directives,
+  parseTargetedCacheControl, UNDERSTOOD_STATUSES, type Directives,
 } from './cache-control.ts';
 import type { RoutedExchange } from './exchange.ts';
 import type { Forwarder } from './forward.ts';
-import { headerString, parseVary, responseTags, storedHeaderPairs, varyValues } from './http-util.ts';
+import { headerString, parseCookies, parseVary, responseTags, storedHeaderPairs, varyValues } from './http-util.ts';
 import { EMPTY_CC } from './lookup.ts';
-import { OriginError, type OriginResponse } from './origin-client.ts';
+import { classifyOriginError, OriginError, type OriginResponse } from './origin-client.ts';
 import { contentTypeMatches, type CompiledCacheRule } from './routing.ts';
 
 /** Fields a 304 must not overwrite in the stored response (RFC 9111 3.2). */
@@ -42,12 +43,22 @@ export class CacheFiller {
    * Fetches the full object for the cache (conditionally when a stale copy has
    * validators) and stores it if a shared cache may. viewerWaiting: the
    * exchange's viewer waits on this result (it may get the origin's 103 hints).
+   * withoutCredentials: the fill is the edge's own request, not the viewer's
+   * (the one after a range miss): it sends neither Authorization nor cookies
+   * (but those a cache rule keys on), and the object is keyed by what was sent.
    */
-  async fill(ex: RoutedExchange, primary: string, stale: CachedObject | null, viewerWaiting: boolean): Promise<FillResult> {
+  async fill(ex: RoutedExchange, primary: string, stale: CachedObject | null, viewerWaiting: boolean, withoutCredentials = false): Promise<FillResult> {
     const store = this.deps.store;
     const forwarder = this.deps.forwarder;
     const generation = store.currentGeneration;
     const headers = forwarder.originHeaders(ex, true);
+    let sent: IncomingHttpHeaders = ex.headers;
+    if (withoutCredentials) {
+      sent = withoutViewerCredentials(ex);
+      delete headers.authorization;
+      if (sent.cookie === undefined) delete headers.cookie;
+      else headers.cookie = sent.cookie;
+    }
     // HEAD misses fetch with GET so the object can be stored and later GETs hit.
     const conditional = stale !== null && (stale.etag !== undefined || stale.lastModified !== undefined);
     if (conditional) {
@@ -67,59 +78,113 @@ export class CacheFiller {
       if (reqCC['no-store'] === undefined) store.set(updated);
       return { type: 'stored', entry: updated, status: 'REVALIDATED' };
     }
-    const decision = storability(ex, res, reqCC);
+    const decision = storability(ex, res, reqCC, false);
     if (decision === null) {
       // A stale object the origin no longer lets us keep must go (e.g. now no-store).
       if (stale !== null && res.statusCode < 500) store.delete(stale);
       return { type: 'passthrough', response: res, body: res.body };
     }
+    return this.keep(ex, primary, res, decision, generation, sent, reqCC, stale !== null ? 'EXPIRED' : 'MISS');
+  }
+
+  /**
+   * A POST's answer kept for later GETs of its URL (RFC 9110 §9.3.3, RFC 9111
+   * §4.4's complement): explicit freshness and a Content-Location naming the
+   * request's own URL (the caller checked that, and that the exchange carries
+   * the GET cache rule). Passthrough when it may not be kept; the body is read
+   * here either way. generation: taken after the POST's invalidation.
+   */
+  async keepPostAnswer(ex: RoutedExchange, primary: string, res: OriginResponse, generation: number): Promise<FillResult> {
+    const reqCC = ex.vh.cacheControl !== undefined ? parseCacheControl(ex.vh.cacheControl) : EMPTY_CC;
+    const decision = storability(ex, res, reqCC, true);
+    if (decision === null) return { type: 'passthrough', response: res, body: res.body };
+    return this.keep(ex, primary, res, decision, generation, ex.headers, reqCC, 'MISS');
+  }
+
+  /** Buffers a storable answer up to the object size limit and stores it; a body the origin cuts short is an origin error. */
+  private async keep(ex: RoutedExchange, primary: string, res: OriginResponse, cc: Directives, generation: number, sent: IncomingHttpHeaders, reqCC: Directives, status: CacheStatus): Promise<FillResult> {
     const max = this.deps.maxObjectBytes;
     const declared = Number(headerString(res.headers['content-length']) ?? -1);
     if (declared > max) return { type: 'passthrough', response: res, body: res.body };
     const chunks: Buffer[] = [];
     let total = 0;
     const iterator = res.body[Symbol.asyncIterator]();
-    for (;;) {
-      const { value, done } = await iterator.next();
-      if (done) break;
-      const chunk = value as Buffer;
-      chunks.push(chunk);
-      total += chunk.length;
-      if (total > max) {
-        // Too big to keep: stream what we have and the rest through without buffering more.
-        const rest = Readable.from((async function* () {
-          yield* chunks;
-          for (;;) {
-            const n = await iterator.next();
-            if (n.done) return;
-            yield n.value as Buffer;
-          }
-        })());
-        return { type: 'passthrough', response: res, body: rest };
+    try {
+      for (;;) {
+        const { value, done } = await iterator.next();
+        if (done) break;
+        const chunk = value as Buffer;
+        chunks.push(chunk);
+        total += chunk.length;
+        if (total > max) {
+          // Too big to keep: stream what we have and the rest through without buffering more.
+          const rest = Readable.from((async function* () {
+            yield* chunks;
+            for (;;) {
+              const n = await iterator.next();
+              if (n.done) return;
+              yield n.value as Buffer;
+            }
+          })());
+          return { type: 'passthrough', response: res, body: rest };
+        }
       }
+    } catch (err) {
+      // The origin closed or reset the connection mid-body: nothing is stored, and the viewer gets what
+      // an origin failure gets (a stale copy where one may be served, else 502).
+      const error = classifyOriginError(err);
+      return { type: 'error', error: error instanceof OriginError ? error : new OriginError('protocol', error.message) };
     }
     const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, total);
-    const entry = makeEntry(ex, primary, res, decision, body, generation);
-    if (reqCC['no-store'] === undefined) store.set(entry);
-    return { type: 'stored', entry, status: stale !== null ? 'EXPIRED' : 'MISS' };
+    const entry = makeEntry(ex, primary, res, cc, body, generation, sent);
+    if (reqCC['no-store'] === undefined) this.deps.store.set(entry);
+    return { type: 'stored', entry, status };
   }
 }
 
-/** Directives governing storage, or null when the response must not be stored (RFC 9111 §3 for a shared cache). */
-export function storability(ex: RoutedExchange, res: OriginResponse, reqCC: Directives): Directives | null {
+/**
+ * The viewer's fields without its credentials, for a fill that is the edge's
+ * own request: no Authorization, and of its cookies only those the cache rule
+ * keys on (the key holds them, so the origin must see them).
+ */
+function withoutViewerCredentials(ex: RoutedExchange): IncomingHttpHeaders {
+  const out: IncomingHttpHeaders = { ...ex.headers };
+  delete out.authorization;
+  delete out.cookie;
+  const keyed = ex.rule?.includeCookies;
+  if (keyed !== undefined && keyed.length > 0) {
+    const jar = parseCookies(ex.headers.cookie);
+    const kept = keyed.filter((c) => jar.has(c)).map((c) => `${c}=${jar.get(c)}`);
+    if (kept.length > 0) out.cookie = kept.join('; ');
+  }
+  return out;
+}
+
+/**
+ * Directives governing storage, or null when the response must not be stored
+ * (RFC 9111 §3 for a shared cache). explicitOnly: only with explicit freshness
+ * (max-age, s-maxage, Expires), as a POST's answer needs.
+ */
+export function storability(ex: RoutedExchange, res: OriginResponse, reqCC: Directives, explicitOnly: boolean): Directives | null {
   const status = res.statusCode;
   if (status < 200 || status === 206 || status === 304) return null;
   if (reqCC['no-store'] !== undefined) return null;
   const h = res.headers;
-  // CDN-Cache-Control (RFC 9213) targets us and replaces Cache-Control for our decisions.
-  const cc = parseCacheControl(h['cdn-cache-control'] ?? h['cache-control']);
-  const ccDownstream = h['cdn-cache-control'] !== undefined ? parseCacheControl(h['cache-control']) : cc;
-  if (cc['no-store'] !== undefined || cc.private !== undefined || ccDownstream.private !== undefined) return null;
+  // CDN-Cache-Control (RFC 9213) targets us and, when it is a valid Structured Field Dictionary, replaces
+  // Cache-Control for our decisions; an invalid one is ignored whole.
+  const targeted = parseTargetedCacheControl(h['cdn-cache-control']);
+  const cc = targeted ?? parseCacheControl(h['cache-control']);
+  const ccDownstream = targeted !== null ? parseCacheControl(h['cache-control']) : cc;
+  // must-understand (RFC 9111 §5.2.2.3): stored only by a cache that understands the status, and then no-store is ignored.
+  const mustUnderstand = cc['must-understand'] !== undefined;
+  if (mustUnderstand && !UNDERSTOOD_STATUSES.has(status)) return null;
+  if ((cc['no-store'] !== undefined && !mustUnderstand) || cc.private !== undefined || ccDownstream.private !== undefined) return null;
   const vary = parseVary(h.vary);
   if (vary !== null && vary[0] === '*') return null; // Vary: * can never match a later request
   if (h['set-cookie'] !== undefined) return null; // never hand one viewer's cookie to another
   if (ex.vh.authorization !== undefined && cc.public === undefined && cc['s-maxage'] === undefined && cc['must-revalidate'] === undefined) return null;
   const explicit = cc['max-age'] !== undefined || cc['s-maxage'] !== undefined || h.expires !== undefined;
+  if (explicitOnly && !explicit) return null;
   const rule = ex.rule !== null && contentTypeMatches(ex.rule, headerString(h['content-type'])) ? ex.rule : null;
   if (!explicit && cc.public === undefined && !HEURISTIC_STATUSES.has(status)) return null;
   const hasValidator = h.etag !== undefined || h['last-modified'] !== undefined;
@@ -137,13 +202,14 @@ function ruleTtl(rule: CompiledCacheRule | null, status: number): number | null 
   return status >= 400 ? rule.negativeTtlSeconds : rule.ttlSeconds;
 }
 
-function makeEntry(ex: RoutedExchange, primary: string, res: OriginResponse, cc: Directives, body: Buffer, generation: number): CachedObject {
+/** The object stored for an answer; sent: the request fields the origin got (Vary values are read from them). */
+function makeEntry(ex: RoutedExchange, primary: string, res: OriginResponse, cc: Directives, body: Buffer, generation: number, sent: IncomingHttpHeaders): CachedObject {
   const h = res.headers;
   const rule = ex.rule !== null && contentTypeMatches(ex.rule, headerString(h['content-type'])) ? ex.rule : null;
   const headers = storedHeaderPairs(h);
   setHeader(headers, 'content-length', String(body.length));
   const dateMs = dateOf(h);
-  if (dateMs === null) headers.push(['date', new Date(res.responseTimeMs).toUTCString()]);
+  if (dateMs === null) setHeader(headers, 'date', new Date(res.responseTimeMs).toUTCString());
   const vary = parseVary(h.vary);
   const f = freshnessLifetime({
     status: res.statusCode, cc, dateMs, expires: headerString(h.expires), lastModified: headerString(h['last-modified']), responseTimeMs: res.responseTimeMs,
@@ -151,7 +217,7 @@ function makeEntry(ex: RoutedExchange, primary: string, res: OriginResponse, cc:
   });
   const swr = deltaSeconds(cc['stale-while-revalidate']) ?? rule?.staleWhileRevalidateSeconds ?? 0;
   const sie = deltaSeconds(cc['stale-if-error']) ?? rule?.staleIfErrorSeconds ?? 0;
-  const varied = vary === null ? '' : varyValues(ex.headers, vary);
+  const varied = vary === null ? '' : varyValues(sent, vary);
   return {
     key: vary === null ? primary : primary + '\x01' + varied,
     primaryKey: primary,
@@ -172,6 +238,7 @@ function makeEntry(ex: RoutedExchange, primary: string, res: OriginResponse, cc:
     staleIfErrorMs: sie * 1000,
     etag: headerString(h.etag),
     lastModified: headerString(h['last-modified']),
+    modifiedMs: modifiedMs(headerString(h['last-modified']), dateMs ?? res.responseTimeMs),
     varyNames: vary,
     varyValues: varied,
     authorizationAllowed: cc.public !== undefined || cc['s-maxage'] !== undefined || cc['must-revalidate'] !== undefined,
@@ -195,8 +262,7 @@ function updateFrom304(stale: CachedObject, res: OriginResponse, rule: CompiledC
     const vs = headers.filter(([k]) => k === n).map(([, v]) => v);
     return vs.length ? vs.join(', ') : undefined;
   };
-  const cdn = headerString(res.headers['cdn-cache-control']);
-  const cc = parseCacheControl(cdn ?? get('cache-control'));
+  const cc = parseTargetedCacheControl(get('cdn-cache-control')) ?? parseCacheControl(get('cache-control'));
   const dateMs = parseHttpDate(get('date'));
   const date = dateMs === null || Number.isNaN(dateMs) ? null : dateMs;
   const activeRule = rule !== null && stale.cacheRuleId === rule.id ? rule : null;
@@ -214,12 +280,24 @@ function updateFrom304(stale: CachedObject, res: OriginResponse, rule: CompiledC
     staleIfErrorMs: (deltaSeconds(cc['stale-if-error']) ?? activeRule?.staleIfErrorSeconds ?? 0) * 1000,
     etag: get('etag'),
     lastModified: get('last-modified'),
+    modifiedMs: modifiedMs(get('last-modified'), date ?? res.responseTimeMs),
     authorizationAllowed: cc.public !== undefined || cc['s-maxage'] !== undefined || cc['must-revalidate'] !== undefined,
     generation,
     checkedGeneration: generation,
     hitHeaders: null,
     hitHeadersAge: -1,
   };
+}
+
+/**
+ * What If-Modified-Since is compared with (RFC 9110 §13.1.3, RFC 9111 §4.3.2):
+ * Last-Modified, or without it the Date (the time received when it had none);
+ * null when Last-Modified is not a valid date (no 304 is made from it).
+ */
+function modifiedMs(lastModified: string | undefined, dateMs: number): number | null {
+  if (lastModified === undefined) return dateMs;
+  const lm = parseHttpDate(lastModified)!;
+  return Number.isNaN(lm) ? null : lm;
 }
 
 function dateOf(h: Record<string, string | string[] | undefined>): number | null {
