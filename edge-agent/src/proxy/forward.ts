@@ -34,6 +34,9 @@ function sameHostUrl(ex: RoutedExchange, value: string | undefined): { path: str
   return { path: normalizePath(u.pathname) ?? u.pathname, query: u.search.slice(1) };
 }
 
+/** A token (RFC 9110 §5.6.2): a Forwarded value that needs no quotes (an authority with a port does). */
+const TOKEN = /^[!#$%&'*+\-.^_\x60|~0-9A-Za-z]+$/;
+
 /**
  * The agent's own Forwarded field (RFC 7239): one element with the address that
  * connected to it, the scheme it was asked on, and the host only when the
@@ -42,7 +45,7 @@ function sameHostUrl(ex: RoutedExchange, value: string | undefined): { path: str
 export function forwardedElement(clientIp: string, proto: string, keyedAuthority: string | null): string {
   let out = clientIp === '' ? 'for=unknown' : `for=${forwardedNode(clientIp)}`;
   out += `;proto=${proto}`;
-  if (keyedAuthority !== null) out += `;host=${/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(keyedAuthority) ? keyedAuthority : `"${keyedAuthority}"`}`;
+  if (keyedAuthority !== null) out += ';host=' + (TOKEN.test(keyedAuthority) ? keyedAuthority : '"' + keyedAuthority + '"');
   return out;
 }
 
