@@ -42,8 +42,9 @@ export const logDrainRecord = z.object({
   log_format: z.enum(LOG_FORMATS),
   fields: z.array(z.string()),
   endpoint_ids: z.array(z.uuid()).describe('The endpoints whose access logs the drain receives; empty: every endpoint'),
-  status: z.enum(DRAIN_STATUSES),
+  status: z.enum(DRAIN_STATUSES).describe('paused by an administrator; error while an online edge node fails to deliver (last_error names the node and why); active otherwise'),
   last_error: orNull(z.string()),
+  records_dropped: z.number().int().describe('Records the edge nodes dropped because the drain\'s buffer was full (or its destination refused a batch as such)'),
   created_at: timestamp(),
   updated_at: timestamp(),
 });

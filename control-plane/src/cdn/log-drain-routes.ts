@@ -1,13 +1,13 @@
 // Log drains (document 3 §4.10): top-level list (status, sort, q) and create,
 // read, partial update (If-Match), delete, pause and resume; per distribution,
 // the drains that receive its logs and a create that includes it. The
-// connectivity test (`POST /log-drains/{id}/test`) comes with delivery.
+// connectivity test (`POST /log-drains/{id}/test`), which operators may call.
 import { bare, empty, page, reply } from '../http/route.ts';
 import { findEndpoint } from './endpoint-service.ts';
 import { distributionParams, idParams, listResources, scopedQuery, topLevelQuery } from './fields.ts';
 import { createLogDrainBody, logDrainRecord, logDrainResource, updateLogDrainBody, type CreateLogDrainInput } from './log-drain-record.ts';
 import {
-  createLogDrain, deleteLogDrain, findLogDrain, listDistributionLogDrains, setLogDrainPaused, updateLogDrain,
+  createLogDrain, deleteLogDrain, DRAIN_TEST_TIMEOUT_MS, findLogDrain, listDistributionLogDrains, setLogDrainPaused, testLogDrain, updateLogDrain,
 } from './log-drain-service.ts';
 import { DRAIN_STATUSES, LogDrain } from './policies.entities.ts';
 import { defineCdnRoute as defineRoute } from './services.ts';
@@ -122,7 +122,22 @@ const pauseOrResume = (paused: boolean) => defineRoute({
   },
 });
 
+export const testLogDrainRoute = defineRoute({
+  method: 'post', path: `${base}/:id/test`, tags, access: { permission: 'cdn.log_drains.test' },
+  summary: 'Test a log drain',
+  description: `Sends one synthetic access record (path /log-drain-test, user agent log-drain-test/1) to the destination now, with the client the edge `
+    + `agents use and the origins' SSRF rules at dial time, and answers bare \`{success, latency_ms, error}\` (error empty on success; it never `
+    + `carries a credential). At most ${DRAIN_TEST_TIMEOUT_MS / 1000} s. Production delivery is untouched, whatever the drain's status. Operators may call it. `
+    + 'At most 30 tests a minute per caller.',
+  params: idParams,
+  rateLimits: [{ name: 'log-drain-test', limit: 30, windowSeconds: 60, by: 'caller' }],
+  responses: { 200: bare(z.object({ success: z.boolean(), latency_ms: z.number().int(), error: z.string() })) },
+  async handler({ params, rc, app }) {
+    return testLogDrain(app, rc, params.id);
+  },
+});
+
 export const logDrainRoutes = [
   listLogDrainsRoute, createLogDrainRoute, listDistributionLogDrainsRoute, createDistributionLogDrainRoute, readLogDrainRoute, updateLogDrainRoute,
-  deleteLogDrainRoute, pauseOrResume(true), pauseOrResume(false),
+  deleteLogDrainRoute, pauseOrResume(true), pauseOrResume(false), testLogDrainRoute,
 ];

@@ -5,7 +5,11 @@
 // and the audit trail show. Destination URLs pass the edge's SSRF rules at
 // write time; endpoint_ids must name existing endpoints. Deleting an endpoint
 // takes it out of every drain (detachEndpointFromDrains, in its transaction).
+import { randomUUID } from 'node:crypto';
 import { raw } from '@mikro-orm/core';
+import { lineRenderer, syntheticRecord, type LogFormat } from '../../../shared/src/logs/access-record.ts';
+import { DeliveryError, type DrainSpec } from '../../../shared/src/logs/destination.ts';
+import { createDestination } from '../../../shared/src/logs/destinations.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { changesOf, recordAudit } from '../audit/audit.ts';
 import type { RequestContext } from '../core/request-context.ts';
@@ -215,4 +219,43 @@ export async function detachEndpointFromDrains(rc: RequestContext, em: EntityMan
     }, em);
   }
   return drains.length;
+}
+
+/** The connectivity test's answer (document 3 §4.10): bare, error "" on success. */
+export interface DrainTestResult {
+  success: boolean;
+  latency_ms: number;
+  error: string;
+}
+
+/** Bound on the whole test (each request within it as well). */
+export const DRAIN_TEST_TIMEOUT_MS = 10_000;
+
+/**
+ * Sends one synthetic record to the drain's destination now, through the client the agents use
+ * (shared/src/logs) and the origins' SSRF rules at dial time, and reports how it went. Production delivery is
+ * untouched: the record goes in a batch of its own, from the control plane, whatever the drain's status.
+ */
+export async function testLogDrain(app: CdnServices, rc: RequestContext, id: string): Promise<DrainTestResult> {
+  const drain = await findLogDrain(rc, id);
+  let config: Record<string, unknown>;
+  try {
+    config = { ...drain.destination_config, ...drainSecrets(app, drain) };
+  } catch {
+    return { success: false, latency_ms: 0, error: 'The drain\'s credentials cannot be decrypted (was SECRETS_KEY changed?)' };
+  }
+  const spec: DrainSpec = { id: drain.id, destination_type: drain.destination_type, destination_config: config, log_format: drain.log_format as LogFormat, fields: drain.fields };
+  const started = performance.now();
+  const signal = AbortSignal.timeout(DRAIN_TEST_TIMEOUT_MS);
+  try {
+    const destination = createDestination(spec, { nodeName: 'control-plane-test', timeoutMs: DRAIN_TEST_TIMEOUT_MS });
+    const record = syntheticRecord('control-plane-test');
+    const line = lineRenderer(destination.lineFormat, drain.fields)(record);
+    await destination.send({ id: randomUUID(), lines: [line], times: [record.timestamp], ids: [record.request_id], chars: line.length }, signal);
+    return { success: true, latency_ms: Math.round(performance.now() - started), error: '' };
+  } catch (error) {
+    const message = error instanceof DeliveryError ? error.message : signal.aborted ? `no answer within ${DRAIN_TEST_TIMEOUT_MS} ms` : 'the destination could not be reached';
+    rc.log.info({ drain_id: drain.id, destination_type: drain.destination_type, error: message }, 'log drain test failed');
+    return { success: false, latency_ms: Math.round(performance.now() - started), error: message };
+  }
 }

@@ -65,7 +65,7 @@ t.test('POST /v1/cdn/log-drains: 201 bare with defaults, Location, ETag; credent
   t.same(res.body, {
     id: res.body.id, name: 'S3 archive', destination_type: 's3',
     destination_config: { bucket: 'cdn-logs', region: 'eu-west-1', prefix: 'edge/', access_key_id: '***', secret_access_key: '***', allow_private_network: false },
-    log_format: 'ndjson', fields: [...LOG_FIELDS], endpoint_ids: [], status: 'active', last_error: null,
+    log_format: 'ndjson', fields: [...LOG_FIELDS], endpoint_ids: [], status: 'active', last_error: null, records_dropped: 0,
     created_at: res.body.created_at, updated_at: res.body.updated_at,
   });
   const [row] = await query<{ destination_secrets_sealed: string; destination_config: Record<string, unknown> }>(

@@ -112,6 +112,8 @@ export const LogDrainSchema = defineEntity({
     endpoint_ids: p.json<string[]>(),
     status: p.enum(DRAIN_STATUSES),
     last_error: p.string().length(1000).nullable(),
+    // Records the edge nodes dropped (their buffers overflowed), summed over the nodes that reported the drain.
+    records_dropped: p.bigint('number').default(0),
     search_document: searchDocumentProperty([], false),
     ...timestamps,
   },

@@ -21,6 +21,7 @@ import type { CdnServices } from '../cdn/services.ts';
 import { ConfigFeed } from './channel-config.ts';
 import { ChannelContext } from './channel-feed.ts';
 import { ChannelHub } from './channel-hub.ts';
+import { LogDrainFeed } from './channel-log-drains.ts';
 import { OriginHealthFeed } from './channel-origin-health.ts';
 import { PrefetchFeed } from './channel-prefetch.ts';
 import { PurgeFeed } from './channel-purge-feed.ts';
@@ -61,7 +62,7 @@ function channelHub(services: EdgeServices, log: Logger, em: () => EntityManager
   const context = new ChannelContext({ em, clock: services.clock, log, writer: new ChannelWriter({ em, clock: services.clock, log, replicaId }) });
   // The seams are read when used: the services that provide them may start after the channel, and tests replace them.
   const source = () => (services as Partial<EdgeServices>).edgeConfig;
-  const feeds = [new ConfigFeed(context, source), new PurgeFeed(context, { timeoutMs: services.config.EDGE_PURGE_TIMEOUT_MS }), new PrefetchFeed(context, source), new OriginHealthFeed(context), new TrafficFeed()];
+  const feeds = [new ConfigFeed(context, source), new PurgeFeed(context, { timeoutMs: services.config.EDGE_PURGE_TIMEOUT_MS }), new PrefetchFeed(context, source), new OriginHealthFeed(context), new LogDrainFeed(context), new TrafficFeed()];
   return new ChannelHub({
     context, store: services.store, config: services.config, feeds, replicaId,
     tokens: () => (services as Partial<EdgeServices>).edgeAgentTokens,

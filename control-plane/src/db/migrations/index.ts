@@ -37,6 +37,7 @@ import { Migration0038CustomDomainClaims } from './0038-custom-domain-claims.ts'
 import { Migration0039EndpointStatusReason } from './0039-endpoint-status-reason.ts';
 import { Migration0040CacheRuleNegativeTtl } from './0040-cache-rule-negative-ttl.ts';
 import { Migration0041PurgeEveryEndpoint } from './0041-purge-every-endpoint.ts';
+import { Migration0044LogDrainDelivery } from './0044-log-drain-delivery.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -75,4 +76,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0039-endpoint-status-reason', class: Migration0039EndpointStatusReason },
   { name: '0040-cache-rule-negative-ttl', class: Migration0040CacheRuleNegativeTtl },
   { name: '0041-purge-every-endpoint', class: Migration0041PurgeEveryEndpoint },
+  { name: '0044-log-drain-delivery', class: Migration0044LogDrainDelivery },
 ];
