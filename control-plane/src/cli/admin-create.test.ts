@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
@@ -11,16 +11,19 @@ import { openDatabase } from '../db/orm.ts';
 
 const services = await detectServices();
 const cli = path.resolve(import.meta.dirname, 'admin-create.ts');
+const needsPostgres = { skip: services.postgresUrl ? false : 'needs a real PostgreSQL' };
 
-t.test('admin:create creates a verified superadmin with the printed password, grants on re-run, refuses bad arguments', { skip: services.postgresUrl ? false : 'needs a real PostgreSQL' }, async (t) => {
+/** A database and data directory of the test's own, and the CLI run against them (not PORT or PUBLIC_URL of the test's environment). */
+async function cliOnOwnDatabase(t: Test) {
   const database = await createTestDatabase({ postgresUrl: services.postgresUrl });
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'sp-cli-'));
   t.teardown(async () => {
     await database.dispose();
     await fs.rm(dataDir, { recursive: true, force: true });
   });
+  const { PORT: _port, PUBLIC_URL: _url, ...env } = process.env;
   const run = (args: string[]) => new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, [cli, ...args], { env: { ...process.env, DATABASE_URL: database.url, DATA_DIR: dataDir, LOG_LEVEL: 'silent', NODE_ENV: 'test' } });
+    const child = spawn(process.execPath, [cli, ...args], { env: { ...env, DATABASE_URL: database.url, DATA_DIR: dataDir, LOG_LEVEL: 'silent', NODE_ENV: 'test' } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c) => (stdout += c));
@@ -28,6 +31,11 @@ t.test('admin:create creates a verified superadmin with the printed password, gr
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
   const conn = () => database.db.orm.em.fork().getConnection();
+  return { database, dataDir, run, conn };
+}
+
+t.test('admin:create creates a verified superadmin with the printed password, grants on re-run, refuses bad arguments', needsPostgres, async (t) => {
+  const { run, conn } = await cliOnOwnDatabase(t);
 
   const created = await run(['--email', 'Root@Example.com', '--display-name', 'Root']);
   t.equal(created.code, 0, created.stderr);
@@ -59,22 +67,8 @@ t.test('admin:create creates a verified superadmin with the printed password, gr
   t.equal((await conn().execute(`select count(*)::int as n from app_user where email = 'x@example.com'`))[0].n, 0, 'refused runs create nothing');
 });
 
-t.test('regression: admin:create printed a login URL on port 8080 whatever port the running control plane used; it prints the connected one\'s', { skip: services.postgresUrl ? false : 'needs a real PostgreSQL' }, async (t) => {
-  const database = await createTestDatabase({ postgresUrl: services.postgresUrl });
-  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'sp-cli-'));
-  t.teardown(async () => {
-    await database.dispose();
-    await fs.rm(dataDir, { recursive: true, force: true });
-  });
-  const run = (args: string[]) => new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const { PORT: _port, PUBLIC_URL: _url, ...env } = process.env;
-    const child = spawn(process.execPath, [cli, ...args], { env: { ...env, DATABASE_URL: database.url, DATA_DIR: dataDir, LOG_LEVEL: 'silent', NODE_ENV: 'test' } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c) => (stdout += c));
-    child.stderr.on('data', (c) => (stderr += c));
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+t.test('regression: admin:create printed a login URL on port 8080 whatever port the running control plane used; it prints the connected one\'s', needsPostgres, async (t) => {
+  const { database, dataDir, run } = await cliOnOwnDatabase(t);
 
   const alone = await run(['--email', 'nobody-running@example.com']);
   t.equal(alone.code, 0, alone.stderr);
@@ -90,22 +84,11 @@ t.test('regression: admin:create printed a login URL on port 8080 whatever port 
   t.notMatch(found.stdout, /8080|no control plane/);
 });
 
-t.test('regression: admin:create granted a role to an account someone registered and never confirmed (pre-hijacking); it refuses', { skip: services.postgresUrl ? false : 'needs a real PostgreSQL' }, async (t) => {
-  const database = await createTestDatabase({ postgresUrl: services.postgresUrl });
-  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'sp-cli-'));
-  t.teardown(async () => {
-    await database.dispose();
-    await fs.rm(dataDir, { recursive: true, force: true });
-  });
-  const conn = () => database.db.orm.em.fork().getConnection();
+t.test('regression: admin:create granted a role to an account someone registered and never confirmed (pre-hijacking); it refuses', needsPostgres, async (t) => {
+  const { run, conn } = await cliOnOwnDatabase(t);
   await conn().execute(`insert into app_user (id, email, password_hash, status, email_verified, notification_preferences, created_at, updated_at, version)
     values (gen_random_uuid(), 'squatted@example.com', 'x', 'pending_verification', false, '{}'::jsonb, now(), now(), 1)`);
-  const res = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, [cli, '--email', 'squatted@example.com', '--password', 'Chosen-Pass-123'], { env: { ...process.env, DATABASE_URL: database.url, DATA_DIR: dataDir, LOG_LEVEL: 'silent', NODE_ENV: 'test' } });
-    let stderr = '';
-    child.stderr.on('data', (c) => (stderr += c));
-    child.on('close', (code) => resolve({ code, stderr }));
-  });
+  const res = await run(['--email', 'squatted@example.com', '--password', 'Chosen-Pass-123']);
   t.equal(res.code, 1);
   t.match(res.stderr, /not confirmed the address or set a password/);
   t.same(await conn().execute(`select r.role_name from user_role r join app_user u on u.id = r.user_id where u.email = 'squatted@example.com'`), [], 'no role granted');
