@@ -272,15 +272,20 @@ export class Proxy {
     const rule = matchCacheRule(ex.endpoint, ex.path, 'GET');
     if (rule !== null && rule.hasBypass && bypassMatches(ex.headers, rule, ex.query)) return false;
     ex.rule = rule;
-    const store = this.deps.store;
-    const { primary } = cacheKeys(ex, store);
-    // Taken after the POST's own invalidation of the path, which this answer replaces.
-    const result = await this.filler.keepPostAnswer(ex, primary, answer, store.currentGeneration);
-    if (result.type === 'stored') await this.forwarder.stream(ex, answer, result.entry.body!, 'MISS');
-    else if (result.type === 'passthrough') await this.forwarder.stream(ex, answer, result.body, 'BYPASS');
-    else {
-      this.forwarder.logFailure(ex, result.error);
-      this.exit.refuse(ex, result.error.status, originErrorBody(result.error), 'BYPASS');
+    try {
+      const store = this.deps.store;
+      const { primary } = cacheKeys(ex, store);
+      // Taken after the POST's own invalidation of the path, which this answer replaces.
+      const result = await this.filler.keepPostAnswer(ex, primary, answer, store.currentGeneration);
+      if (result.type === 'stored') await this.forwarder.stream(ex, answer, result.entry.body!, 'MISS');
+      else if (result.type === 'passthrough') await this.forwarder.stream(ex, answer, result.body, 'BYPASS');
+      else {
+        this.forwarder.logFailure(ex, result.error);
+        this.exit.refuse(ex, result.error.status, originErrorBody(result.error), 'BYPASS');
+      }
+    } catch (err) {
+      dispose(answer.body);
+      this.fail(ex, err);
     }
     return true;
   }
