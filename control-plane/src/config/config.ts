@@ -29,6 +29,8 @@ const schema = z.object({
   GRPC_TLS_KEY_FILE: z.string().max(4096).refine(readableKey, 'Must be a readable file holding a PEM private key (-----BEGIN ... PRIVATE KEY-----)').optional(),
   // How often edge agents send a heartbeat (told in Welcome); a node silent for 3 intervals is marked offline.
   EDGE_HEARTBEAT_INTERVAL_MS: z.coerce.number().int().min(100).max(300_000).default(5_000),
+  // How often edge agents send their traffic counts (told in Welcome; the counts are per minute whatever it is).
+  EDGE_TRAFFIC_REPORT_INTERVAL_MS: z.coerce.number().int().min(100).max(300_000).default(60_000),
   // How long a purge waits for a node that must apply it (online when it was stored) and has not: then that node
   // is counted failed for it (offline, or no answer), and the purge reads failed.
   EDGE_PURGE_TIMEOUT_MS: z.coerce.number().int().min(1_000).max(86_400_000).default(300_000),

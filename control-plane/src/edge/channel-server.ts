@@ -27,6 +27,7 @@ import { PrefetchFeed } from './channel-prefetch.ts';
 import { PurgeFeed } from './channel-purge-feed.ts';
 import type { AgentCall } from './channel-stream.ts';
 import { TrafficFeed } from './channel-traffic.ts';
+import type { AnalyticsServices } from '../cdn-analytics/services.ts';
 import { ChannelWriter } from './channel-writer.ts';
 import { ONLINE, originHealthReading, propagation } from './nodes-service.ts';
 import type { EdgeChannel, EdgeServices } from './services.ts';
@@ -62,7 +63,8 @@ function channelHub(services: EdgeServices, log: Logger, em: () => EntityManager
   const context = new ChannelContext({ em, clock: services.clock, log, writer: new ChannelWriter({ em, clock: services.clock, log, replicaId }) });
   // The seams are read when used: the services that provide them may start after the channel, and tests replace them.
   const source = () => (services as Partial<EdgeServices>).edgeConfig;
-  const feeds = [new ConfigFeed(context, source), new PurgeFeed(context, { timeoutMs: services.config.EDGE_PURGE_TIMEOUT_MS }), new PrefetchFeed(context, source), new OriginHealthFeed(context), new LogDrainFeed(context), new TrafficFeed()];
+  const feeds = [new ConfigFeed(context, source), new PurgeFeed(context, { timeoutMs: services.config.EDGE_PURGE_TIMEOUT_MS }), new PrefetchFeed(context, source), new OriginHealthFeed(context), new LogDrainFeed(context),
+    new TrafficFeed(context, () => (services as Partial<EdgeServices & AnalyticsServices>).trafficRollups, services.config.EDGE_TRAFFIC_REPORT_INTERVAL_MS)];
   return new ChannelHub({
     context, store: services.store, config: services.config, feeds, replicaId,
     tokens: () => (services as Partial<EdgeServices>).edgeAgentTokens,

@@ -19,6 +19,7 @@
 // the next Welcome.
 // Each attempt uses a channel of its own, so grpc-js's own reconnect backoff
 // never stretches ours. The token is never logged.
+import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { rootCertificates } from 'node:tls';
@@ -28,6 +29,7 @@ import type { ConnectRequest, ConnectResponse, PrefetchJob, Purge, Welcome } fro
 import { CONTROL_FLOW_CONTROL_WINDOW_BYTES, edgeControlService } from '../../../shared/src/proto/edge-control.ts';
 import { Backoff, DEFAULT_BACKOFF, type BackoffOptions } from './backoff.ts';
 import { ConfigRefusedError, type ControlledAgent } from './controlled-agent.ts';
+import type { TrafficRollup } from '../metrics/traffic.ts';
 import {
   configAck, configPushOf, heartbeatMessage, helloMessage, prefetchAck, purgeAck, purgeCommandOf, trafficReportMessage, type NodeStatus,
 } from './messages.ts';
@@ -66,6 +68,8 @@ export interface ControlClientOptions {
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000;
 
 export const DEFAULT_TRAFFIC_REPORT_INTERVAL_MS = 60_000;
+/** Traffic reports kept until the control plane confirms them (a day of one report a minute). */
+export const MAX_UNCONFIRMED_REPORTS = 1_440;
 
 /** Heartbeat intervals without a stream after which the agent counts as cut off (as the control plane marks a silent node offline). */
 export const CUT_OFF_AFTER_INTERVALS = 3;
@@ -125,6 +129,9 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
   private readonly prefetchQueue: QueuedPrefetch[] = [];
   private prefetchRunning = 0;
   private readonly prefetchIdle = new Set<() => void>();
+  /** Traffic reports not yet confirmed stored, oldest first. */
+  private unconfirmed: { id: string; rollups: TrafficRollup[]; message: ConnectRequest | null; sentOn: Session | null }[] = [];
+  private reportsDropped = 0;
   /** The heartbeat interval the last Welcome gave (the cut-off bound is counted in it). */
   private heartbeatMs = DEFAULT_HEARTBEAT_INTERVAL_MS;
   /** Runs out when the agent has been without a stream for the cut-off bound. */
@@ -271,6 +278,8 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
         return this.onPurge(session, msg.message.value);
       case 'prefetchJob':
         return this.onPrefetch(msg.message.value);
+      case 'trafficReceipt':
+        return this.onTrafficReceipt(msg.message.value.reportIds);
       default:
         this.logger.debug('unknown message on the control stream ignored');
     }
@@ -299,6 +308,8 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
     tr.unref();
     session.timers.push(hb, tr);
     this.sendHeartbeat(session);
+    // Reports the last stream did not get confirmed go again now.
+    if (this.unconfirmed.length > 0) this.sendTraffic(session, true);
     this.emit('connected', welcome);
   }
 
@@ -365,9 +376,42 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
     this.write(session, heartbeatMessage(status, this.agent.controlConfigVersion, report));
   }
 
-  private sendTraffic(session: Session): void {
-    const rollups = this.agent.takeTrafficRollups();
-    if (rollups.length > 0) this.write(session, trafficReportMessage(rollups));
+  /**
+   * Takes the counts since the last report into a report of its own (a new id) and sends every report the
+   * control plane has not confirmed yet (TrafficReceipt), oldest first: a report lost with a stream, or
+   * stored by a replica that died before answering, is sent again with its id, and the control plane counts
+   * an id once. Reports wait at most MAX_UNCONFIRMED_REPORTS (the oldest go first, counted).
+   */
+  private sendTraffic(session: Session, resendOnly = false): void {
+    if (!resendOnly) {
+      const rollups = this.agent.takeTrafficRollups();
+      if (rollups.length > 0) {
+        this.unconfirmed.push({ id: randomUUID(), message: null, rollups, sentOn: null });
+        while (this.unconfirmed.length > MAX_UNCONFIRMED_REPORTS) {
+          this.unconfirmed.shift();
+          this.reportsDropped++;
+          if (this.reportsDropped === 1 || this.reportsDropped % 100 === 0) this.logger.warn({ dropped: this.reportsDropped }, 'traffic reports dropped: too many unconfirmed');
+        }
+      }
+    }
+    for (const report of this.unconfirmed) {
+      // Sent once per stream: the receipt comes on the same stream (a new stream sends it again).
+      if (report.sentOn === session) continue;
+      report.message ??= trafficReportMessage(report.rollups, report.id);
+      report.sentOn = session;
+      this.write(session, report.message);
+    }
+  }
+
+  private onTrafficReceipt(ids: readonly string[]): void {
+    if (!ids.length) return;
+    const done = new Set(ids);
+    this.unconfirmed = this.unconfirmed.filter((r) => !done.has(r.id));
+  }
+
+  /** Traffic reports sent and not yet confirmed stored (tests). */
+  get unconfirmedReports(): number {
+    return this.unconfirmed.length;
   }
 
   /** Shutting down: tell the control plane at once (Heartbeat draining); later heartbeats say draining too. */

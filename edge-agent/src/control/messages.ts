@@ -4,7 +4,7 @@
 import { create } from '@bufbuild/protobuf';
 import {
   AckKind, AckSchema, ConnectRequestSchema, FailedUrlSchema, HeartbeatSchema, HelloSchema, LogDrainStateSchema, OriginHealthSchema, PurgeType,
-  TrafficReportSchema, TrafficRollupSchema, UrlCountSchema,
+  TrafficReportSchema, TrafficRollupSchema, TrafficSliceSchema, CountryCountSchema, UrlCountSchema,
   type ConfigUpdate, type ConnectRequest, type Purge,
 } from '../../../shared/gen/edge/v1/control_pb.ts';
 import type { HealthReport, PrefetchResult, PurgeCommand, PurgeType as AgentPurgeType } from './controlled-agent.ts';
@@ -122,11 +122,12 @@ export function heartbeatMessage(status: NodeStatus, configVersion: number, repo
   });
 }
 
-export function trafficReportMessage(rollups: readonly TrafficRollup[]): ConnectRequest {
+export function trafficReportMessage(rollups: readonly TrafficRollup[], reportId = ''): ConnectRequest {
   return create(ConnectRequestSchema, {
     message: {
       case: 'trafficReport',
       value: create(TrafficReportSchema, {
+        reportId,
         rollups: rollups.map((r) => create(TrafficRollupSchema, {
           minuteStartMs: BigInt(r.minuteStartMs),
           endpointId: r.endpointId,
@@ -146,6 +147,13 @@ export function trafficReportMessage(rollups: readonly TrafficRollup[]): Connect
           })),
           cacheRuleHits: bigMap(r.cacheRuleHits),
           cacheRuleRequests: bigMap(r.cacheRuleRequests),
+          slices: (r.slices ?? []).map((x) => create(TrafficSliceSchema, {
+            originId: x.originId, cacheRuleId: x.cacheRuleId, requests: big(x.requests),
+            status2xx: big(x.statusClasses['2xx']), status3xx: big(x.statusClasses['3xx']), status4xx: big(x.statusClasses['4xx']), status5xx: big(x.statusClasses['5xx']),
+            cacheStatuses: bigMap(x.cacheStatuses), bytesFromCache: big(x.bytesFromCache), bytesFromOrigin: big(x.bytesFromOrigin),
+            responseTimeBuckets: x.responseTimeBuckets.map(big), responseTimeSumMs: x.responseTimeSumMs,
+          })),
+          countries: (r.countries ?? []).map((c) => create(CountryCountSchema, { countryCode: c.countryCode, requests: big(c.requests), bytes: big(c.bytes), errors: big(c.errors) })),
         })),
       }),
     },

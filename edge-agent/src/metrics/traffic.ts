@@ -31,6 +31,24 @@ export interface UrlSlot {
   counter: UrlCounter;
 }
 
+/** The counts of one (origin, cache rule) slice of an endpoint's window. */
+export class SliceCounters {
+  requests = 0;
+  readonly statusClasses = new Float64Array(6);
+  readonly cacheStatuses = new Float64Array(CACHE_STATUSES.length);
+  bytesFromCache = 0;
+  bytesFromOrigin = 0;
+  readonly buckets = new Float64Array(RESPONSE_TIME_BUCKETS_MS.length + 1);
+  responseTimeSumMs = 0;
+  readonly originId: string;
+  readonly cacheRuleId: string;
+
+  constructor(originId: string, cacheRuleId: string) {
+    this.originId = originId;
+    this.cacheRuleId = cacheRuleId;
+  }
+}
+
 export class EndpointCounters {
   requests = 0;
   /** Index 1..5 for 1xx..5xx. */
@@ -43,10 +61,26 @@ export class EndpointCounters {
   readonly topUrls: Map<string, UrlCounter> | null;
   /** Per cache rule id: [requests, hits]. */
   readonly cacheRules = new Map<string, [number, number]>();
+  /** Per "<origin id>|<cache rule id>" (windows only). */
+  readonly slices = new Map<string, SliceCounters>();
+  /** Per country: [requests, bytes, errors (4xx and 5xx)] (windows only). */
+  readonly countries = new Map<string, [number, number, number]>();
 
   constructor(trackUrls: boolean) {
     this.topUrls = trackUrls ? new Map() : null;
   }
+}
+
+export interface SliceRollup {
+  originId: string;
+  cacheRuleId: string;
+  requests: number;
+  statusClasses: { '1xx': number; '2xx': number; '3xx': number; '4xx': number; '5xx': number };
+  cacheStatuses: Record<string, number>;
+  bytesFromCache: number;
+  bytesFromOrigin: number;
+  responseTimeBuckets: number[];
+  responseTimeSumMs: number;
 }
 
 export interface TrafficRollup {
@@ -62,7 +96,15 @@ export interface TrafficRollup {
   topUrls: { url: string; requests: number; bytes: number; cacheHits: number; cacheStatuses: Record<string, number> }[];
   cacheRuleRequests: Record<string, number>;
   cacheRuleHits: Record<string, number>;
+  /** The minute split by origin and cache rule. */
+  slices: SliceRollup[];
+  countries: { countryCode: string; requests: number; bytes: number; errors: number }[];
 }
+
+const classes = (a: Float64Array) => ({ '1xx': a[1]!, '2xx': a[2]!, '3xx': a[3]!, '4xx': a[4]!, '5xx': a[5]! });
+
+/** The start of the UTC minute a time falls in (ms). */
+export const minuteOf = (ms: number): number => ms - (ms % 60_000);
 
 function statusMap(arr: Float64Array): Record<string, number> {
   const out: Record<string, number> = {};
@@ -70,7 +112,7 @@ function statusMap(arr: Float64Array): Record<string, number> {
   return out;
 }
 
-function count(c: EndpointCounters, cls: number, cs: number, bytes: number, fromCache: boolean, bucket: number, ms: number): void {
+function count(c: EndpointCounters | SliceCounters, cls: number, cs: number, bytes: number, fromCache: boolean, bucket: number, ms: number): void {
   c.requests++;
   c.statusClasses[cls]++;
   c.cacheStatuses[cs]++;
@@ -80,14 +122,33 @@ function count(c: EndpointCounters, cls: number, cs: number, bytes: number, from
   c.responseTimeSumMs += ms;
 }
 
+/**
+ * Windows are UTC minutes: the first answer of a new minute closes the
+ * window of the one before (kept until the next take), so every rollup
+ * belongs to one minute and the control plane adds the nodes' rollups of a
+ * minute together.
+ */
 export class TrafficCounters {
   readonly totals = new Map<string, EndpointCounters>();
   private window = new Map<string, EndpointCounters>();
-  private windowStartMs = Date.now();
+  private windowStartMs = minuteOf(Date.now());
+  private closed: { minute: number; window: Map<string, EndpointCounters> }[] = [];
   private windowId = 1;
 
-  /** holder: an object (the cached entry) that may keep a UrlSlot for its path across requests of this window. */
-  record(endpointId: string, status: number, cacheStatus: CacheStatus, bytes: number, fromCache: boolean, ms: number, path: string, cacheRuleId: string | null, holder: { urlSlot?: UrlSlot | null } | null = null): void {
+  private rotate(now: number): void {
+    if (this.window.size > 0) this.closed.push({ minute: this.windowStartMs, window: this.window });
+    this.window = new Map();
+    this.windowStartMs = minuteOf(now);
+    this.windowId++;
+  }
+
+  /**
+   * holder: an object (the cached entry) that may keep a UrlSlot for its path across requests of this window.
+   * originId: the route's origin (null: none chose one); country: the viewer's (null: unknown).
+   */
+  record(endpointId: string, status: number, cacheStatus: CacheStatus, bytes: number, fromCache: boolean, ms: number, path: string, cacheRuleId: string | null, holder: { urlSlot?: UrlSlot | null } | null = null, originId: string | null = null, country: string | null = null): void {
+    const now = Date.now();
+    if (now - this.windowStartMs >= 60_000) this.rotate(now);
     let total = this.totals.get(endpointId);
     if (total === undefined) this.totals.set(endpointId, (total = new EndpointCounters(false)));
     let win = this.window.get(endpointId);
@@ -97,6 +158,17 @@ export class TrafficCounters {
     const bucket = responseTimeBucket(ms);
     count(total, cls, cs, bytes, fromCache, bucket, ms);
     count(win, cls, cs, bytes, fromCache, bucket, ms);
+    const sliceKey = originId === null && cacheRuleId === null ? '|' : `${originId ?? ''}|${cacheRuleId ?? ''}`;
+    let slice = win.slices.get(sliceKey);
+    if (slice === undefined) win.slices.set(sliceKey, (slice = new SliceCounters(originId ?? '', cacheRuleId ?? '')));
+    count(slice, cls, cs, bytes, fromCache, bucket, ms);
+    if (country !== null) {
+      let c = win.countries.get(country);
+      if (c === undefined) win.countries.set(country, (c = [0, 0, 0]));
+      c[0]++;
+      c[1] += bytes;
+      if (cls >= 4) c[2]++;
+    }
     if (cacheRuleId !== null) {
       let r = win.cacheRules.get(cacheRuleId);
       if (r === undefined) win.cacheRules.set(cacheRuleId, (r = [0, 0]));
@@ -133,15 +205,14 @@ export class TrafficCounters {
     count(total, (status / 100) | 0, CACHE_STATUS_INDEX[cacheStatus], 0, false, responseTimeBucket(ms), ms);
   }
 
-  /** Returns the counts since the previous call and starts a new window (called once a minute by the control client). */
+  /** Returns the counts since the previous call, one rollup per endpoint and minute (the current minute's so far included). */
   takeRollups(topN = 50): TrafficRollup[] {
-    const window = this.window;
-    const start = this.windowStartMs;
-    this.window = new Map();
-    this.windowStartMs = Date.now();
-    this.windowId++;
+    this.rotate(Date.now());
+    const closed = this.closed;
+    this.closed = [];
     const out: TrafficRollup[] = [];
-    for (const [endpointId, c] of window) {
+    for (const { minute, window } of closed) for (const [endpointId, c] of window) {
+      const start = minute;
       const top = [...c.topUrls!.entries()].sort((a, b) => b[1].requests - a[1].requests).slice(0, topN);
       const cacheRuleRequests: Record<string, number> = {};
       const cacheRuleHits: Record<string, number> = {};
@@ -162,6 +233,11 @@ export class TrafficCounters {
         topUrls: top.map(([url, u]) => ({ url, requests: u.requests, bytes: u.bytes, cacheHits: u.cacheHits, cacheStatuses: statusMap(u.cacheStatuses) })),
         cacheRuleRequests,
         cacheRuleHits,
+        slices: [...c.slices.values()].map((x) => ({
+          originId: x.originId, cacheRuleId: x.cacheRuleId, requests: x.requests, statusClasses: classes(x.statusClasses), cacheStatuses: statusMap(x.cacheStatuses),
+          bytesFromCache: x.bytesFromCache, bytesFromOrigin: x.bytesFromOrigin, responseTimeBuckets: [...x.buckets], responseTimeSumMs: x.responseTimeSumMs,
+        })),
+        countries: [...c.countries].map(([countryCode, [requests, bytes, errors]]) => ({ countryCode, requests, bytes, errors })),
       });
     }
     return out;

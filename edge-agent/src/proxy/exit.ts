@@ -186,12 +186,13 @@ export class Exit {
     else {
       // A hit counts its URL through the entry's slot (entries of other paths, e.g. a collapsed Vary variant, use the map).
       const holder = entry !== null && entry.path === ex.path ? entry : null;
-      this.traffic.record(endpoint.id, code, status, bytes, fromCache, ms, ex.path, ex.rule === null ? null : ex.rule.id, holder);
+      const country = this.country(ex);
+      this.traffic.record(endpoint.id, code, status, bytes, fromCache, ms, ex.path, ex.rule === null ? null : ex.rule.id, holder, ex.route === null ? null : ex.route.origin.id, country);
       const logs = this.logs;
       if (logs !== null) {
         // The access record is made only for an endpoint some drain receives.
         const drains = logs.forEndpoint(endpoint.id);
-        if (drains.length !== 0) logs.record(accessRecord(ex, code, status, bytes, ms, logs.nodeName, this.country(ex)), drains);
+        if (drains.length !== 0) logs.record(accessRecord(ex, code, status, bytes, ms, logs.nodeName, country), drains);
       }
     }
     if (this.logger.isLevelEnabled('debug')) {

@@ -38,6 +38,7 @@ import { Migration0039EndpointStatusReason } from './0039-endpoint-status-reason
 import { Migration0040CacheRuleNegativeTtl } from './0040-cache-rule-negative-ttl.ts';
 import { Migration0041PurgeEveryEndpoint } from './0041-purge-every-endpoint.ts';
 import { Migration0044LogDrainDelivery } from './0044-log-drain-delivery.ts';
+import { Migration0045TrafficRollups } from './0045-traffic-rollups.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -77,4 +78,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0040-cache-rule-negative-ttl', class: Migration0040CacheRuleNegativeTtl },
   { name: '0041-purge-every-endpoint', class: Migration0041PurgeEveryEndpoint },
   { name: '0044-log-drain-delivery', class: Migration0044LogDrainDelivery },
+  { name: '0045-traffic-rollups', class: Migration0045TrafficRollups },
 ];
