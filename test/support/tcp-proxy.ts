@@ -13,12 +13,15 @@ export interface TcpProxy {
   drop(): void;
   /** Stops (true) or resumes (false) carrying bytes on every connection, without closing any: a peer that went silent. */
   freeze(frozen: boolean): void;
+  /** Stops (true) or resumes (false) carrying the target's bytes to the client only: what the client sends still arrives, answers are lost. */
+  freezeDownstream(frozen: boolean): void;
 }
 
 export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
   const sockets = new Set<net.Socket>();
   let refusing = false;
   let frozen = false;
+  let downFrozen = false;
   const pairs = new Set<[net.Socket, net.Socket]>();
   const server = net.createServer((client) => {
     if (refusing) {
@@ -28,7 +31,10 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     const upstream = net.connect(targetPort, targetHost);
     sockets.add(client).add(upstream);
     pairs.add([client, upstream]);
-    if (!frozen) client.pipe(upstream).pipe(client);
+    if (!frozen) {
+      client.pipe(upstream);
+      if (!downFrozen) upstream.pipe(client);
+    }
     const close = () => { client.destroy(); upstream.destroy(); sockets.delete(client); sockets.delete(upstream); pairs.forEach((p) => p[0] === client && pairs.delete(p)); };
     client.on('error', close).on('close', close);
     upstream.on('error', close).on('close', close);
@@ -48,6 +54,14 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
       // Unpiped, a socket stops reading (its bytes wait in the kernel); piped again, they flow on.
       for (const [client, upstream] of pairs) {
         if (value) { client.unpipe(upstream); upstream.unpipe(client); } else client.pipe(upstream).pipe(client);
+      }
+    },
+    freezeDownstream(value: boolean) {
+      if (downFrozen === value) return;
+      downFrozen = value;
+      for (const [client, upstream] of pairs) {
+        if (value) upstream.unpipe(client);
+        else upstream.pipe(client);
       }
     },
     async cut() {

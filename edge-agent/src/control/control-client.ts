@@ -309,7 +309,10 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
     session.timers.push(hb, tr);
     this.sendHeartbeat(session);
     // Reports the last stream did not get confirmed go again now.
-    if (this.unconfirmed.length > 0) this.sendTraffic(session, true);
+    if (this.unconfirmed.length > 0) {
+      this.logger.info({ reports: this.unconfirmed.length }, 'traffic reports not confirmed by the control plane sent again');
+      this.sendTraffic(session, true);
+    }
     this.emit('connected', welcome);
   }
 
