@@ -125,7 +125,7 @@ export interface GcsFake {
  * Cloud Storage as the JSON API's media upload sees it, with its OAuth token endpoint: POST /token checks the
  * RFC 7523 assertion (RS256 with the key's public half, iss, aud, scope) and issues a token; uploads need it.
  */
-export async function startGcsFake(t: Teardown, publicKeyPem: () => string, email: string): Promise<GcsFake> {
+export async function startGcsFake(t: Teardown, publicKeyPem: () => string, email: string, audience?: () => string): Promise<GcsFake> {
   const receiver = await startReceiver(t);
   const fake: GcsFake = { receiver, objects: new Map(), tokensIssued: 0 };
   const tokens = new Set<string>();
@@ -138,7 +138,7 @@ export async function startGcsFake(t: Teardown, publicKeyPem: () => string, emai
     if (r.url === '/token') {
       const form = new URLSearchParams(r.body.toString());
       if (form.get('grant_type') !== 'urn:ietf:params:oauth:grant-type:jwt-bearer') return json(400, { error: 'unsupported_grant_type' }), true;
-      void importSPKI(publicKeyPem(), 'RS256').then((key) => jwtVerify(form.get('assertion') ?? '', key, { issuer: email, audience: `${receiver.url}/token` }))
+      void importSPKI(publicKeyPem(), 'RS256').then((key) => jwtVerify(form.get('assertion') ?? '', key, { issuer: email, audience: audience?.() ?? `${receiver.url}/token` }))
         .then(({ payload }) => {
           if (payload.scope !== 'https://www.googleapis.com/auth/devstorage.read_write') return json(400, { error: 'invalid_scope' });
           const token = `ya29.${crypto.randomUUID()}`;
