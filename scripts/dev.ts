@@ -292,6 +292,6 @@ ${firstAdmin()}
 Next steps:
   Register a user:   curl -s -X POST ${base}/v1/auth/register -H 'content-type: application/json' \\
                        -d '{"email":"me@example.com","password":"Change-me-123","accept_terms":true}'
-                     The verification e-mail ${outbox}; open its link to confirm the address.
+                     The verification e-mail ${outbox}; open its link and enter the password to confirm the address.
   Another admin:     npm run admin:create -- --email you@example.com${sameData}
 Ctrl-C stops both processes.`);
