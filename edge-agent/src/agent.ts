@@ -23,6 +23,8 @@ import { HealthProber } from './proxy/health.ts';
 import { OriginPools } from './proxy/origin-client.ts';
 import { Proxy } from './proxy/proxy.ts';
 import { compileRoutingTable, type RoutingTable } from './proxy/routing.ts';
+import { CertificateTable, type DefaultCertificate } from './tls/certificates.ts';
+import { HttpsListener } from './tls/listener.ts';
 
 export interface EdgeAgentOptions {
   dataDir: string;
@@ -58,6 +60,11 @@ export interface EdgeAgentOptions {
   nodeName?: string;
   /** Log drains: each drain's buffer (LOG_DRAIN_BUFFER_BYTES), and overrides of the batch interval and the longest retry wait. */
   logDrains?: { bufferBytes?: number; flushIntervalMs?: number; retryMaxMs?: number };
+  /**
+   * The port `http_to_https_redirect` and `http_to_https` redirect rules send viewers to (omitted from the URL
+   * when 443); default: the HTTPS listener's port once it listens (HTTPS_PUBLIC_PORT overrides it).
+   */
+  httpsPublicPort?: number;
 }
 
 export type CacheWhenDisconnected = 'revalidate' | 'serve';
@@ -97,7 +104,13 @@ export class EdgeAgent implements ControlledAgent {
   /** The purge sequence the control plane announced at the last Welcome, while the agent is behind it. */
   private purgeCatchUpTarget = 0;
   private httpServer: Server | null = null;
+  /** Whether the plaintext listener listens (the HTTP server may serve only TLS connections). */
+  private plaintextListening = false;
+  private httpsListener: HttpsListener | null = null;
   private metricsServer: Server | null = null;
+  /** Which certificate and TLS settings each name is served with (rebuilt with each configuration). */
+  readonly certificates = new CertificateTable({ http2: false });
+  private httpsPublicPort: number | null;
   private selfClient: UndiciAgent | null = null;
 
   constructor(options: EdgeAgentOptions) {
@@ -112,6 +125,7 @@ export class EdgeAgent implements ControlledAgent {
     if (this.requestTimeoutMs > 0 && this.requestHeadersTimeoutMs > this.requestTimeoutMs) {
       throw new RangeError('requestHeadersTimeoutMs must not exceed requestTimeoutMs');
     }
+    this.httpsPublicPort = options.httpsPublicPort ?? null;
     this.pools = new OriginPools({ uploadConnectionsPerOrigin: options.uploadConnectionsPerOrigin ?? DEFAULT_UPLOAD_CONNECTIONS_PER_ORIGIN });
     this.store = new CacheStore({ memoryBytes: options.memoryBytes, diskBytes: options.diskBytes ?? 0, diskDir: join(options.dataDir, 'cache') });
     this.prober = new HealthProber(this.pools);
@@ -139,7 +153,9 @@ export class EdgeAgent implements ControlledAgent {
         cacheName: `edge-${options.region ?? 'local'}`,
         bodyIdleTimeoutMs: options.requestBodyIdleTimeoutMs ?? DEFAULT_REQUEST_BODY_IDLE_TIMEOUT_MS,
         trustedProxy: options.trustedProxy ?? null,
+        httpsPort: () => this.httpsPublicPort,
       },
+      tls: this.certificates,
     });
   }
 
@@ -291,6 +307,8 @@ export class EdgeAgent implements ControlledAgent {
     this.snapshot = staged.snapshot;
     this.resources.commit(staged);
     this.logs.apply(staged.snapshot.log_drains);
+    this.certificates.build(staged.snapshot);
+    for (const problem of this.certificates.problems) this.logger.warn({ problem }, 'certificate not served');
     this.pools.retain(table.origins.values());
     if (this.healthProbes) this.prober.sync(table);
     if (persist && this.configStore !== null) {
@@ -391,7 +409,7 @@ export class EdgeAgent implements ControlledAgent {
   async prefetch(endpointId: string, urls: readonly string[]): Promise<PrefetchResult> {
     const endpoint = this.table.byId.get(endpointId);
     const result: PrefetchResult = { fetched: 0, failed: 0, failed_urls: [] };
-    const address = this.httpServer?.address() as AddressInfo | null;
+    const address = this.plaintextListening ? this.httpServer?.address() as AddressInfo | null : null;
     if (!endpoint || !address) {
       const reason = !endpoint ? 'unknown endpoint' : 'agent is not listening';
       return { fetched: 0, failed: urls.length, failed_urls: urls.map((url) => ({ url, reason })) };
@@ -449,7 +467,9 @@ export class EdgeAgent implements ControlledAgent {
     return this.traffic.takeRollups(topN);
   }
 
-  async listen(port: number, host = '0.0.0.0'): Promise<AddressInfo> {
+  /** The HTTP/1.1 server: the plaintext listener's, which also takes the TLS listener's HTTP/1.1 connections. */
+  private ensureHttpServer(): Server {
+    if (this.httpServer !== null) return this.httpServer;
     const headersTimeout = this.requestHeadersTimeoutMs;
     const requestTimeout = this.requestTimeoutMs;
     // node:http checks both timeouts on an interval (30 s by default): a quarter of the shorter one keeps them close to their value.
@@ -465,11 +485,45 @@ export class EdgeAgent implements ControlledAgent {
       } else socket.destroy();
     });
     this.httpServer = server;
+    return server;
+  }
+
+  async listen(port: number, host = '0.0.0.0'): Promise<AddressInfo> {
+    const server = this.ensureHttpServer();
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(port, host, () => resolve());
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
     });
+    this.plaintextListening = true;
     return server.address() as AddressInfo;
+  }
+
+  /**
+   * The HTTPS listener (tls/listener.ts): certificates by SNI from the configuration in force and the default
+   * certificate, each name with its endpoint's TLS settings; HTTP/1.1 through the same request path.
+   */
+  async listenHttps(port: number, host = '0.0.0.0'): Promise<AddressInfo> {
+    const listener = new HttpsListener({
+      table: this.certificates,
+      http1: this.ensureHttpServer(),
+      http2: null,
+      handshakeTimeoutMs: this.requestHeadersTimeoutMs,
+      logger: this.logger,
+      onHandshakeFailure: (reason) => this.metrics.tlsHandshakeFailures.inc({ reason }),
+    });
+    const address = await listener.listen(port, host);
+    this.httpsListener = listener;
+    this.httpsPublicPort ??= address.port;
+    return address;
+  }
+
+  /** Replaces the default certificate (TLS_CERT_FILE / TLS_KEY_FILE): the next handshakes use it, open connections keep theirs. */
+  setDefaultCertificate(cert: DefaultCertificate | null): void {
+    this.certificates.setDefault(cert);
+    this.httpsListener?.defaultCertificateChanged();
   }
 
   async listenMetrics(port: number, host = '0.0.0.0'): Promise<AddressInfo> {
@@ -510,6 +564,7 @@ export class EdgeAgent implements ControlledAgent {
   /** Stops accepting, lets in-flight requests finish (up to timeoutMs), then closes origin pools. */
   async close(timeoutMs = 10_000): Promise<void> {
     this.prober.stop();
+    await this.httpsListener?.close();
     const servers = [this.httpServer, this.metricsServer].filter((s): s is Server => s !== null);
     await Promise.all(servers.map((s) => new Promise<void>((resolve) => {
       const timer = setTimeout(() => s.closeAllConnections(), timeoutMs);

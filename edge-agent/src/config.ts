@@ -11,6 +11,16 @@ const bytes = z.string().trim().regex(/^\d+\s*([kKmMgG]i?[bB]?)?$/, 'a byte coun
 
 const schema = z.object({
   HTTP_PORT: port.default(8090),
+  // The HTTPS listener (certificates by SNI); `off`: none.
+  HTTPS_PORT: z.string().trim().regex(/^(off|\d{1,5})$/, 'a port number (0..65535) or off')
+    .transform((v) => (v === 'off' ? 'off' as const : Number(v))).refine((v) => v === 'off' || v <= 65535, 'a port number (0..65535) or off').default(8443),
+  // The default certificate: a PEM chain (leaf first) and its key, both or neither. It serves every endpoint's CDN
+  // hostname it covers (the wildcard *.CDN_DOMAIN) and connections without SNI; custom domains come with their own.
+  // Read again on SIGHUP and when the files change (checked every 30 s).
+  TLS_CERT_FILE: z.string().min(1).optional(),
+  TLS_KEY_FILE: z.string().min(1).optional(),
+  // The HTTPS port viewers reach when a port mapping sits in front of the agent (redirects to HTTPS name it); default HTTPS_PORT.
+  HTTPS_PUBLIC_PORT: z.coerce.number().int().min(1).max(65535).optional(),
   METRICS_PORT: port.default(9091),
   HOST: z.string().min(1).default('0.0.0.0'),
   METRICS_HOST: z.string().min(1).default('0.0.0.0'),
@@ -101,6 +111,9 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): AgentConfig 
   }
   if (c.CONTROL_PLANE_CA_FILE && !/^(grpcs|https):/.test(c.CONTROL_PLANE_URL ?? '')) {
     throw new ConfigError('CONTROL_PLANE_CA_FILE: only used with a grpcs:// or https:// CONTROL_PLANE_URL');
+  }
+  if (Boolean(c.TLS_CERT_FILE) !== Boolean(c.TLS_KEY_FILE)) {
+    throw new ConfigError(c.TLS_CERT_FILE ? 'TLS_KEY_FILE: required with TLS_CERT_FILE' : 'TLS_CERT_FILE: required with TLS_KEY_FILE');
   }
   if (c.TRUST_PROXY_HEADER && !c.TRUSTED_PROXY_CIDRS) throw new ConfigError('TRUSTED_PROXY_CIDRS: required with TRUST_PROXY_HEADER (the proxies allowed to set it)');
   if (c.TRUSTED_PROXY_CIDRS && !c.TRUST_PROXY_HEADER) throw new ConfigError('TRUST_PROXY_HEADER: required with TRUSTED_PROXY_CIDRS (the header those proxies set)');

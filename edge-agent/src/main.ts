@@ -1,9 +1,11 @@
-// The edge agent process: config from env/flags, the data plane on HTTP_PORT,
+// The edge agent process: config from env/flags, the data plane on HTTP_PORT
+// and HTTPS_PORT (the default certificate from TLS_CERT_FILE / TLS_KEY_FILE,
+// read again on SIGHUP and when the files change),
 // /metrics and /healthz on METRICS_PORT, the configuration from --config-file
 // (re-read on SIGHUP) or from the control plane (CONTROL_PLANE_URL, the control
 // stream started once listening), starting from the last one persisted in
 // DATA_DIR; graceful shutdown (draining on the control stream first).
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import pino from 'pino';
 import { EdgeAgent } from './agent.ts';
@@ -11,6 +13,7 @@ import { ConfigError, loadConfig, type AgentConfig } from './config.ts';
 import { ControlClient, readCaFile } from './control/control-client.ts';
 import { agentVersion, loadOrCreateNodeId } from './control/node-identity.ts';
 import { trustedProxy } from './policy/client-address.ts';
+import { readCertificateFiles } from './tls/certificates.ts';
 
 let config: AgentConfig;
 try {
@@ -47,7 +50,38 @@ const agent = new EdgeAgent({
   cacheWhenDisconnected: config.CACHE_WHEN_DISCONNECTED,
   nodeName: config.NODE_HOSTNAME ?? hostname(),
   logDrains: { bufferBytes: config.LOG_DRAIN_BUFFER_BYTES, flushIntervalMs: config.LOG_DRAIN_FLUSH_INTERVAL_MS, retryMaxMs: config.LOG_DRAIN_RETRY_MAX_MS },
+  httpsPublicPort: config.HTTPS_PUBLIC_PORT,
 });
+
+/** The default certificate's files, read at start (a failure stops the process) and again when they change. */
+const certificateFiles = config.TLS_CERT_FILE && config.TLS_KEY_FILE ? { cert: config.TLS_CERT_FILE, key: config.TLS_KEY_FILE } : null;
+let certificateStamp = '';
+const stampOf = (files: { cert: string; key: string }) => [files.cert, files.key].map((f) => { try { const st = statSync(f); return `${st.mtimeMs}:${st.size}`; } catch { return '-'; } }).join('|');
+function loadDefaultCertificate(): void {
+  if (certificateFiles === null) return;
+  const stamp = stampOf(certificateFiles);
+  const cert = readCertificateFiles(certificateFiles.cert, certificateFiles.key, (f) => readFileSync(f, 'utf8'));
+  certificateStamp = stamp;
+  agent.setDefaultCertificate(cert);
+  logger.info({ fingerprint: cert.fingerprint, subject_alt_names: cert.x509.subjectAltName ?? null, valid_to: cert.x509.validTo }, 'default certificate loaded');
+}
+function reloadDefaultCertificate(): void {
+  try {
+    loadDefaultCertificate();
+  } catch (err) {
+    logger.error({ err: (err as Error).message }, 'reading the default certificate failed; the previous one keeps serving');
+  }
+}
+try {
+  loadDefaultCertificate();
+} catch (err) {
+  process.stderr.write(`edge-agent: TLS_CERT_FILE: ${(err as Error).message.split('\n')[0]}\n`);
+  process.exit(1);
+}
+if (certificateFiles !== null) {
+  // Renewal tools replace the files: a change is noticed within 30 s (or at once on SIGHUP).
+  setInterval(() => { if (stampOf(certificateFiles) !== certificateStamp) reloadDefaultCertificate(); }, 30_000).unref();
+}
 
 function loadConfigFile(path: string): void {
   const raw = JSON.parse(readFileSync(path, 'utf8'));
@@ -76,8 +110,12 @@ if (config.CONFIG_FILE) {
 
 try {
   const http = await agent.listen(config.HTTP_PORT, config.HOST);
+  const https = config.HTTPS_PORT === 'off' ? null : await agent.listenHttps(config.HTTPS_PORT, config.HOST);
   const metrics = await agent.listenMetrics(config.METRICS_PORT, config.METRICS_HOST);
-  logger.info({ http_port: http.port, metrics_port: metrics.port, config_version: agent.configVersion, control_plane: config.CONTROL_PLANE_URL ?? null }, 'edge agent listening');
+  logger.info({
+    http_port: http.port, https_port: https?.port ?? null, metrics_port: metrics.port, config_version: agent.configVersion,
+    control_plane: config.CONTROL_PLANE_URL ?? null,
+  }, 'edge agent listening');
 } catch (err) {
   process.stderr.write(`edge-agent: cannot listen: ${(err as Error).message}\n`);
   process.exit(1);
@@ -103,6 +141,7 @@ if (config.CONTROL_PLANE_URL) {
 }
 
 process.on('SIGHUP', () => {
+  reloadDefaultCertificate();
   if (!config.CONFIG_FILE) return;
   try {
     loadConfigFile(config.CONFIG_FILE);

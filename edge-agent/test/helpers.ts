@@ -157,7 +157,7 @@ const agentMain = fileURLToPath(new URL('../src/main.ts', import.meta.url));
  * log lines (which keep accumulating).
  */
 export function startAgentProcess(env: Record<string, string>): Promise<{ child: ChildProcess; port: number; logs: string[] }> {
-  const child = spawn(process.execPath, [agentMain], { env: { ...process.env, HOST: '127.0.0.1', METRICS_HOST: '127.0.0.1', HTTP_PORT: '0', METRICS_PORT: '0', LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [agentMain], { env: { ...process.env, HOST: '127.0.0.1', METRICS_HOST: '127.0.0.1', HTTP_PORT: '0', HTTPS_PORT: '0', METRICS_PORT: '0', LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: string[] = [];
   return new Promise((resolve, reject) => {
     let buf = '';

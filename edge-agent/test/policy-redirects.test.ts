@@ -1,7 +1,8 @@
 // Redirects answered by a real agent process (--config-file) without asking the
 // origin: tls_config.http_to_https_redirect sends plain-HTTP viewers to the
-// same URL on https (until the agent has an HTTPS listener, the test reads the
-// Location; a trusted proxy's X-Forwarded-Proto: https passes through); a
+// same URL on https (HTTPS_PUBLIC_PORT 443, as behind a port mapping: the
+// Location names no port; tls-sni.test.ts follows one to the agent's own HTTPS
+// port; a trusted proxy's X-Forwarded-Proto: https passes through); a
 // route's path redirect fills $1 from match_path and keeps the query.
 import t from 'tap';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -36,7 +37,7 @@ writeFileSync(configFile, JSON.stringify({
     }),
   ],
 }));
-const agent = await startAgentProcess({ CONFIG_FILE: configFile, DATA_DIR: join(dir, 'data'), TRUST_PROXY_HEADER: 'x-forwarded-for', TRUSTED_PROXY_CIDRS: '127.0.0.1/32' });
+const agent = await startAgentProcess({ CONFIG_FILE: configFile, DATA_DIR: join(dir, 'data'), TRUST_PROXY_HEADER: 'x-forwarded-for', TRUSTED_PROXY_CIDRS: '127.0.0.1/32', HTTPS_PUBLIC_PORT: '443' });
 t.teardown(async () => {
   agent.child.kill('SIGKILL');
   await origin.close();

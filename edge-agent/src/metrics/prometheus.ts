@@ -17,6 +17,8 @@ export interface AgentMetrics {
   registry: client.Registry;
   originLatency: client.Histogram<'origin' | 'status_class'>;
   policyDenials: client.Counter<'endpoint' | 'policy' | 'reason'>;
+  /** TLS handshakes that failed on the HTTPS listener, by reason (protocol_version, no_shared_cipher, unknown_name...). */
+  tlsHandshakeFailures: client.Counter<'reason'>;
 }
 
 const STATUS_CLASS = ['', '1xx', '2xx', '3xx', '4xx', '5xx'];
@@ -155,5 +157,11 @@ export function createMetrics(sources: MetricsSources): AgentMetrics {
       for (const o of sources.originHealth()) this.set({ origin: o.originId }, o.healthy ? 1 : 0);
     },
   });
-  return { registry, originLatency, policyDenials };
+  const tlsHandshakeFailures = new client.Counter({
+    name: 'edge_tls_handshake_failures_total',
+    help: 'TLS handshakes that failed on the HTTPS listener, by reason',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
+  return { registry, originLatency, policyDenials, tlsHandshakeFailures };
 }

@@ -42,6 +42,8 @@ export interface PolicyRequest {
   readonly secure: boolean;
   /** The id of the route the request matched ('' for the endpoint's default route). */
   readonly routeId: string;
+  /** The port redirects to HTTPS name: the agent's HTTPS listener (or HTTPS_PUBLIC_PORT); absent, null or 443: the default. */
+  readonly httpsPort?: number | null;
 }
 
 /** Why a policy refused a request: for the access record and metrics, never shown to the viewer. */

@@ -3,8 +3,10 @@
 // rules of the route the request matched, in their order, the first whose
 // match_path matches answering (shared/src/match/redirect.ts compiles them,
 // as the control plane does when it checks them at write time).
-// - To https: `https://<host><path>?<query>` with the viewer's host and the
-//   query as sent, on the default port; only for a viewer that did not come
+// - To https: `https://<host>[:port]<path>?<query>` with the viewer's host and
+//   the query as sent, on the agent's HTTPS port (HTTPS_PORT, or
+//   HTTPS_PUBLIC_PORT when a port mapping sits in front; omitted when 443), so
+//   a viewer lands on the listener that has its certificate; only for a viewer that did not come
 //   over TLS (its socket, or the trusted proxy's X-Forwarded-Proto). The
 //   endpoint setting answers 301 to GET and HEAD and 308 otherwise (the method
 //   and body are kept); a route rule answers its status_code.
@@ -22,7 +24,10 @@ interface CompiledRule {
   target: string;
 }
 
-const httpsUrl = (ctx: PolicyRequest) => `https://${ctx.host.includes(':') ? `[${ctx.host}]` : ctx.host}${ctx.path}${ctx.rawQuery === '' ? '' : `?${ctx.rawQuery}`}`;
+const httpsUrl = (ctx: PolicyRequest) => {
+  const port = ctx.httpsPort == null || ctx.httpsPort === 443 ? '' : `:${ctx.httpsPort}`;
+  return `https://${ctx.host.includes(':') ? `[${ctx.host}]` : ctx.host}${port}${ctx.path}${ctx.rawQuery === '' ? '' : `?${ctx.rawQuery}`}`;
+};
 
 /** Throws naming the route and rule the edge cannot answer (the control plane refuses those at write time). */
 function compileRules(routeId: string, rules: EndpointSnapshot['routes'][number]['redirect_rules']): CompiledRule[] {

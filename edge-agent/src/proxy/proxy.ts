@@ -27,6 +27,7 @@ import { matchCacheRule, matchRoute, type RoutingTable } from './routing.ts';
 import { serveFromCache } from './serve-cached.ts';
 import { ResponseShaper } from './shaping.ts';
 import { CacheFiller, type FillResult } from './storing.ts';
+import type { CertificateTable } from '../tls/certificates.ts';
 
 export interface ProxyOptions {
   defaultEndpointId: string | null;
@@ -37,6 +38,8 @@ export interface ProxyOptions {
   bodyIdleTimeoutMs?: number;
   /** The proxy in front of the agent whose client-address header is believed (TRUST_PROXY_HEADER); null: the socket's peer. */
   trustedProxy?: TrustedProxy | null;
+  /** The port redirects to HTTPS name (null: the default, 443). */
+  httpsPort?: () => number | null;
 }
 
 export interface ProxyDeps {
@@ -51,6 +54,8 @@ export interface ProxyDeps {
   logs?: LogDrains | null;
   logger: Logger;
   options: ProxyOptions;
+  /** The names served over TLS: a request on a TLS connection must be for a name its handshake covers (421 otherwise). */
+  tls?: CertificateTable | null;
 }
 
 export class Proxy {
@@ -111,6 +116,11 @@ export class Proxy {
     }
     if (endpoint === undefined) return this.exit.refuse(ex, 421, 'No endpoint is configured for this host\n');
     ex.endpoint = endpoint;
+    const socket = req.socket as { encrypted?: boolean; servername?: string | false | null };
+    if (socket.encrypted === true && this.deps.tls && !this.deps.tls.sameConnection(socket.servername || null, ex.host)) {
+      // Another name's certificate or TLS settings apply to this host: the viewer must open a connection for it.
+      return this.exit.refuse(ex, 421, 'This connection was not made for this host\n');
+    }
     if (!endpoint.enabled) return this.exit.refuse(ex, 403, 'This endpoint is disabled\n');
     const method = ex.method;
     // Matched first because redirect rules belong to routes; matching has no effect of its own.
@@ -149,7 +159,7 @@ export class Proxy {
     if (client !== null) ex.clientIp = client.text;
     const pctx: PolicyRequest = {
       req: ex.req, endpoint: ex.endpoint, host: ex.host, path: ex.path, query: ex.query, rawQuery: ex.query,
-      client, clientIp: client?.text ?? '', secure: viewer.secure, routeId: ex.route.id,
+      client, clientIp: client?.text ?? '', secure: viewer.secure, routeId: ex.route.id, httpsPort: this.deps.options.httpsPort?.() ?? null,
     };
     for (const p of ex.endpoint.requestPolicies) {
       const answer = p(pctx);
