@@ -2,6 +2,7 @@
 // (its entities, routes and, where it adds services, a start hook). Adding a
 // capability is one folder and one line here.
 import type { EntityClass } from '@mikro-orm/core';
+import type { Registry } from 'prom-client';
 import { accounts, type AccountsServices } from './accounts/index.ts';
 import { admin } from './admin/index.ts';
 import { AuditEntry } from './audit/audit-entry.entity.ts';
@@ -31,6 +32,8 @@ export interface CapabilityStart {
   /** The guard of every route (one capability provides it: auth). */
   access?: AccessControl;
   close?: () => Promise<void>;
+  /** Registers the capability's own Prometheus metrics on the control plane's /metrics registry. */
+  metrics?: (registry: Registry) => void;
 }
 
 export interface Capability {

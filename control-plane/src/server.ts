@@ -17,6 +17,7 @@ import { deploymentNamespace } from './db/deployment.ts';
 import { openDatabase, type Database } from './db/orm.ts';
 import { createApp } from './http/app.ts';
 import { createLogger } from './http/logger.ts';
+import type { Registry } from 'prom-client';
 import { createHttpMetrics } from './http/metrics.ts';
 import type { RouteDefinition } from './http/route.ts';
 import type { AccessControl } from './http/services.ts';
@@ -86,16 +87,19 @@ export async function startControlPlane(config: Config, options: ControlPlaneOpt
   app.personalData = personalData;
   let access: AccessControl | undefined;
   const closers: (() => Promise<void>)[] = [];
+  const capabilityMetrics: ((registry: Registry) => void)[] = [];
   for (const capability of capabilities) {
     const started = await capability.start?.(app);
     if (started?.services) Object.assign(app, started.services);
     if (started?.access) access = started.access;
     if (started?.close) closers.unshift(started.close);
+    if (started?.metrics) capabilityMetrics.push(started.metrics);
   }
   if (!access) throw new Error('No capability provides access control');
   if (options.services) Object.assign(app, options.services);
 
   const metrics = createHttpMetrics();
+  for (const register of capabilityMetrics) register(metrics.registry);
   const routes = [...capabilityRoutes, ...(options.extraRoutes ?? [])];
   const koa = createApp(app, {
     routes, access, metrics, version,

@@ -117,4 +117,18 @@ else await t.test('traffic analytics through two agents', { timeout: 240_000 }, 
   t.equal(after.total_requests, 12, 'the replayed report counted once');
   const c = (await api(`/v1/cdn/metrics/top-urls?period=last_1h&endpoint_id=${endpoint.id}`)).items.find((i: { url: string }) => i.url.endsWith('/c'));
   t.equal(c.request_count, 1);
+
+  // The control plane's Prometheus metrics: agents, acks, ack latencies, traffic reports (the copy counted as one).
+  await deployment.must('POST', '/v1/cdn/cache/purge', { purge_type: 'path', paths: ['/a'] });
+  const scrape = async () => (await fetch(`${deployment.process.url}/metrics`)).text();
+  const value = (text: string, series: string) => Number(new RegExp(`^${series.replace(/[{}"+]/g, (c) => `\\${c}`)} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+  await eventually(async () => value(await scrape(), 'edge_channel_purge_ack_seconds_count{outcome="ok"}') >= 2, 'both agents\' purge acks timed');
+  const text = await scrape();
+  t.equal(value(text, 'edge_channel_connected_agents'), 2);
+  t.ok(value(text, 'edge_channel_acks_total{kind="config",outcome="ok"}') >= 2);
+  t.ok(value(text, 'edge_channel_acks_total{kind="purge",outcome="ok"}') >= 2);
+  t.ok(value(text, 'edge_channel_config_ack_seconds_count{outcome="applied"}') >= 2);
+  t.ok(value(text, 'edge_channel_traffic_reports_total{outcome="stored"}') >= 2);
+  t.ok(value(text, 'edge_channel_traffic_reports_total{outcome="copy"}') >= 1, 'the report sent again is counted as a copy');
+  t.ok(value(text, 'edge_channel_traffic_rollups_total') >= 3);
 });

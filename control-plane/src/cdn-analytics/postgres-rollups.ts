@@ -88,8 +88,10 @@ function urlStatuses(row: Record<string, unknown>): UrlCounts['statuses'] {
 }
 
 export class PostgresRollupStore implements RollupStore {
-  async ingest(em: EntityManager, reports: readonly TrafficReportInput[], now: Date): Promise<string[]> {
-    if (!reports.length) return [];
+  async ingest(em: EntityManager, reports: readonly TrafficReportInput[], now: Date): Promise<{ confirmed: string[]; fresh: number; rollups: number }> {
+    if (!reports.length) return { confirmed: [], fresh: 0, rollups: 0 };
+    let freshCount = 0;
+    let rollupCount = 0;
     const minutes = new Set<number>();
     const hours = new Set<number>();
     for (const r of reports) for (const x of r.rollups) {
@@ -106,6 +108,8 @@ export class PostgresRollupStore implements RollupStore {
          on conflict (report_id) do nothing returning report_id`,
         [JSON.stringify(reports.map((r) => ({ report_id: r.report_id, node_id: r.node_id }))), now])).map((r) => r.report_id));
       const rollups = reports.filter((r) => fresh.has(r.report_id)).flatMap((r) => r.rollups);
+      freshCount = fresh.size;
+      rollupCount = rollups.length;
       if (!rollups.length) return;
       const slices: Record<string, unknown>[] = [];
       const urls: Record<string, unknown>[] = [];
@@ -160,7 +164,7 @@ export class PostgresRollupStore implements RollupStore {
         `insert into cdn_traffic_dirty (granularity, bucket) select distinct granularity, bucket from ${recordset({ granularity: 'text', bucket: 'timestamptz' }, 'x', '$1')}
          on conflict do nothing`, [JSON.stringify(marks)]);
     });
-    return reports.map((r) => r.report_id);
+    return { confirmed: reports.map((r) => r.report_id), fresh: freshCount, rollups: rollupCount };
   }
 
   async #dirty(em: EntityManager, range: TimeRange): Promise<{ hours: Set<number>; days: Set<number> }> {

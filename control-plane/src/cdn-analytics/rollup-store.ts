@@ -79,8 +79,11 @@ export interface TimeRange {
 }
 
 export interface RollupStore {
-  /** Stores the reports not stored before; returns every report id now stored (new or not), to confirm to the agent. */
-  ingest(em: EntityManager, reports: readonly TrafficReportInput[], now: Date): Promise<string[]>;
+  /**
+   * Stores the reports not stored before: `confirmed` every report id now stored (new or not), to confirm to
+   * the agent; `fresh` how many were new; `rollups` how many rollups they carried.
+   */
+  ingest(em: EntityManager, reports: readonly TrafficReportInput[], now: Date): Promise<{ confirmed: string[]; fresh: number; rollups: number }>;
   totals(em: EntityManager, range: TimeRange, scope: CounterScope): Promise<CounterTotals>;
   /** Bytes per step (ms, epoch-aligned; UTC days for a day) over the range. */
   series(em: EntityManager, range: TimeRange, stepMs: number, scope: CounterScope): Promise<{ bucket: number; bytes_from_cache: number; bytes_from_origin: number }[]>;

@@ -60,6 +60,8 @@ export interface InflightConfig {
   version: number;
   nonce: string;
   full: boolean;
+  /** When it was written to the stream (performance.now(), for the ack latency). */
+  sentAt?: number;
 }
 
 /** What the configuration feed keeps for one stream. */
@@ -118,7 +120,7 @@ export class ConfigPusher {
       const base = forceFull || state.applied === 0 || state.applied >= target.version ? null : await this.#source()!.version(state.applied);
       const push = await this.encoding(base, target);
       if (stream.closed) return;
-      state.inflight = { version: push.version, nonce: push.nonce, full: push.full };
+      state.inflight = { version: push.version, nonce: push.nonce, full: push.full, sentAt: performance.now() };
       if (push.full) state.fullRetried.add(push.version);
       stream.write(push.bytes);
     } catch (error) {
@@ -279,8 +281,10 @@ export class ConfigFeed implements Feed<ConfigState> {
   }
 
   onAck(stream: AgentStream, state: ConfigState, ack: Ack, version: number): void {
+    const sentAt = state.inflight?.sentAt;
     const outcome = this.pusher.answer(state, { version, nonce: ack.nonce, ok: ack.ok, error: ack.error });
     if (!outcome) return;
+    if (sentAt !== undefined) this.#context.metrics.configAcked((performance.now() - sentAt) / 1000, ack.ok);
     const { writer } = this.#context;
     if (outcome.applied !== undefined) {
       writer.node(stream, { config_version: outcome.applied, config_error: null }, true);

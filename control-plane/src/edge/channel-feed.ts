@@ -14,6 +14,7 @@ import type { Logger } from 'pino';
 import type { Ack, AckKind, ConnectRequest, Heartbeat, Hello, WelcomeSchema } from '../../../shared/gen/edge/v1/control_pb.ts';
 import type { Clock } from '../core/clock.ts';
 import { isStorableDate } from '../http/schemas.ts';
+import { ChannelMetrics } from './channel-metrics.ts';
 import type { AgentStream } from './channel-stream.ts';
 import type { ChannelWriter, NodeColumn } from './channel-writer.ts';
 
@@ -74,14 +75,17 @@ export class ChannelContext {
   readonly clock: Clock;
   readonly log: Logger;
   readonly writer: ChannelWriter;
+  /** The channel's Prometheus metrics (connected agents, acks, ack latencies, traffic reports). */
+  readonly metrics: ChannelMetrics;
   /** Set when the channel shuts down: failures are no longer reported. */
   closing = false;
 
-  constructor(init: { em: () => EntityManager; clock: Clock; log: Logger; writer: ChannelWriter }) {
+  constructor(init: { em: () => EntityManager; clock: Clock; log: Logger; writer: ChannelWriter; metrics?: ChannelMetrics }) {
     this.em = init.em;
     this.clock = init.clock;
     this.log = init.log;
     this.writer = init.writer;
+    this.metrics = init.metrics ?? new ChannelMetrics(() => 0);
   }
 
   /** Runs `work`, logging its failure (unless shutting down); never rejects. */

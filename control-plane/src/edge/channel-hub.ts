@@ -14,7 +14,7 @@
 import { create } from '@bufbuild/protobuf';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { ConnectResponseSchema, type ConnectRequest, type Heartbeat, type Hello } from '../../../shared/gen/edge/v1/control_pb.ts';
+import { AckKind, ConnectResponseSchema, type ConnectRequest, type Heartbeat, type Hello } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { encodeResponse } from '../../../shared/src/proto/edge-control.ts';
 import { SECOND } from '../core/clock.ts';
 import { withTimeout } from '../core/timeout.ts';
@@ -36,6 +36,8 @@ const OPENING_TIMEOUT_MS = 10 * SECOND;
 const REVOKED_MEMORY_MS = HELLO_TIMEOUT_MS + 3 * OPENING_TIMEOUT_MS;
 /** A node silent for this many heartbeat intervals is offline. */
 export const SILENT_INTERVALS = 3;
+/** The metrics' names of the acknowledgement kinds. */
+const ACK_KIND_NAMES: Partial<Record<AckKind, string>> = { [AckKind.CONFIG]: 'config', [AckKind.PURGE]: 'purge', [AckKind.PREFETCH]: 'prefetch' };
 /** Messages an agent may send before its stream is registered (Hello and little else). */
 const MAX_EARLY_MESSAGES = 64;
 
@@ -440,6 +442,7 @@ export class ChannelHub {
         const version = safeNumber(body.value.version);
         const index = this.#byAck[body.value.kind];
         if (version === null || index === undefined) return;
+        this.#context.metrics.ack(ACK_KIND_NAMES[body.value.kind] ?? 'other', body.value.ok);
         return this.#feeds[index]!.onAck?.(stream, stream.feedStates[index], body.value, version);
       }
       case 'heartbeat': return this.#onHeartbeat(stream, body.value);

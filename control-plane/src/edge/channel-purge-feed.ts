@@ -138,6 +138,9 @@ export interface PurgeState {
   opening: EncodedPurge[] | null;
 }
 
+/** Purges whose push time is remembered for the ack latency metric. */
+const PUSHED_AT_KEPT = 10_000;
+
 export class PurgeFeed implements Feed<PurgeState> {
   readonly name = 'purges';
   readonly ackKinds = [AckKind.PURGE];
@@ -150,6 +153,8 @@ export class PurgeFeed implements Feed<PurgeState> {
   readonly acks: PurgeAckBuffer;
   readonly #context: ChannelContext;
   readonly #states = new Set<PurgeState>();
+  /** When this replica pushed each recent purge (performance.now(), by sequence): the ack latency metric. */
+  readonly #pushedAt = new Map<number, number>();
   /** How long a purge waits for a target that has not applied it (EDGE_PURGE_TIMEOUT_MS). */
   readonly #timeoutMs: number;
 
@@ -213,6 +218,8 @@ export class PurgeFeed implements Feed<PurgeState> {
     // Only for a purge this stream was sent (its sequence); the purge id is checked against it when stored.
     if (!UUID.test(ack.id) || version <= 0 || version > state.pushed) return;
     this.acks.add({ purge_id: ack.id.toLowerCase(), sequence: version, node_id: stream.nodeId, ok: ack.ok, error: ack.ok ? null : agentText(ack.error) || 'failed' });
+    const pushedAt = this.#pushedAt.get(version);
+    if (pushedAt !== undefined) this.#context.metrics.purgeAcked((performance.now() - pushedAt) / 1000, ack.ok);
     if (ack.ok) this.acks.applied(stream, version);
   }
 
@@ -254,6 +261,10 @@ export class PurgeFeed implements Feed<PurgeState> {
 
   /** Writes the purges each live stream lacks: from memory in this call, or (a stream far behind, or one mid-catch-up) through #sync. */
   #push(added: readonly EncodedPurge[]): void {
+    const now = performance.now();
+    for (const purge of added) this.#pushedAt.set(purge.sequence, now);
+    // Remembered for the ack latency of the recent purges only.
+    while (this.#pushedAt.size > PUSHED_AT_KEPT) this.#pushedAt.delete(this.#pushedAt.keys().next().value!);
     const first = added[0]!.sequence;
     const last = added.at(-1)!.sequence;
     let written = 0;

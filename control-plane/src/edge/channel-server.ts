@@ -20,6 +20,7 @@ import type { HealthServices } from '../health/routes.ts';
 import type { CdnServices } from '../cdn/services.ts';
 import { ConfigFeed } from './channel-config.ts';
 import { ChannelContext } from './channel-feed.ts';
+import { ChannelMetrics } from './channel-metrics.ts';
 import { ChannelHub } from './channel-hub.ts';
 import { LogDrainFeed } from './channel-log-drains.ts';
 import { OriginHealthFeed } from './channel-origin-health.ts';
@@ -33,6 +34,7 @@ import { ONLINE, originHealthReading, propagation } from './nodes-service.ts';
 import type { EdgeChannel, EdgeServices } from './services.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
 
 /** Pending connections the kernel queues while the process accepts (Node's default is 511). */
 const LISTEN_BACKLOG = 4_096;
@@ -50,6 +52,8 @@ const SERVER_OPTIONS: grpc.ServerOptions = {
 export interface ChannelStart {
   services: Pick<EdgeServices, 'edgeFleet' | 'edgeChannel'> & Pick<HealthServices, 'edgeConfigHealth'> & Pick<CdnServices, 'cdnOriginHealth' | 'cdnPurgeTargets' | 'cdnShieldRegions'>;
   close: () => Promise<void>;
+  /** Registers the channel's metrics on the control plane's /metrics registry. */
+  metrics: (registry: Registry) => void;
 }
 
 function credentials(certFile: string | undefined, keyFile: string | undefined): grpc.ServerCredentials {
@@ -58,24 +62,27 @@ function credentials(certFile: string | undefined, keyFile: string | undefined):
 }
 
 /** The session layer with its feeds and writer. */
-function channelHub(services: EdgeServices, log: Logger, em: () => EntityManager): ChannelHub {
+function channelHub(services: EdgeServices, log: Logger, em: () => EntityManager): { hub: ChannelHub; metrics: ChannelMetrics } {
   const replicaId = `${os.hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
-  const context = new ChannelContext({ em, clock: services.clock, log, writer: new ChannelWriter({ em, clock: services.clock, log, replicaId }) });
+  let hub: ChannelHub | null = null;
+  const metrics = new ChannelMetrics(() => hub?.streamCount ?? 0);
+  const context = new ChannelContext({ em, clock: services.clock, log, writer: new ChannelWriter({ em, clock: services.clock, log, replicaId }), metrics });
   // The seams are read when used: the services that provide them may start after the channel, and tests replace them.
   const source = () => (services as Partial<EdgeServices>).edgeConfig;
   const feeds = [new ConfigFeed(context, source), new PurgeFeed(context, { timeoutMs: services.config.EDGE_PURGE_TIMEOUT_MS }), new PrefetchFeed(context, source), new OriginHealthFeed(context), new LogDrainFeed(context),
     new TrafficFeed(context, () => (services as Partial<EdgeServices & AnalyticsServices>).trafficRollups, services.config.EDGE_TRAFFIC_REPORT_INTERVAL_MS)];
-  return new ChannelHub({
+  hub = new ChannelHub({
     context, store: services.store, config: services.config, feeds, replicaId,
     tokens: () => (services as Partial<EdgeServices>).edgeAgentTokens,
   });
+  return { hub, metrics };
 }
 
 export async function startChannel(services: EdgeServices): Promise<ChannelStart> {
   const { config } = services;
   const log = services.log.child({ component: 'edge-channel' });
   const em = () => services.db.orm.em.fork() as EntityManager;
-  const hub = channelHub(services, log, em);
+  const { hub, metrics } = channelHub(services, log, em);
   hub.start();
 
   const server = new grpc.Server(SERVER_OPTIONS);
@@ -115,6 +122,7 @@ export async function startChannel(services: EdgeServices): Promise<ChannelStart
       // The shield regions are the regions the edge nodes report (any status: a region whose nodes are all down is still one).
       cdnShieldRegions: async () => (await em().execute<{ region: string }[]>(`select distinct region from cdn_edge_node order by region`)).map((r) => r.region),
     },
+    metrics: (registry) => metrics.register(registry),
     async close() {
       closing = true;
       health.setStatus('', 'NOT_SERVING');

@@ -13,6 +13,7 @@ import { RESPONSE_TIME_BUCKETS_MS } from '../../../shared/src/metrics/buckets.ts
 import type { MinuteRollup, RollupStore, TrafficReportInput } from '../cdn-analytics/rollup-store.ts';
 import { MINUTE } from '../core/clock.ts';
 import { UUID, safeNumber, type ChannelContext, type Feed, type WelcomeFields } from './channel-feed.ts';
+import type { ChannelMetrics } from './channel-metrics.ts';
 import type { AgentStream } from './channel-stream.ts';
 import type { ChannelWriter, PartBatch, WriterPart } from './channel-writer.ts';
 
@@ -63,11 +64,13 @@ export function rollupOf(r: TrafficRollupMessage, nowMs: number): MinuteRollup |
 /** Reports buffered until the heartbeat-rate flush, then stored and confirmed. */
 class ReportBuffer implements WriterPart {
   readonly #writer: ChannelWriter;
+  readonly #metrics: ChannelMetrics;
   readonly #store: () => RollupStore | undefined;
   #reports: { report: TrafficReportInput; stream: AgentStream }[] = [];
 
   constructor(context: ChannelContext, store: () => RollupStore | undefined) {
     this.#writer = context.writer;
+    this.#metrics = context.metrics;
     this.#store = store;
     context.writer.add(this);
   }
@@ -92,7 +95,9 @@ class ReportBuffer implements WriterPart {
     this.#reports = [];
     return {
       write: async (em, now) => {
-        const stored = new Set(await store.ingest(em, taken.map((t) => t.report), now));
+        const result = await store.ingest(em, taken.map((t) => t.report), now);
+        this.#metrics.reports(result.fresh, taken.length - result.fresh, result.rollups);
+        const stored = new Set(result.confirmed);
         const byStream = new Map<AgentStream, string[]>();
         for (const t of taken) {
           if (!stored.has(t.report.report_id)) continue;

@@ -33,6 +33,7 @@ export const edge = {
     const channel = await startChannel(services);
     return {
       services: { ...agentTokens.services, ...config.services, ...channel.services },
+      metrics: channel.metrics,
       async close() {
         await channel.close();
         await config.close();
