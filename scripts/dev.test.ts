@@ -1,12 +1,14 @@
 // `npm start` as a newcomer runs it: flags through npm, a fresh data
 // directory, every URL and command it prints tried as printed (the edge agent
-// connected over the control channel: the demo endpoint's cache, the edge
+// connected over the control channel: the demo endpoint's cache, over HTTPS too, the edge
 // nodes list), the e-mailed verification link opened, and SIGTERM to the npm
 // process stopping everything; then a second start on the same directory
 // after the agent's token was revoked (the demo endpoint reused, a new token).
 import t from 'tap';
 import fs from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -67,9 +69,9 @@ function refused(port: number): Promise<boolean> {
 t.test('npm start with flags on a fresh data directory: every printed URL and command works, the verify link too, and SIGTERM to npm stops every child', async (t) => {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'sp-start-'));
   t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
-  const [port, agentPort, metricsPort, grpcPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  const [port, agentPort, metricsPort, grpcPort, httpsPort] = [await freePort(), await freePort(), await freePort(), await freePort(), await freePort()];
   const env = { ...embeddedEnv(dataDir), DATA_DIR: '', LOG_LEVEL: '' };
-  const args = ['start', '--', '--port', String(port), '--http-port', String(agentPort), '--metrics-port', String(metricsPort), '--grpc-port', String(grpcPort), '--data-dir', dataDir];
+  const args = ['start', '--', '--port', String(port), '--http-port', String(agentPort), '--metrics-port', String(metricsPort), '--grpc-port', String(grpcPort), '--https-port', String(httpsPort), '--data-dir', dataDir];
   const start = startProcess(t, 'npm', args, env);
   await start.waitForLine(/^Ctrl-C stops both processes\.$/);
   const printed = start.stdout().slice(start.stdout().indexOf('Ready.'));
@@ -96,6 +98,22 @@ t.test('npm start with flags on a fresh data directory: every printed URL and co
   const demo = parseCurl(/curl -sI .*\.css/.exec(printed)![0]);
   t.equal((await request(demo)).headers['x-cache-status'], 'MISS');
   t.equal((await request(demo)).headers['x-cache-status'], 'HIT');
+
+  // The demo endpoint over HTTPS, as printed: the certificate (*.cdn.localhost from the internal CA) verified against the printed CA file.
+  const httpsLine = /Over HTTPS\s+(curl .*)/.exec(printed)![1]!;
+  const caFile = /--cacert (\S+)/.exec(httpsLine)![1]!;
+  const httpsUrl = new URL(/https:\/\/\S+/.exec(httpsLine)![0]);
+  t.equal(httpsUrl.port, String(httpsPort), 'the --https-port flag reached the agent');
+  const overTls = await new Promise<{ status: number; cache: unknown; authorized: boolean }>((resolve, reject) => {
+    https.request(httpsUrl, {
+      method: 'HEAD', ca: readFileSync(caFile), lookup: (_h, _o, cb: (e: null, a: { address: string; family: number }[]) => void) => cb(null, [{ address: '127.0.0.1', family: 4 }]),
+    }, (res) => {
+      res.resume();
+      resolve({ status: res.statusCode!, cache: res.headers['x-cache-status'], authorized: (res.socket as import('node:tls').TLSSocket).authorized });
+    }).on('error', reject).end();
+  });
+  t.same({ status: overTls.status, authorized: overTls.authorized }, { status: 200, authorized: true }, 'served over HTTPS, the certificate trusted through the printed CA');
+  t.match(overTls.cache, /^(MISS|HIT)$/, 'through the edge cache');
 
   // The first superadmin's credentials, and the printed login command works with them.
   const email = /^\s+e-mail\s+(\S+)$/m.exec(printed)?.[1];

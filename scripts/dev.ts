@@ -20,7 +20,7 @@ import type { Command } from '../control-plane/src/db/command-channel.ts';
 import { YOUNG_GENERATION_FLAG } from '../control-plane/src/heap-tuning.ts';
 
 // The agent's settings that make sense here (its DATA_DIR is DATA_DIR/agent, its LOG_LEVEL and HOST are shared).
-const agentVariables = ['HTTP_PORT', 'METRICS_PORT', 'CACHE_MEMORY_BYTES', 'CACHE_DISK_BYTES', 'CACHE_MAX_OBJECT_BYTES', 'REGION'];
+const agentVariables = ['HTTP_PORT', 'HTTPS_PORT', 'METRICS_PORT', 'CACHE_MEMORY_BYTES', 'CACHE_DISK_BYTES', 'CACHE_MAX_OBJECT_BYTES', 'REGION'];
 
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
   console.log(`Usage: npm start [-- --flag value ...]
@@ -44,6 +44,7 @@ try {
 const dataDir = config.dataDir;
 const port = config.PORT;
 const agentPort = Number(env.HTTP_PORT ?? 8090);
+const agentHttpsPort = Number(env.HTTPS_PORT ?? 8443);
 const agentMetricsPort = Number(env.METRICS_PORT ?? 9091);
 // Without --grpc-port, the control channel listens next to the HTTP port (8081 beside the default 8080), so
 // two npm start on different --port values do not both want the default gRPC port.
@@ -144,12 +145,13 @@ console.log(`Starting the control plane (data in ${dataDir}; the first start ini
 const commandModules = Promise.all([
   import('../control-plane/src/capabilities.ts'), import('../control-plane/src/db/command-channel.ts'),
   import('../control-plane/src/edge/agent-token-command.ts'), import('../control-plane/src/edge/demo-endpoint-command.ts'),
+  import('../control-plane/src/cdn/edge-certificate-command.ts'),
 ]);
 const controlPlane = start('control-plane', 'control-plane/src/main.ts', [YOUNG_GENERATION_FLAG], {
   DATA_DIR: dataDir, PORT: String(port), GRPC_PORT: String(grpcPort), LOG_LEVEL: logLevel,
 });
 await waitFor(`http://127.0.0.1:${port}/healthz`, 'the control plane', controlPlane);
-const [{ entities }, { runCommand }, { agentTokenCommand }, { demoEndpointCommand }] = await commandModules;
+const [{ entities }, { runCommand }, { agentTokenCommand }, { demoEndpointCommand }, { edgeCertificateCommand }] = await commandModules;
 
 /**
  * Runs one of the control plane's commands as its CLI would: through the
@@ -187,6 +189,18 @@ async function issueAgentToken(): Promise<string> {
   await fs.chmod(tokenFile, 0o600);
   return token;
 }
+// The agent's default certificate, *.CDN_DOMAIN from the control plane's internal CA (issued anew at each start, 90 days),
+// in DATA_DIR/agent/tls: cdn.pem (chain), cdn.key (0600), ca.pem (the CA to trust, e.g. curl --cacert).
+const tlsDir = path.join(agentDir, 'tls');
+await fs.mkdir(tlsDir, { recursive: true, mode: 0o700 });
+const issued = JSON.parse(await controlPlaneCommand(edgeCertificateCommand, {})) as { certificate_pem: string; private_key_pem: string; ca_pem: string };
+const tlsFiles = { cert: path.join(tlsDir, 'cdn.pem'), key: path.join(tlsDir, 'cdn.key'), ca: path.join(tlsDir, 'ca.pem') };
+for (const [file, content, mode] of [[tlsFiles.key, issued.private_key_pem, 0o600], [tlsFiles.cert, issued.certificate_pem, 0o644], [tlsFiles.ca, issued.ca_pem, 0o644]] as const) {
+  const partial = `${file}.${process.pid}`;
+  await fs.writeFile(partial, content, { mode });
+  await fs.rename(partial, file);
+}
+
 let agentToken = (await fs.readFile(tokenFile, 'utf8').catch(() => '')).trim();
 let tokenIssued = false;
 if (!agentToken) {
@@ -203,7 +217,8 @@ function startAgent(token: string, retryOnRefusal: boolean): { child: ChildProce
   let settle: (outcome: 'ready' | 'refused') => void = () => {};
   const ready = new Promise<'ready' | 'refused'>((resolve) => (settle = resolve));
   const child = start('edge-agent', 'edge-agent/src/main.ts', [], {
-    DATA_DIR: agentDir, HTTP_PORT: String(agentPort), METRICS_PORT: String(agentMetricsPort), LOG_LEVEL: agentLogLevel,
+    DATA_DIR: agentDir, HTTP_PORT: String(agentPort), HTTPS_PORT: String(agentHttpsPort), METRICS_PORT: String(agentMetricsPort), LOG_LEVEL: agentLogLevel,
+    TLS_CERT_FILE: tlsFiles.cert, TLS_KEY_FILE: tlsFiles.key,
     CONTROL_PLANE_URL: `grpc://127.0.0.1:${grpcPort}`, AGENT_TOKEN: token,
   }, (entry) => {
     if (entry.msg?.startsWith('the control plane refused the agent token')) {
@@ -274,6 +289,10 @@ function edgeNodes(): string {
 const demoUrl = demoHostname.endsWith('.localhost')
   ? `http://${demoHostname}:${agentPort}/`
   : `curl -s -H 'Host: ${demoHostname}' http://localhost:${agentPort}/`;
+// Over HTTPS the name must be in the URL (SNI picks the certificate): *.localhost resolves to loopback, another domain needs --resolve.
+const httpsDemo = demoHostname.endsWith('.localhost')
+  ? `curl -sI --cacert ${tlsFiles.ca} https://${demoHostname}:${agentHttpsPort}/docs/swagger-ui.css`
+  : `curl -sI --cacert ${tlsFiles.ca} --resolve ${demoHostname}:${agentHttpsPort}:127.0.0.1 https://${demoHostname}:${agentHttpsPort}/docs/swagger-ui.css`;
 const defaultDataDir = path.resolve('.data') === dataDir;
 const sameData = defaultDataDir ? '' : ` --data-dir ${JSON.stringify(dataDir)}`;
 const outbox = config.SMTP_URL ? 'is sent through SMTP_URL' : `is written to ${path.join(dataDir, 'outbox')}`;
@@ -286,6 +305,8 @@ Ready.
     Control channel  grpc://127.0.0.1:${grpcPort}   (the edge agent's token: ${tokenFile}${tokenIssued ? ', issued now' : ''})
   Edge agent         ${demoUrl}   (the demo endpoint, caching this control plane; configuration version ${activeVersion})
     Cache demo       curl -sI -H 'Host: ${demoHostname}' http://localhost:${agentPort}/docs/swagger-ui.css   (run twice: MISS, then HIT)
+    Over HTTPS       ${httpsDemo}
+                     (the certificate is *.${config.CDN_DOMAIN} from the control plane's internal CA: ${tlsFiles.ca})
     Health, metrics  http://localhost:${agentMetricsPort}/healthz   http://localhost:${agentMetricsPort}/metrics
 ${edgeNodes()}
 ${firstAdmin()}

@@ -2,7 +2,7 @@
 // for control plane + edge agent together).
 //
 // On the embedded database this process owns the data directory: it holds its
-// lock while it runs and runs commands (admin:create, migrate, agent-token, edge:demo-endpoint) for other
+// lock while it runs and runs commands (admin:create, migrate, agent-token, edge:demo-endpoint, cdn:edge-certificate) for other
 // processes on its command socket. On an empty database it creates the first
 // superadmin and prints the credentials once, on stdout (never into the log).
 import { createAdminCommand, ensureFirstSuperadmin } from './admin/create-admin.ts';
@@ -16,13 +16,14 @@ import { EmbeddedDatabaseError } from './db/embedded-postgres.ts';
 import { migrateCommand } from './db/migrate-cli.ts';
 import { agentTokenCommand } from './edge/agent-token-command.ts';
 import { demoEndpointCommand } from './edge/demo-endpoint-command.ts';
+import { edgeCertificateCommand } from './cdn/edge-certificate-command.ts';
 import { openDatabase, type Database } from './db/orm.ts';
 import { createLogger } from './http/logger.ts';
 import { tuneHeap, YOUNG_GENERATION_FLAG, youngGenerationCapped } from './heap-tuning.ts';
 import { startControlPlane } from './server.ts';
 
 /** Commands other processes may run through this one while it owns the embedded database. */
-const commands = [createAdminCommand, migrateCommand, agentTokenCommand, demoEndpointCommand];
+const commands = [createAdminCommand, migrateCommand, agentTokenCommand, demoEndpointCommand, edgeCertificateCommand];
 
 // A long-running server: full collections come sooner than V8's default (heap-tuning.ts).
 tuneHeap();

@@ -101,6 +101,35 @@ async function loadOrCreateCa(rc: RequestContext, box: SecretBox, now: Date): Pr
   return { cert: new x509.X509Certificate(row.certificate_pem), key: await importKeyPem(box.openString(row.private_key_sealed, CA_AAD)) };
 }
 
+/** A certificate of the internal CA for `names` (the first is the subject; all are DNS names, `*.zone` wildcards allowed). */
+export async function issueFromInternalCa(rc: RequestContext, box: SecretBox, names: readonly string[], now: Date): Promise<IssuedCertificate & { caPem: string }> {
+  const ca = await loadOrCreateCa(rc, box, now);
+  const x509 = await x509Module();
+  const keys = await webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify']);
+  const expiresAt = new Date(now.getTime() + LEAF_LIFETIME_MS);
+  const leaf = await x509.X509CertificateGenerator.create({
+    serialNumber: serial(), subject: `CN=${names[0]}`, issuer: ca.cert.subject, notBefore: new Date(now.getTime() - 60_000), notAfter: expiresAt,
+    publicKey: keys.publicKey, signingKey: ca.key, signingAlgorithm: ALGORITHM,
+    extensions: [
+      new x509.BasicConstraintsExtension(false, undefined, true),
+      new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+      new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
+      new x509.SubjectAlternativeNameExtension(names.map((value) => ({ type: 'dns' as const, value }))),
+      await x509.AuthorityKeyIdentifierExtension.create(ca.cert, false, webcrypto),
+    ],
+  }, webcrypto);
+  const parsed = new X509Certificate(leaf.toString('pem'));
+  const caPem = new X509Certificate(ca.cert.toString('pem')).toString();
+  return {
+    chainPem: parsed.toString() + caPem,
+    keyPem: await exportKeyPem(keys.privateKey),
+    expiresAt: parsed.validToDate,
+    fingerprint: parsed.fingerprint256,
+    issuer: 'internal_ca',
+    caPem,
+  };
+}
+
 export function internalCaIssuer(box: SecretBox): CertificateIssuer {
   return {
     kind: 'internal_ca',
@@ -108,29 +137,8 @@ export function internalCaIssuer(box: SecretBox): CertificateIssuer {
     startValidation: async () => ({ value: randomBytes(32).toString('base64url'), order: null, ready: false }),
     revoke: async () => {},
     async issue(rc, hostname, now) {
-      const ca = await loadOrCreateCa(rc, box, now);
-      const x509 = await x509Module();
-      const keys = await webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify']);
-      const expiresAt = new Date(now.getTime() + LEAF_LIFETIME_MS);
-      const leaf = await x509.X509CertificateGenerator.create({
-        serialNumber: serial(), subject: `CN=${hostname}`, issuer: ca.cert.subject, notBefore: new Date(now.getTime() - 60_000), notAfter: expiresAt,
-        publicKey: keys.publicKey, signingKey: ca.key, signingAlgorithm: ALGORITHM,
-        extensions: [
-          new x509.BasicConstraintsExtension(false, undefined, true),
-          new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
-          new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
-          new x509.SubjectAlternativeNameExtension([{ type: 'dns', value: hostname }]),
-          await x509.AuthorityKeyIdentifierExtension.create(ca.cert, false, webcrypto),
-        ],
-      }, webcrypto);
-      const parsed = new X509Certificate(leaf.toString('pem'));
-      return {
-        chainPem: parsed.toString() + new X509Certificate(ca.cert.toString('pem')).toString(),
-        keyPem: await exportKeyPem(keys.privateKey),
-        expiresAt: parsed.validToDate,
-        fingerprint: parsed.fingerprint256,
-        issuer: 'internal_ca',
-      };
+      const { caPem: _, ...issued } = await issueFromInternalCa(rc, box, [hostname], now);
+      return issued;
     },
   };
 }
