@@ -10,6 +10,7 @@ import { Agent as UndiciAgent } from 'undici';
 import { parseConfigSnapshot, type ConfigSnapshot } from '../../shared/src/config/snapshot.ts';
 import { normalizePath } from '../../shared/src/match/path.ts';
 import { ConfigStore } from './control/config-store.ts';
+import { SealError, type StateKey } from './control/sealing.ts';
 import {
   ConfigRefusedError, type ConfigPushResult, type ControlledAgent, type HealthReport, type PrefetchResult, type PurgeCommand,
 } from './control/controlled-agent.ts';
@@ -36,6 +37,8 @@ export interface EdgeAgentOptions {
   logger?: Logger;
   /** Write applied snapshots and purge sequences to dataDir (default true). */
   persist?: boolean;
+  /** Seals the configuration written to dataDir (control/sealing.ts; the agent process derives it from AGENT_TOKEN). */
+  stateKey?: StateKey | null;
   /** Start origin health probes (default true). */
   healthProbes?: boolean;
   /** Time a viewer has to send the request head (default 20 s). */
@@ -116,7 +119,9 @@ export class EdgeAgent implements ControlledAgent {
   constructor(options: EdgeAgentOptions) {
     this.logger = options.logger ?? pino({ level: 'silent' });
     const persist = options.persist ?? true;
-    this.configStore = persist ? new ConfigStore(options.dataDir, (err) => this.logger.error({ err: err.message }, 'persisting the configuration failed; the previous one stays on disk')) : null;
+    this.configStore = persist
+      ? new ConfigStore(options.dataDir, (err) => this.logger.error({ err: err.message }, 'persisting the configuration failed; the previous one stays on disk'), options.stateKey ?? null)
+      : null;
     this.healthProbes = options.healthProbes ?? true;
     this.maxEndpoints = options.maxEndpoints ?? 0;
     this.cacheWhenDisconnected = options.cacheWhenDisconnected ?? 'revalidate';
@@ -216,7 +221,8 @@ export class EdgeAgent implements ControlledAgent {
     try {
       state = this.configStore?.load();
     } catch (err) {
-      this.logger.error({ err: (err as Error).message }, 'persisted configuration is damaged; starting without one');
+      if (err instanceof SealError) this.logger.warn({ err: err.message }, 'the persisted configuration cannot be opened with this agent token; starting without it until the control plane sends one');
+      else this.logger.error({ err: (err as Error).message }, 'persisted configuration is damaged; starting without one');
       return 0;
     }
     if (!state) return 0;
@@ -228,9 +234,10 @@ export class EdgeAgent implements ControlledAgent {
           version: config.version, full: true, baseVersion: 0, resources: config.resources,
           removed: [], digest: config.digest, resourceCount: config.resources.length,
         });
-        // The bodies are on disk already.
-        for (const r of staged.resources.values()) r.body = null;
-        this.install({ ...staged, source: config.source }, compileRoutingTable(staged.snapshot), false);
+        // The bodies are on disk already (unless found in clear: then they are written again, sealed).
+        if (!config.needsReseal) for (const r of staged.resources.values()) r.body = null;
+        this.install({ ...staged, source: config.source }, compileRoutingTable(staged.snapshot), config.needsReseal);
+        if (config.needsReseal) this.logger.info({ version: config.version }, 'the persisted configuration was stored in clear: sealing it');
         return config.version;
       }
       if (state.legacy !== null) {

@@ -12,6 +12,7 @@ import { EdgeAgent } from './agent.ts';
 import { ConfigError, loadConfig, type AgentConfig } from './config.ts';
 import { ControlClient, readCaFile } from './control/control-client.ts';
 import { agentVersion, loadOrCreateNodeId } from './control/node-identity.ts';
+import { StateKey } from './control/sealing.ts';
 import { trustedProxy } from './policy/client-address.ts';
 import { readCertificateFiles } from './tls/certificates.ts';
 
@@ -35,6 +36,10 @@ const logger = pino({
 
 const agent = new EdgeAgent({
   dataDir: config.DATA_DIR,
+  // The configuration kept in DATA_DIR is sealed with a key derived from the agent token, which is not stored beside it.
+  // From a config file nothing is kept (the file is read at every start).
+  persist: config.AGENT_TOKEN !== undefined,
+  stateKey: config.AGENT_TOKEN === undefined ? null : StateKey.fromAgentToken(config.AGENT_TOKEN),
   memoryBytes: config.CACHE_MEMORY_BYTES,
   diskBytes: config.CACHE_DISK_BYTES,
   maxObjectBytes: config.CACHE_MAX_OBJECT_BYTES,

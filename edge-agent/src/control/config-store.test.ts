@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { configDigest, encodeResource } from '../../../shared/src/config/resources.ts';
 import { ConfigStore, type ConfigState } from './config-store.ts';
 import type { HeldResource } from './resource-set.ts';
+import { SealError, StateKey } from './sealing.ts';
 
 function held(id: string, tag: string, version = 1): HeldResource {
   const r = encodeResource('endpoint', { id, tag } as never);
@@ -93,4 +94,41 @@ t.test('purge sequence alone, and the single-file snapshot of earlier agents', a
   writeFileSync(join(dir, 'config-snapshot.json'), JSON.stringify({ version: 3, snapshot: { version: 3, endpoints: [] } }));
   t.same(new ConfigStore(dir).load()?.legacy, { version: 3, snapshot: { version: 3, endpoints: [] } });
   t.match(readFileSync(join(dir, 'purge-sequence.json'), 'utf8'), '"sequence":42');
+});
+
+t.test('sealed: no body or manifest in clear, names are not the bodies\' digests, another key cannot open them', async (t) => {
+  const dir = tmp(t);
+  const key = StateKey.fromAgentToken('agt_config_store_test_token_0123');
+  const store = new ConfigStore(dir, () => {}, key);
+  const a = held('a', 'secret-value-a');
+  await store.saveConfig(() => state(3, [a]));
+  const files = bodies(dir);
+  t.same(files, [`${key.name(a.sha256)}.json`], 'named by an HMAC of the digest');
+  for (const f of [join(dir, 'config', 'manifest.json'), join(dir, 'config', 'resources', files[0]!)]) {
+    const text = readFileSync(f).toString('latin1');
+    t.notMatch(text, 'secret-value-a');
+    t.notMatch(text, a.sha256);
+  }
+  const loaded = new ConfigStore(dir, () => {}, key).load();
+  t.equal(loaded?.config?.version, 3);
+  t.equal(loaded?.config?.needsReseal, false);
+  t.same(loaded?.config?.resources.map((r) => r.body.toString()), ['{"id":"a","tag":"secret-value-a"}']);
+  t.throws(() => new ConfigStore(dir, () => {}, StateKey.fromAgentToken('agt_another_token_abcdefghijklm')).load(), SealError, 'another token\'s key');
+  t.throws(() => new ConfigStore(dir).load(), /sealed and this agent has no key/);
+});
+
+t.test('a configuration stored in clear is read once and said to need sealing; written again, the clear files are gone', async (t) => {
+  const dir = tmp(t);
+  const a = held('a', 'clear');
+  await new ConfigStore(dir).saveConfig(() => state(1, [a]));
+  writeFileSync(join(dir, 'config-snapshot.json'), '{"version":1,"snapshot":{}}');
+  const key = StateKey.fromAgentToken('agt_config_store_test_token_0123');
+  const store = new ConfigStore(dir, () => {}, key);
+  const loaded = store.load();
+  t.equal(loaded?.config?.needsReseal, true);
+  const again = held('a', 'clear');
+  await store.saveConfig(() => state(1, [again]));
+  t.same(bodies(dir), [`${key.name(a.sha256)}.json`], 'only the sealed body is left');
+  t.notOk(existsSync(join(dir, 'config-snapshot.json')), 'the legacy single-file snapshot is gone too');
+  t.equal(new ConfigStore(dir, () => {}, key).load()?.config?.needsReseal, false);
 });

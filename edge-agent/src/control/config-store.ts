@@ -16,11 +16,17 @@
 // Configuration writes are asynchronous (the control client acknowledges as
 // soon as a configuration is live) and coalesced: while one write runs, later
 // states replace each other and only the newest is written next.
+//
+// With a state key (sealing.ts; the agent process always has one) the manifest
+// and every body are sealed, and a body's file is named by an HMAC of its
+// sha256 instead of the sha256 itself. A clear layout found at load (an agent
+// from before sealing) is read once and rewritten sealed (needsReseal).
 import { mkdirSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { rename, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ConfigDigest, sha256Hex } from '../../../shared/src/config/resources.ts';
 import type { ConfigSource, HeldResource } from './resource-set.ts';
+import { isSealed, type StateKey } from './sealing.ts';
 
 export interface PersistedResource {
   key: string;
@@ -34,6 +40,8 @@ export interface PersistedConfig {
   source: ConfigSource;
   digest: string;
   resources: PersistedResource[];
+  /** Found in clear while the store seals: write it again (the bodies must be kept in memory until then). */
+  needsReseal: boolean;
 }
 
 /** The legacy single-file snapshot (agents before the resource layout). */
@@ -76,13 +84,16 @@ export class ConfigStore {
   private readonly dir: string;
   private readonly configDir: string;
   private readonly resourceDir: string;
-  /** Bodies known to be on disk (named by the last manifest written or loaded). */
+  /** Body files known to be on disk, by file name without .json (named by the last manifest written or loaded). */
   private onDisk = new Set<string>();
+  private readonly key: StateKey | null;
   private pending: (() => ConfigState) | null = null;
   private writing: Promise<void> | null = null;
   private readonly onError: (err: Error) => void;
 
-  constructor(dataDir: string, onError: (err: Error) => void = () => {}) {
+  /** key: seals what is written (null: clear files, for tests of the layout only: the agent process always passes one). */
+  constructor(dataDir: string, onError: (err: Error) => void = () => {}, key: StateKey | null = null) {
+    this.key = key;
     this.dir = dataDir;
     this.configDir = join(dataDir, 'config');
     this.resourceDir = join(this.configDir, 'resources');
@@ -131,24 +142,33 @@ export class ConfigStore {
     }
   }
 
+  /** A body's file name (without .json): its sha256, or an HMAC of it when sealed. */
+  private fileName(sha256: string): string {
+    return this.key === null ? sha256 : this.key.name(sha256);
+  }
+
   private async write(state: ConfigState): Promise<void> {
     const manifest: Manifest = { version: state.version, source: state.source, digest: state.digest, resources: [] };
     const written: HeldResource[] = [];
     const keep = new Set<string>();
     for (const r of state.resources) {
       manifest.resources.push([r.key, r.version, r.sha256]);
-      if (keep.has(r.sha256)) continue;
-      keep.add(r.sha256);
-      if (this.onDisk.has(r.sha256)) continue;
+      const name = this.fileName(r.sha256);
+      if (keep.has(name)) continue;
+      keep.add(name);
+      if (this.onDisk.has(name)) continue;
       if (r.body === null) throw new Error(`configuration not persisted: the body of ${r.key} is neither on disk nor in memory`);
-      await this.atomicWrite(join(this.resourceDir, `${r.sha256}.json`), r.body);
+      await this.atomicWrite(join(this.resourceDir, `${name}.json`), this.key === null ? r.body : this.key.seal(r.body, `resource ${r.sha256}`));
       written.push(r);
     }
-    await this.atomicWrite(join(this.configDir, 'manifest.json'), JSON.stringify(manifest));
+    const text = JSON.stringify(manifest);
+    await this.atomicWrite(join(this.configDir, 'manifest.json'), this.key === null ? text : this.key.seal(Buffer.from(text), 'manifest'));
+    // The single-file snapshot of agents before the resource layout, in clear: gone once its configuration is written.
+    await unlink(join(this.dir, 'config-snapshot.json')).catch(() => {});
     const before = this.onDisk;
     this.onDisk = keep;
     for (const r of written) r.body = null;
-    for (const sha of before) if (!keep.has(sha)) await unlink(join(this.resourceDir, `${sha}.json`)).catch(() => {});
+    for (const name of before) if (!keep.has(name)) await unlink(join(this.resourceDir, `${name}.json`)).catch(() => {});
   }
 
   load(): PersistedState | null {
@@ -173,29 +193,34 @@ export class ConfigStore {
 
   /** The persisted configuration; null when there is none. Throws when it is there but damaged. */
   private loadConfig(): PersistedConfig | null {
-    let text: string;
+    let raw: Buffer;
     try {
-      text = readFileSync(join(this.configDir, 'manifest.json'), 'utf8');
+      raw = readFileSync(join(this.configDir, 'manifest.json'));
     } catch {
       return null;
     }
-    const manifest = JSON.parse(text) as Manifest;
+    const sealed = isSealed(raw);
+    if (sealed && this.key === null) throw new Error('config/manifest.json is sealed and this agent has no key to open it');
+    // Throws SealError when sealed with another key (a changed agent token).
+    const manifest = JSON.parse((sealed ? this.key!.open(raw, 'manifest') : raw).toString('utf8')) as Manifest;
     if (!Number.isSafeInteger(manifest.version) || !Array.isArray(manifest.resources)) throw new Error('config/manifest.json is malformed');
     const digest = new ConfigDigest();
     const resources: PersistedResource[] = [];
     const present = new Set<string>();
     for (const [key, version, sha256] of manifest.resources) {
       if (typeof key !== 'string' || !SHA.test(sha256)) throw new Error('config/manifest.json is malformed');
-      const body = readFileSync(join(this.resourceDir, `${sha256}.json`));
-      if (sha256Hex(body) !== sha256) throw new Error(`config/resources/${sha256}.json does not match its sha256`);
+      const name = sealed ? this.key!.name(sha256) : sha256;
+      const file = readFileSync(join(this.resourceDir, `${name}.json`));
+      const body = sealed ? this.key!.open(file, `resource ${sha256}`) : file;
+      if (sha256Hex(body) !== sha256) throw new Error(`config/resources/${name}.json does not match its sha256`);
       digest.toggle(key, sha256);
-      present.add(sha256);
+      present.add(name);
       resources.push({ key, version, sha256, body });
     }
     if (digest.hex() !== manifest.digest) throw new Error('config/manifest.json: the resources do not match its digest');
     this.onDisk = present;
     this.collectStrays(present);
-    return { version: manifest.version, source: manifest.source, digest: manifest.digest, resources };
+    return { version: manifest.version, source: manifest.source, digest: manifest.digest, resources, needsReseal: !sealed && this.key !== null };
   }
 
   /** Bodies left by a write that crashed before its manifest (or before its clean-up). */
