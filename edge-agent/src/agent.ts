@@ -497,15 +497,31 @@ export class EdgeAgent implements ControlledAgent {
 
   async listen(port: number, host = '0.0.0.0'): Promise<AddressInfo> {
     const server = this.ensureHttpServer();
-    await new Promise<void>((resolve, reject) => {
+    const address = await this.dualStack(host, (h, extra) => new Promise<AddressInfo>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(port, host, () => {
+      server.listen({ port, host: h, ...extra }, () => {
         server.off('error', reject);
-        resolve();
+        resolve(server.address() as AddressInfo);
       });
-    });
+    }));
     this.plaintextListening = true;
-    return server.address() as AddressInfo;
+    return address;
+  }
+
+  /**
+   * Listens on `host`; `::` is dual-stack (IPv6 and IPv4 on one socket, whatever the system's default), and
+   * falls back to IPv4 alone on a host without IPv6.
+   */
+  private async dualStack(host: string, listen: (host: string, extra: { ipv6Only?: boolean }) => Promise<AddressInfo>): Promise<AddressInfo> {
+    if (host !== '::') return listen(host, {});
+    try {
+      return await listen('::', { ipv6Only: false });
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'EAFNOSUPPORT' && code !== 'EADDRNOTAVAIL') throw err;
+      this.logger.warn({ err: (err as Error).message }, 'no IPv6 on this host: listening on IPv4 only');
+      return listen('0.0.0.0', {});
+    }
   }
 
   /**
@@ -521,7 +537,7 @@ export class EdgeAgent implements ControlledAgent {
       logger: this.logger,
       onHandshakeFailure: (reason) => this.metrics.tlsHandshakeFailures.inc({ reason }),
     });
-    const address = await listener.listen(port, host);
+    const address = await this.dualStack(host, (h, extra) => listener.listen(port, h, extra));
     this.httpsListener = listener;
     this.httpsPublicPort ??= address.port;
     return address;

@@ -22,7 +22,9 @@ const schema = z.object({
   // The HTTPS port viewers reach when a port mapping sits in front of the agent (redirects to HTTPS name it); default HTTPS_PORT.
   HTTPS_PUBLIC_PORT: z.coerce.number().int().min(1).max(65535).optional(),
   METRICS_PORT: port.default(9091),
-  HOST: z.string().min(1).default('0.0.0.0'),
+  // Where the data plane listens: `::` (the default) is dual-stack, IPv6 and IPv4 on one socket (IPv4 only where the
+  // host has no IPv6); `0.0.0.0` IPv4 only; an address, that address only.
+  HOST: z.string().min(1).default('::'),
   METRICS_HOST: z.string().min(1).default('0.0.0.0'),
   DATA_DIR: z.string().min(1).default('./.data/agent'),
   CACHE_MEMORY_BYTES: bytes.default(256 * MiB),

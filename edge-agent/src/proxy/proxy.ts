@@ -121,6 +121,10 @@ export class Proxy {
       // Another name's certificate or TLS settings apply to this host: the viewer must open a connection for it.
       return this.exit.refuse(ex, 421, 'This connection was not made for this host\n');
     }
+    if (!endpoint.snapshot.ipv6_enabled && this.arrivedOverIpv6(ex)) {
+      // A CDN withholds the AAAA record of such an endpoint: a viewer here over IPv6 came by an address it was not given.
+      return this.exit.refuse(ex, 421, 'This endpoint is not served over IPv6\n');
+    }
     if (!endpoint.enabled) return this.exit.refuse(ex, 403, 'This endpoint is disabled\n');
     const method = ex.method;
     // Matched first because redirect rules belong to routes; matching has no effect of its own.
@@ -150,6 +154,13 @@ export class Proxy {
     }
     this.withEntry(rx, primary, key, entry);
   };
+
+  /** Whether the viewer (the socket's peer, or the trusted proxy's header) has an IPv6 address (v4-mapped ones are IPv4). */
+  private arrivedOverIpv6(ex: Exchange): boolean {
+    let client = ex.client;
+    if (client === undefined) client = ex.client = resolveViewer(ex.req, this.deps.options.trustedProxy ?? null).address;
+    return client !== null && !client.v4;
+  }
 
   /** Runs the endpoint's request policies; true when one answered (the exchange is done). */
   private requestPolicies(ex: RoutedExchange): boolean {
