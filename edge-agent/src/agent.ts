@@ -25,6 +25,7 @@ import { OriginPools } from './proxy/origin-client.ts';
 import { Proxy } from './proxy/proxy.ts';
 import { compileRoutingTable, type RoutingTable } from './proxy/routing.ts';
 import { CertificateTable, type DefaultCertificate } from './tls/certificates.ts';
+import { Http2Listener } from './tls/http2-server.ts';
 import { HttpsListener } from './tls/listener.ts';
 
 export interface EdgeAgentOptions {
@@ -112,7 +113,9 @@ export class EdgeAgent implements ControlledAgent {
   private httpsListener: HttpsListener | null = null;
   private metricsServer: Server | null = null;
   /** Which certificate and TLS settings each name is served with (rebuilt with each configuration). */
-  readonly certificates = new CertificateTable({ http2: false });
+  readonly certificates = new CertificateTable({ http2: true });
+  /** HTTP/2 connections of the HTTPS listener (made with it). */
+  private http2: Http2Listener | null = null;
   private httpsPublicPort: number | null;
   private selfClient: UndiciAgent | null = null;
 
@@ -532,7 +535,7 @@ export class EdgeAgent implements ControlledAgent {
     const listener = new HttpsListener({
       table: this.certificates,
       http1: this.ensureHttpServer(),
-      http2: null,
+      http2: (this.http2 ??= new Http2Listener(this.proxy.handle)).server,
       handshakeTimeoutMs: this.requestHeadersTimeoutMs,
       logger: this.logger,
       onHandshakeFailure: (reason) => this.metrics.tlsHandshakeFailures.inc({ reason }),
@@ -588,6 +591,7 @@ export class EdgeAgent implements ControlledAgent {
   async close(timeoutMs = 10_000): Promise<void> {
     this.prober.stop();
     await this.httpsListener?.close();
+    const h2Closed = this.http2?.close(timeoutMs);
     const servers = [this.httpServer, this.metricsServer].filter((s): s is Server => s !== null);
     await Promise.all(servers.map((s) => new Promise<void>((resolve) => {
       const timer = setTimeout(() => s.closeAllConnections(), timeoutMs);
@@ -603,6 +607,7 @@ export class EdgeAgent implements ControlledAgent {
       });
       s.closeIdleConnections();
     })));
+    await h2Closed;
     await this.selfClient?.close().catch(() => {});
     // What the drains hold is sent within the same grace; what cannot be is lost with the process.
     await this.logs.flush(timeoutMs);

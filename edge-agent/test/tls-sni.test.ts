@@ -2,13 +2,15 @@
 // from a snapshot file: the certificate by SNI (custom domains with their own,
 // CDN hostnames with the default wildcard certificate from TLS_CERT_FILE, no
 // SNI the default one, an unknown name a failed handshake), each endpoint's
-// minimum TLS version and cipher policy applied per name, a request for a
+// minimum TLS version and cipher policy applied per name, HTTP/2 by ALPN only
+// for names whose endpoint's http_version allows it, a request for a
 // name the connection was not made for answered 421, and redirects to HTTPS
 // naming the agent's HTTPS port.
 import t from 'tap';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { request } from 'node:http';
+import http2 from 'node:http2';
 import { connect as netConnect, createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { makeCa, makeLeaf } from '../../test/support/certificates.ts';
@@ -45,8 +47,8 @@ const snapshot = {
     }),
     endpoint('legacy', 'legacy.cdn.test', { minimum_protocol_version: 'TLSv1', cipher_policy: 'compatible' }),
     endpoint('tls13', 'tls13.cdn.test', { minimum_protocol_version: 'TLSv1.3', cipher_policy: 'recommended' }),
-    endpoint('plain', 'plain.cdn.test', { minimum_protocol_version: 'TLSv1.2', cipher_policy: 'recommended', http_to_https_redirect: true }),
-    endpoint('other', 'other.cdn.test', { minimum_protocol_version: 'TLSv1.2', cipher_policy: 'recommended' }),
+    endpoint('plain', 'plain.cdn.test', { minimum_protocol_version: 'TLSv1.2', cipher_policy: 'recommended', http_to_https_redirect: true }, { http_version: 'http2' }),
+    endpoint('other', 'other.cdn.test', { minimum_protocol_version: 'TLSv1.2', cipher_policy: 'recommended' }, { http_version: 'http2and3' }),
   ],
 };
 const configFile = join(dir, 'snapshot.json');
@@ -147,4 +149,23 @@ t.test('a ClientHello that arrives a few bytes at a time is read whole', async (
   t.same(c.names, ['media.example.org']);
   t.equal((await c.get('media.example.org', '/slow')).status, 200);
   c.close();
+});
+
+t.test('HTTP/2 is negotiated by ALPN for http2 and http2and3 endpoints, not for an http1.1 one (nor its custom domains); nothing advertises HTTP/3', async (t) => {
+  const offer = { alpn: ['h2', 'http/1.1'] };
+  for (const [name, expected] of [['other.cdn.test', 'h2'], ['plain.cdn.test', 'h2'], ['strict.cdn.test', 'http/1.1'], ['shop.example.org', 'http/1.1']] as const) {
+    const c = await tlsConnect({ port: httpsPort, servername: name, ...offer });
+    t.equal(c.alpn, expected, `${name}: ${expected}`);
+    c.close();
+  }
+  t.not(await handshakeError({ port: httpsPort, servername: 'strict.cdn.test', alpn: ['h2'] }), '', 'a client that speaks only h2 is refused by an http1.1 endpoint');
+  const session = http2.connect(`https://127.0.0.1:${httpsPort}`, { servername: 'other.cdn.test', rejectUnauthorized: false });
+  t.teardown(() => session.close());
+  const answer = await new Promise<{ status: number; headers: http2.IncomingHttpHeaders }>((resolve, reject) => {
+    const req = session.request({ ':path': '/over-h2', ':authority': 'other.cdn.test' });
+    req.on('response', (headers) => { req.resume(); resolve({ status: Number(headers[':status']), headers }); }).on('error', reject);
+    req.end();
+  });
+  t.equal(answer.status, 200, 'served over h2');
+  t.equal(answer.headers['alt-svc'], undefined, 'no Alt-Svc: HTTP/3 is not offered');
 });

@@ -47,6 +47,7 @@ export class Exchange implements HeaderSource {
     this.t0 = t0;
     this.method = req.method ?? 'GET';
     this.vh = scanViewerHeaders(req.rawHeaders);
+    if (req.httpVersionMajor === 2) adoptAuthority(this.vh, req);
   }
 
   /**
@@ -64,6 +65,27 @@ export class Exchange implements HeaderSource {
     }
     return this.endToEnd;
   }
+}
+
+/**
+ * HTTP/2 names the authority in the :authority pseudo-header (RFC 9113 §8.3.1); a Host field beside it must
+ * name the same, or the request is malformed (counted as two Host fields: 400).
+ */
+function adoptAuthority(vh: ViewerHeaders, req: IncomingMessage): void {
+  const authority = req.headers[':authority'];
+  if (typeof authority !== 'string') return;
+  if (vh.host !== undefined && vh.host !== authority) vh.hostCount = 2;
+  else {
+    vh.host = authority;
+    vh.hostCount = 1;
+  }
+}
+
+/** Whether the viewer's request has a body to forward: HTTP/1.1 says so in its framing fields, HTTP/2 by not ending the stream with its headers. */
+export function requestHasBody(req: IncomingMessage): boolean {
+  if (req.httpVersionMajor === 2) return (req as unknown as { stream: { endAfterHeaders: boolean } }).stream.endAfterHeaders !== true;
+  const h = req.headers;
+  return h['transfer-encoding'] !== undefined || (h['content-length'] !== undefined && h['content-length'] !== '0');
 }
 
 /** An exchange past routing: endpoint and route are known. */

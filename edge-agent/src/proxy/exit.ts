@@ -13,7 +13,7 @@ import type { LogDrains } from '../logs/drains.ts';
 import type { CacheStatus, TrafficCounters } from '../metrics/traffic.ts';
 import type { PolicyResponse } from '../policy/index.ts';
 import type { CachedObject } from './cache-store.ts';
-import type { Exchange } from './exchange.ts';
+import { requestHasBody, type Exchange } from './exchange.ts';
 import type { ResponseShaper } from './shaping.ts';
 
 export type AnswerBody = Buffer | string | Readable | null;
@@ -142,12 +142,10 @@ export class Exit {
     // A rule with cache_status_header false hides both fields (the node's region with them).
     if (ex.rule === null || ex.rule.cacheStatusHeader) headers.push('cache-status', this.cacheStatusValues[cacheStatus], 'x-cache-status', cacheStatus);
     const req = ex.req;
-    if (!req.readableEnded) {
-      const h = req.headers;
-      if (h['transfer-encoding'] !== undefined || (h['content-length'] !== undefined && h['content-length'] !== '0')) {
-        if (!req.complete) headers.push('connection', 'close');
-        req.resume();
-      }
+    if (!req.readableEnded && requestHasBody(req)) {
+      // HTTP/1.1 closes a connection whose request body was not read to its end; an HTTP/2 stream ends alone.
+      if (!req.complete && req.httpVersionMajor === 1) headers.push('connection', 'close');
+      req.resume();
     }
     void this.send(ex, status, headers, message, cacheStatus);
   }

@@ -11,7 +11,7 @@ import { normalizeHost } from '../../../shared/src/match/host.ts';
 import { normalizePath } from '../../../shared/src/match/path.ts';
 import type { CacheStatus } from '../metrics/traffic.ts';
 import type { CacheStore } from './cache-store.ts';
-import type { RoutedExchange } from './exchange.ts';
+import { requestHasBody, type RoutedExchange } from './exchange.ts';
 import type { Exit } from './exit.ts';
 import { applyRequestEdits } from '../policy/headers.ts';
 import { connectionListedFields, headerString, HOP_BY_HOP, passthroughHeaders } from './http-util.ts';
@@ -78,6 +78,14 @@ function writeInterim(res: ServerResponse, status: number, headers: Record<strin
   (res as unknown as { _writeRaw(data: string, encoding: BufferEncoding): boolean })._writeRaw(head + '\r\n', 'latin1');
 }
 
+/** The same over HTTP/2: an informational HEADERS frame on the response's stream (RFC 9113 §8.1). */
+function writeInterimHttp2(res: ServerResponse, status: number, headers: Record<string, string | string[]>): void {
+  const listed = connectionListedFields(headerString(headers.connection));
+  const fields: Record<string, string | string[] | number> = { ':status': status };
+  for (const name in headers) if (!HOP_BY_HOP.has(name) && (listed === null || !listed.has(name))) fields[name] = headers[name]!;
+  (res as unknown as { stream: { additionalHeaders(h: Record<string, string | string[] | number>): void } }).stream.additionalHeaders(fields);
+}
+
 export interface ForwarderDeps {
   pools: OriginPools;
   store: CacheStore;
@@ -110,8 +118,7 @@ export class Forwarder {
    */
   async forward(ex: RoutedExchange, status: CacheStatus, invalidateOnSuccess: boolean, answered?: (answer: OriginResponse) => Promise<boolean>): Promise<void> {
     const { req, res, method } = ex;
-    const h = req.headers;
-    const hasBody = method !== 'GET' && method !== 'HEAD' && (h['transfer-encoding'] !== undefined || (h['content-length'] !== undefined && h['content-length'] !== '0'));
+    const hasBody = method !== 'GET' && method !== 'HEAD' && requestHasBody(req);
     // Nobody else waits on this fetch: a viewer who leaves takes it down, wherever it is (queued, uploading, waiting).
     const gone = new AbortController();
     const onClose = () => { if (!res.writableFinished) gone.abort(new Error('the viewer closed the connection')); };
@@ -221,7 +228,7 @@ export class Forwarder {
    * Forwards an origin's interim responses (102 Processing, 103 Early Hints and
    * any other 1xx but 100 and 101) with all their fields but hop-by-hop ones to
    * the viewer waiting on that fetch, before the final response (RFC 9110 §15.2:
-   * a proxy forwards the 1xx it did not ask for). Never to HTTP/1.0 viewers,
+   * a proxy forwards the 1xx it did not ask for), over HTTP/1.1 and HTTP/2. Never to HTTP/1.0 viewers,
    * never kept: a later request, a collapsed follower or a cache hit gets none.
    * 100 answers an Expect the agent never sends on (node:http answers the
    * viewer's own), and 101 needs an upgrade the agent does not proxy; undici
@@ -231,9 +238,10 @@ export class Forwarder {
     return (info) => {
       const { req, res } = ex;
       const status = info.statusCode;
-      if (status < 102 || status > 199 || res.headersSent || res.destroyed || req.httpVersionMajor !== 1 || req.httpVersionMinor < 1) return;
+      if (status < 102 || status > 199 || res.headersSent || res.destroyed || (req.httpVersionMajor === 1 && req.httpVersionMinor < 1)) return;
       try {
-        writeInterim(res, status, info.headers);
+        if (req.httpVersionMajor === 2) writeInterimHttp2(res, status, info.headers);
+        else writeInterim(res, status, info.headers);
       } catch (err) {
         this.deps.logger.debug({ endpoint: ex.endpoint.id, path: ex.path, status, err: (err as Error).message }, 'interim response not forwarded');
       }

@@ -342,7 +342,8 @@ export function connectionListedFields(value: string | undefined): Set<string> |
 export function endToEndHeaders(src: IncomingHttpHeaders, listed: Set<string> | null, authority: string): IncomingHttpHeaders {
   const out: IncomingHttpHeaders = {};
   for (const name in src) {
-    if (HOP_BY_HOP.has(name) || name === 'host' || VIEWER_OVERRIDE_FIELDS.has(name) || (listed !== null && listed.has(name))) continue;
+    // HTTP/2's pseudo-header fields (:method, :path, :authority, :scheme) are not fields of the request.
+    if (HOP_BY_HOP.has(name) || name === 'host' || name.charCodeAt(0) === 58 || VIEWER_OVERRIDE_FIELDS.has(name) || (listed !== null && listed.has(name))) continue;
     out[name] = src[name];
   }
   if (authority !== '') out.host = authority;
