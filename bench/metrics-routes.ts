@@ -137,7 +137,7 @@ try {
   await db.query('vacuum analyze');
   console.log(`vacuum analyze: ${((performance.now() - t0) / 1000).toFixed(1)} s; fill in all ${((performance.now() - fillStarted) / 1000).toFixed(0)} s`);
   const sizes = (await db.query(`select sum(c.reltuples)::bigint as rows, pg_size_pretty(sum(pg_total_relation_size(c.oid))) as size from pg_class c
-    join pg_inherits i on i.inhrelid = c.oid join pg_class p on p.oid = i.inhparent where p.relname like 'cdn_traffic_%'`)).rows[0];
+    join pg_inherits i on i.inhrelid = c.oid join pg_class p on p.oid = i.inhparent where p.relname like 'cdn_traffic_%' and c.relkind = 'r'`)).rows[0];
   console.log(`rollup tables: ${sizes.rows} rows, ${sizes.size}`);
 
   const lines: { path: string; p50: number; p99: number; max: number }[] = [];
