@@ -20,7 +20,7 @@ import type { Command } from '../control-plane/src/db/command-channel.ts';
 import { YOUNG_GENERATION_FLAG } from '../control-plane/src/heap-tuning.ts';
 
 // The agent's settings that make sense here (its DATA_DIR is DATA_DIR/agent, its LOG_LEVEL and HOST are shared).
-const agentVariables = ['HTTP_PORT', 'HTTPS_PORT', 'METRICS_PORT', 'CACHE_MEMORY_BYTES', 'CACHE_DISK_BYTES', 'CACHE_MAX_OBJECT_BYTES', 'REGION'];
+const agentVariables = ['HTTP_PORT', 'HTTPS_PORT', 'METRICS_PORT', 'WORKERS', 'CACHE_MEMORY_BYTES', 'CACHE_DISK_BYTES', 'CACHE_MAX_OBJECT_BYTES', 'REGION'];
 
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
   console.log(`Usage: npm start [-- --flag value ...]
@@ -45,6 +45,9 @@ const dataDir = config.dataDir;
 const port = config.PORT;
 const agentPort = Number(env.HTTP_PORT ?? 8090);
 const agentHttpsPort = Number(env.HTTPS_PORT ?? 8443);
+// One worker unless --workers says otherwise: each worker has a cache of its own, so with several the printed cache demo
+// (two curl runs, two connections) could land on two workers and show MISS twice.
+const agentWorkers = env.WORKERS ?? '1';
 const agentMetricsPort = Number(env.METRICS_PORT ?? 9091);
 // Without --grpc-port, the control channel listens next to the HTTP port (8081 beside the default 8080), so
 // two npm start on different --port values do not both want the default gRPC port.
@@ -218,7 +221,7 @@ function startAgent(token: string, retryOnRefusal: boolean): { child: ChildProce
   const ready = new Promise<'ready' | 'refused'>((resolve) => (settle = resolve));
   const child = start('edge-agent', 'edge-agent/src/main.ts', [], {
     DATA_DIR: agentDir, HTTP_PORT: String(agentPort), HTTPS_PORT: String(agentHttpsPort), METRICS_PORT: String(agentMetricsPort), LOG_LEVEL: agentLogLevel,
-    TLS_CERT_FILE: tlsFiles.cert, TLS_KEY_FILE: tlsFiles.key,
+    TLS_CERT_FILE: tlsFiles.cert, TLS_KEY_FILE: tlsFiles.key, WORKERS: agentWorkers,
     CONTROL_PLANE_URL: `grpc://127.0.0.1:${grpcPort}`, AGENT_TOKEN: token,
   }, (entry) => {
     if (entry.msg?.startsWith('the control plane refused the agent token')) {

@@ -40,6 +40,8 @@ export interface EdgeAgentOptions {
   persist?: boolean;
   /** Seals the configuration written to dataDir (control/sealing.ts; the agent process derives it from AGENT_TOKEN). */
   stateKey?: StateKey | null;
+  /** Keep every resource body in memory once written (an agent with workers starts new ones from them: fullConfigPush). */
+  keepConfigBodies?: boolean;
   /** Start origin health probes (default true). */
   healthProbes?: boolean;
   /** Time a viewer has to send the request head (default 20 s). */
@@ -73,6 +75,23 @@ export interface EdgeAgentOptions {
 
 export type CacheWhenDisconnected = 'revalidate' | 'serve';
 
+export interface ListenOptions {
+  /** One of several worker processes listening on this port (SO_REUSEPORT, each with a socket of its own). */
+  shared?: boolean;
+  /** TLS session ticket keys (48 bytes) shared by the workers, so a session resumes whichever worker takes the connection. */
+  ticketKeys?: Buffer;
+}
+
+const sharedPort = (options: ListenOptions) => (options.shared ? { reusePort: true, exclusive: true } : {});
+
+/** A push checked and compiled, not yet in force (prepareConfigPush). */
+export interface PreparedConfig {
+  readonly staged: StagedConfig;
+  readonly table: RoutingTable;
+  /** The version it was prepared on. */
+  readonly base: number;
+}
+
 export const DEFAULT_REQUEST_HEADERS_TIMEOUT_MS = 20_000;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 300_000;
 export const DEFAULT_REQUEST_BODY_IDLE_TIMEOUT_MS = 30_000;
@@ -99,6 +118,7 @@ export class EdgeAgent implements ControlledAgent {
   private readonly healthProbes: boolean;
   private readonly maxEndpoints: number;
   private readonly cacheWhenDisconnected: CacheWhenDisconnected;
+  private readonly keepConfigBodies: boolean;
   /** Cut off from the control plane for longer than the control client's bound (controlPlaneLost). */
   private cutOff = false;
   private table: RoutingTable = EMPTY_TABLE;
@@ -111,6 +131,8 @@ export class EdgeAgent implements ControlledAgent {
   /** Whether the plaintext listener listens (the HTTP server may serve only TLS connections). */
   private plaintextListening = false;
   private httpsListener: HttpsListener | null = null;
+  /** listenPrivate's listener (prefetches go through it when there is one). */
+  private privateServer: Server | null = null;
   private metricsServer: Server | null = null;
   /** Which certificate and TLS settings each name is served with (rebuilt with each configuration). */
   readonly certificates = new CertificateTable({ http2: true });
@@ -123,11 +145,12 @@ export class EdgeAgent implements ControlledAgent {
     this.logger = options.logger ?? pino({ level: 'silent' });
     const persist = options.persist ?? true;
     this.configStore = persist
-      ? new ConfigStore(options.dataDir, (err) => this.logger.error({ err: err.message }, 'persisting the configuration failed; the previous one stays on disk'), options.stateKey ?? null)
+      ? new ConfigStore(options.dataDir, (err) => this.logger.error({ err: err.message }, 'persisting the configuration failed; the previous one stays on disk'), options.stateKey ?? null, options.keepConfigBodies ?? false)
       : null;
     this.healthProbes = options.healthProbes ?? true;
     this.maxEndpoints = options.maxEndpoints ?? 0;
     this.cacheWhenDisconnected = options.cacheWhenDisconnected ?? 'revalidate';
+    this.keepConfigBodies = options.keepConfigBodies ?? false;
     this.requestHeadersTimeoutMs = options.requestHeadersTimeoutMs ?? DEFAULT_REQUEST_HEADERS_TIMEOUT_MS;
     this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     if (this.requestTimeoutMs > 0 && this.requestHeadersTimeoutMs > this.requestTimeoutMs) {
@@ -238,7 +261,7 @@ export class EdgeAgent implements ControlledAgent {
           removed: [], digest: config.digest, resourceCount: config.resources.length,
         });
         // The bodies are on disk already (unless found in clear: then they are written again, sealed).
-        if (!config.needsReseal) for (const r of staged.resources.values()) r.body = null;
+        if (!config.needsReseal && !this.keepConfigBodies) for (const r of staged.resources.values()) r.body = null;
         this.install({ ...staged, source: config.source }, compileRoutingTable(staged.snapshot), config.needsReseal);
         if (config.needsReseal) this.logger.info({ version: config.version }, 'the persisted configuration was stored in clear: sealing it');
         return config.version;
@@ -259,6 +282,13 @@ export class EdgeAgent implements ControlledAgent {
    * the new one. A bad snapshot throws ConfigRefusedError and changes nothing.
    */
   applyConfig(input: unknown, version?: number, opts: { persist?: boolean } = {}): void {
+    const prepared = this.prepareConfig(input, version);
+    this.install(prepared.staged, prepared.table, opts.persist !== false);
+    this.logger.info({ version: prepared.staged.version, endpoints: prepared.staged.snapshot.endpoints.length }, 'configuration applied');
+  }
+
+  /** applyConfig's first half (checks, parses and compiles, changing nothing; throws ConfigRefusedError); commitConfigPush puts it in force. */
+  prepareConfig(input: unknown, version?: number): PreparedConfig {
     let snapshot: ConfigSnapshot;
     let table: RoutingTable;
     try {
@@ -271,8 +301,7 @@ export class EdgeAgent implements ControlledAgent {
       const message = detail ? `${detail.path.join('.')}: ${detail.message}` : (err as Error).message;
       throw new ConfigRefusedError(`configuration refused: ${message}`, { cause: err });
     }
-    this.install(this.resources.stageSnapshot(snapshot, 'file'), table, opts.persist !== false);
-    this.logger.info({ version: snapshot.version, endpoints: snapshot.endpoints.length }, 'configuration applied');
+    return { staged: this.resources.stageSnapshot(snapshot, 'file'), table, base: this.resources.version };
   }
 
   /**
@@ -284,20 +313,40 @@ export class EdgeAgent implements ControlledAgent {
    * The configuration is live when this returns; it reaches the disk shortly after.
    */
   applyConfigPush(push: ConfigPush): ConfigPushResult {
-    let staged: StagedConfig;
-    let table: RoutingTable;
+    return this.commitConfigPush(this.prepareConfigPush(push));
+  }
+
+  /**
+   * applyConfigPush's first half: checks, parses and compiles the push against the configuration held, changing
+   * nothing (throws ConfigRefusedError). An agent with workers prepares a push in every worker before any commits it.
+   */
+  prepareConfigPush(push: ConfigPush): PreparedConfig {
     try {
-      staged = this.resources.stage(push);
+      const staged = this.resources.stage(push);
       this.checkCapacity(staged.snapshot);
-      table = compileRoutingTable(staged.snapshot, staged.nonEndpointChanged ? undefined : this.table);
+      return { staged, table: compileRoutingTable(staged.snapshot, staged.nonEndpointChanged ? undefined : this.table), base: this.resources.version };
     } catch (err) {
       const message = err instanceof ConfigPushError ? err.message : `configuration refused: ${(err as Error).message}`;
       throw new ConfigRefusedError(message, { cause: err });
     }
+  }
+
+  /** Puts a prepared push in force (it must have been prepared on the configuration still held). */
+  commitConfigPush(prepared: PreparedConfig): ConfigPushResult {
+    if (prepared.base !== this.resources.version) throw new ConfigRefusedError('configuration refused: prepared on another version');
+    const { staged, table } = prepared;
     let compiled = 0;
     for (const e of table.byId.values()) if (this.table.byId.get(e.id) !== e) compiled++;
     this.install(staged, table, true);
     return { version: staged.version, changed: staged.changed, compiled };
+  }
+
+  /**
+   * The configuration held as one full push (what a new worker is started from). Needs the bodies, which an agent
+   * keeps only with keepConfigBodies (an agent with workers); null without them.
+   */
+  fullConfigPush(): ConfigPush | null {
+    return fullPushOf(this.resources);
   }
 
   /** A node sized for fewer endpoints than the configuration holds refuses it whole (and keeps serving the previous one). */
@@ -419,7 +468,8 @@ export class EdgeAgent implements ControlledAgent {
   async prefetch(endpointId: string, urls: readonly string[]): Promise<PrefetchResult> {
     const endpoint = this.table.byId.get(endpointId);
     const result: PrefetchResult = { fetched: 0, failed: 0, failed_urls: [] };
-    const address = this.plaintextListening ? this.httpServer?.address() as AddressInfo | null : null;
+    const address = this.privateServer !== null ? this.privateServer.address() as AddressInfo
+      : this.plaintextListening ? this.httpServer?.address() as AddressInfo | null : null;
     if (!endpoint || !address) {
       const reason = !endpoint ? 'unknown endpoint' : 'agent is not listening';
       return { fetched: 0, failed: urls.length, failed_urls: urls.map((url) => ({ url, reason })) };
@@ -472,6 +522,29 @@ export class EdgeAgent implements ControlledAgent {
     };
   }
 
+  /** What /healthz shows. */
+  healthView(report: HealthReport = this.healthReport()): Record<string, unknown> {
+    return {
+      status: report.status, config_version: report.configVersion, purge_sequence: report.purgeSequence, cache_objects: report.cacheObjects, cache_bytes: report.cacheBytes,
+      control_plane_cut_off: this.cutOff,
+    };
+  }
+
+  /**
+   * A worker takes its primary's purge state on start: the purge sequence applied, the catch-up in progress
+   * (nothing served from the cache until it is reached) and whether the agent is cut off.
+   */
+  adoptPurgeState(state: { purgeSequence: number; catchUpTarget: number; cutOff: boolean }): void {
+    this.purgeSequence = state.purgeSequence;
+    if (state.catchUpTarget > state.purgeSequence) this.beginPurgeCatchUp(state.catchUpTarget);
+    this.controlPlaneLost(state.cutOff);
+  }
+
+  /** The purge state a new worker adopts (adoptPurgeState). */
+  get purgeState(): { purgeSequence: number; catchUpTarget: number; cutOff: boolean } {
+    return { purgeSequence: this.purgeSequence, catchUpTarget: this.proxy.cacheReadsSuspended ? this.purgeCatchUpTarget : 0, cutOff: this.cutOff };
+  }
+
   /** Per-endpoint counts since the previous call (the control client calls this once a minute). */
   takeTrafficRollups(topN = 50): TrafficRollup[] {
     return this.traffic.takeRollups(topN);
@@ -480,6 +553,11 @@ export class EdgeAgent implements ControlledAgent {
   /** The HTTP/1.1 server: the plaintext listener's, which also takes the TLS listener's HTTP/1.1 connections. */
   private ensureHttpServer(): Server {
     if (this.httpServer !== null) return this.httpServer;
+    this.httpServer = this.newHttpServer();
+    return this.httpServer;
+  }
+
+  private newHttpServer(): Server {
     const headersTimeout = this.requestHeadersTimeoutMs;
     const requestTimeout = this.requestTimeoutMs;
     // node:http checks both timeouts on an interval (30 s by default): a quarter of the shorter one keeps them close to their value.
@@ -494,15 +572,29 @@ export class EdgeAgent implements ControlledAgent {
         socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`, () => socket.destroy());
       } else socket.destroy();
     });
-    this.httpServer = server;
     return server;
   }
 
-  async listen(port: number, host = '0.0.0.0'): Promise<AddressInfo> {
+  /**
+   * A loopback listener of this process alone (a worker's: its public listeners share their port with the other
+   * workers, so a request to them may reach another worker's cache). Prefetches go through it.
+   */
+  async listenPrivate(): Promise<AddressInfo> {
+    const server = this.newHttpServer();
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(0, '127.0.0.1', () => resolve());
+    });
+    this.privateServer = server;
+    return server.address() as AddressInfo;
+  }
+
+  /** shared: a worker's listener, one of several processes on the same port (SO_REUSEPORT: the kernel spreads connections). */
+  async listen(port: number, host = '0.0.0.0', options: ListenOptions = {}): Promise<AddressInfo> {
     const server = this.ensureHttpServer();
     const address = await this.dualStack(host, (h, extra) => new Promise<AddressInfo>((resolve, reject) => {
       server.once('error', reject);
-      server.listen({ port, host: h, ...extra }, () => {
+      server.listen({ port, host: h, ...extra, ...sharedPort(options) }, () => {
         server.off('error', reject);
         resolve(server.address() as AddressInfo);
       });
@@ -531,8 +623,9 @@ export class EdgeAgent implements ControlledAgent {
    * The HTTPS listener (tls/listener.ts): certificates by SNI from the configuration in force and the default
    * certificate, each name with its endpoint's TLS settings; HTTP/1.1 through the same request path.
    */
-  async listenHttps(port: number, host = '0.0.0.0'): Promise<AddressInfo> {
+  async listenHttps(port: number, host = '0.0.0.0', options: ListenOptions = {}): Promise<AddressInfo> {
     const listener = new HttpsListener({
+      ticketKeys: options.ticketKeys,
       table: this.certificates,
       http1: this.ensureHttpServer(),
       http2: (this.http2 ??= new Http2Listener(this.proxy.handle)).server,
@@ -540,7 +633,7 @@ export class EdgeAgent implements ControlledAgent {
       logger: this.logger,
       onHandshakeFailure: (reason) => this.metrics.tlsHandshakeFailures.inc({ reason }),
     });
-    const address = await this.dualStack(host, (h, extra) => listener.listen(port, h, extra));
+    const address = await this.dualStack(host, (h, extra) => listener.listen(port, h, { ...extra, ...sharedPort(options) }));
     this.httpsListener = listener;
     this.httpsPublicPort ??= address.port;
     return address;
@@ -552,12 +645,16 @@ export class EdgeAgent implements ControlledAgent {
     this.httpsListener?.defaultCertificateChanged();
   }
 
-  async listenMetrics(port: number, host = '0.0.0.0'): Promise<AddressInfo> {
+  /**
+   * /metrics and /healthz. An agent with workers gives its own (workers/primary.ts): the metrics of every
+   * process aggregated, and its health with the workers'.
+   */
+  async listenMetrics(port: number, host = '0.0.0.0', views: { metrics?: () => Promise<string>; health?: () => Record<string, unknown> } = {}): Promise<AddressInfo> {
     const registry = this.metrics.registry;
     const server = createServer((req, res) => {
       const path = (req.url ?? '/').split('?')[0];
       if (path === '/metrics') {
-        registry.metrics().then(
+        (views.metrics?.() ?? registry.metrics()).then(
           (text) => {
             res.writeHead(200, { 'content-type': registry.contentType });
             res.end(text);
@@ -568,12 +665,8 @@ export class EdgeAgent implements ControlledAgent {
           },
         );
       } else if (path === '/healthz') {
-        const report = this.healthReport();
         res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
-        res.end(JSON.stringify({
-          status: report.status, config_version: report.configVersion, purge_sequence: report.purgeSequence, cache_objects: report.cacheObjects, cache_bytes: report.cacheBytes,
-          control_plane_cut_off: this.cutOff,
-        }));
+        res.end(JSON.stringify(views.health?.() ?? this.healthView()));
       } else {
         res.writeHead(404, { 'content-type': 'text/plain' });
         res.end('not found\n');
@@ -592,7 +685,7 @@ export class EdgeAgent implements ControlledAgent {
     this.prober.stop();
     await this.httpsListener?.close();
     const h2Closed = this.http2?.close(timeoutMs);
-    const servers = [this.httpServer, this.metricsServer].filter((s): s is Server => s !== null);
+    const servers = [this.httpServer, this.privateServer, this.metricsServer].filter((s): s is Server => s !== null);
     await Promise.all(servers.map((s) => new Promise<void>((resolve) => {
       const timer = setTimeout(() => s.closeAllConnections(), timeoutMs);
       timer.unref();
@@ -615,6 +708,16 @@ export class EdgeAgent implements ControlledAgent {
     await this.pools.closeAll();
     await this.configStore?.flush();
   }
+}
+
+/** A configuration held (or staged) as one full push; null when a body is no longer in memory. */
+export function fullPushOf(set: { version: number; resources: ReadonlyMap<string, { key: string; version: number; body: Uint8Array | null; sha256: string }>; digest: { hex(): string } }): ConfigPush | null {
+  const resources = [];
+  for (const r of set.resources.values()) {
+    if (r.body === null) return null;
+    resources.push({ key: r.key, version: r.version, body: r.body, sha256: r.sha256 });
+  }
+  return { version: set.version, full: true, baseVersion: 0, resources, removed: [], digest: set.digest.hex(), resourceCount: resources.length };
 }
 
 /**

@@ -1,6 +1,7 @@
 // Agent process configuration: every setting is an environment variable and
 // also a CLI flag (--http-port 8090 or --http-port=8090 for HTTP_PORT). A bad
 // value stops the process with one line naming the variable (exit code 1).
+import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { trustedProxy } from './policy/client-address.ts';
 
@@ -11,6 +12,8 @@ const bytes = z.string().trim().regex(/^\d+\s*([kKmMgG]i?[bB]?)?$/, 'a byte coun
 
 const schema = z.object({
   HTTP_PORT: port.default(8090),
+  // Data-plane worker processes behind the same listening addresses (default: one per core); 1 runs a single process.
+  WORKERS: z.coerce.number().int().min(1).max(256).default(availableParallelism()),
   // The HTTPS listener (certificates by SNI); `off`: none.
   HTTPS_PORT: z.string().trim().regex(/^(off|\d{1,5})$/, 'a port number (0..65535) or off')
     .transform((v) => (v === 'off' ? 'off' as const : Number(v))).refine((v) => v === 'off' || v <= 65535, 'a port number (0..65535) or off').default(8443),

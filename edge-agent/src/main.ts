@@ -1,20 +1,24 @@
 // The edge agent process: config from env/flags, the data plane on HTTP_PORT
 // and HTTPS_PORT (the default certificate from TLS_CERT_FILE / TLS_KEY_FILE,
-// read again on SIGHUP and when the files change),
-// /metrics and /healthz on METRICS_PORT, the configuration from --config-file
-// (re-read on SIGHUP) or from the control plane (CONTROL_PLANE_URL, the control
-// stream started once listening), starting from the last one persisted in
-// DATA_DIR; graceful shutdown (draining on the control stream first).
-import { readFileSync, statSync } from 'node:fs';
+// read again on SIGHUP and when the files change), /metrics and /healthz on
+// METRICS_PORT, the configuration from --config-file (re-read on SIGHUP) or
+// from the control plane (CONTROL_PLANE_URL, the control stream started once
+// listening), starting from the last one persisted in DATA_DIR; graceful
+// shutdown (draining on the control stream first). With WORKERS > 1 (the
+// default on a machine with several cores) this process is the primary and
+// the data plane runs in worker processes (workers/primary.ts); with 1 it
+// serves viewers itself.
+import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import pino from 'pino';
+import { fileURLToPath } from 'node:url';
 import { EdgeAgent } from './agent.ts';
+import { agentLogger, agentOptions } from './agent-options.ts';
 import { ConfigError, loadConfig, type AgentConfig } from './config.ts';
 import { ControlClient, readCaFile } from './control/control-client.ts';
+import type { ControlledAgent } from './control/controlled-agent.ts';
 import { agentVersion, loadOrCreateNodeId } from './control/node-identity.ts';
-import { StateKey } from './control/sealing.ts';
-import { trustedProxy } from './policy/client-address.ts';
-import { readCertificateFiles } from './tls/certificates.ts';
+import { CertificateFiles } from './tls/certificate-files.ts';
+import { WorkerPool } from './workers/primary.ts';
 
 let config: AgentConfig;
 try {
@@ -27,70 +31,30 @@ try {
   throw err;
 }
 
-const logger = pino({
-  level: config.LOG_LEVEL,
-  base: { service: 'edge-agent', region: config.REGION },
-  // Secrets never reach the logs, whatever a caller passes.
-  redact: ['token', 'agent_token', 'authorization', '*.authorization', 'headers.authorization', 'headers.cookie'],
-});
+const logger = agentLogger(config);
+const workers = config.WORKERS;
+// With workers, this agent serves no viewer: it keeps the configuration's bodies to start new workers from, and no cache.
+const agent = new EdgeAgent({ ...agentOptions(config, logger), ...(workers > 1 ? { keepConfigBodies: true, memoryBytes: 1024 * 1024, diskBytes: 0 } : {}) });
+const pool = workers > 1
+  ? new WorkerPool({ config, agent, logger, exec: fileURLToPath(new URL('./workers/worker.ts', import.meta.url)), args: process.argv.slice(2) })
+  : null;
+const controlled: ControlledAgent = pool ?? agent;
 
-const agent = new EdgeAgent({
-  dataDir: config.DATA_DIR,
-  // The configuration kept in DATA_DIR is sealed with a key derived from the agent token, which is not stored beside it.
-  // From a config file nothing is kept (the file is read at every start).
-  persist: config.AGENT_TOKEN !== undefined,
-  stateKey: config.AGENT_TOKEN === undefined ? null : StateKey.fromAgentToken(config.AGENT_TOKEN),
-  memoryBytes: config.CACHE_MEMORY_BYTES,
-  diskBytes: config.CACHE_DISK_BYTES,
-  maxObjectBytes: config.CACHE_MAX_OBJECT_BYTES,
-  region: config.REGION,
-  defaultEndpointId: config.DEFAULT_ENDPOINT ?? null,
-  logger,
-  requestHeadersTimeoutMs: config.REQUEST_HEADERS_TIMEOUT_MS,
-  requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
-  requestBodyIdleTimeoutMs: config.REQUEST_BODY_IDLE_TIMEOUT_MS,
-  uploadConnectionsPerOrigin: config.ORIGIN_UPLOAD_CONNECTIONS,
-  maxEndpoints: config.MAX_ENDPOINTS,
-  trustedProxy: trustedProxy(config.TRUST_PROXY_HEADER, config.TRUSTED_PROXY_CIDRS),
-  cacheWhenDisconnected: config.CACHE_WHEN_DISCONNECTED,
-  nodeName: config.NODE_HOSTNAME ?? hostname(),
-  logDrains: { bufferBytes: config.LOG_DRAIN_BUFFER_BYTES, flushIntervalMs: config.LOG_DRAIN_FLUSH_INTERVAL_MS, retryMaxMs: config.LOG_DRAIN_RETRY_MAX_MS },
-  httpsPublicPort: config.HTTPS_PUBLIC_PORT,
-});
-
-/** The default certificate's files, read at start (a failure stops the process) and again when they change. */
-const certificateFiles = config.TLS_CERT_FILE && config.TLS_KEY_FILE ? { cert: config.TLS_CERT_FILE, key: config.TLS_KEY_FILE } : null;
-let certificateStamp = '';
-const stampOf = (files: { cert: string; key: string }) => [files.cert, files.key].map((f) => { try { const st = statSync(f); return `${st.mtimeMs}:${st.size}`; } catch { return '-'; } }).join('|');
-function loadDefaultCertificate(): void {
-  if (certificateFiles === null) return;
-  const stamp = stampOf(certificateFiles);
-  const cert = readCertificateFiles(certificateFiles.cert, certificateFiles.key, (f) => readFileSync(f, 'utf8'));
-  certificateStamp = stamp;
-  agent.setDefaultCertificate(cert);
-  logger.info({ fingerprint: cert.fingerprint, subject_alt_names: cert.x509.subjectAltName ?? null, valid_to: cert.x509.validTo }, 'default certificate loaded');
-}
-function reloadDefaultCertificate(): void {
-  try {
-    loadDefaultCertificate();
-  } catch (err) {
-    logger.error({ err: (err as Error).message }, 'reading the default certificate failed; the previous one keeps serving');
-  }
-}
+/** The default certificate's files, read at start (a failure stops the process) and again when they change or on SIGHUP. */
+const certificateFiles = config.TLS_CERT_FILE && config.TLS_KEY_FILE
+  ? new CertificateFiles({ cert: config.TLS_CERT_FILE, key: config.TLS_KEY_FILE }, (cert) => (pool ?? agent).setDefaultCertificate(cert), logger)
+  : null;
 try {
-  loadDefaultCertificate();
+  certificateFiles?.load();
 } catch (err) {
   process.stderr.write(`edge-agent: TLS_CERT_FILE: ${(err as Error).message.split('\n')[0]}\n`);
   process.exit(1);
 }
-if (certificateFiles !== null) {
-  // Renewal tools replace the files: a change is noticed within 30 s (or at once on SIGHUP).
-  setInterval(() => { if (stampOf(certificateFiles) !== certificateStamp) reloadDefaultCertificate(); }, 30_000).unref();
-}
 
-function loadConfigFile(path: string): void {
+async function loadConfigFile(path: string): Promise<void> {
   const raw = JSON.parse(readFileSync(path, 'utf8'));
-  agent.applyConfig(raw);
+  if (pool !== null) await pool.applyConfigFile(raw);
+  else agent.applyConfig(raw);
 }
 
 let caPem: Buffer | undefined;
@@ -104,7 +68,7 @@ try {
 const restored = agent.restore();
 if (config.CONFIG_FILE) {
   try {
-    loadConfigFile(config.CONFIG_FILE);
+    await loadConfigFile(config.CONFIG_FILE);
   } catch (err) {
     process.stderr.write(`edge-agent: CONFIG_FILE: ${(err as Error).message.split('\n')[0]}\n`);
     process.exit(1);
@@ -114,11 +78,19 @@ if (config.CONFIG_FILE) {
 }
 
 try {
-  const http = await agent.listen(config.HTTP_PORT, config.HOST);
-  const https = config.HTTPS_PORT === 'off' ? null : await agent.listenHttps(config.HTTPS_PORT, config.HOST);
-  const metrics = await agent.listenMetrics(config.METRICS_PORT, config.METRICS_HOST);
+  let ports: { http: number; https: number | null };
+  let metrics;
+  if (pool !== null) {
+    ports = await pool.start();
+    metrics = await agent.listenMetrics(config.METRICS_PORT, config.METRICS_HOST, { metrics: () => pool.metricsText(), health: () => pool.healthView() });
+  } else {
+    const http = await agent.listen(config.HTTP_PORT, config.HOST);
+    const https = config.HTTPS_PORT === 'off' ? null : await agent.listenHttps(config.HTTPS_PORT, config.HOST);
+    ports = { http: http.port, https: https?.port ?? null };
+    metrics = await agent.listenMetrics(config.METRICS_PORT, config.METRICS_HOST);
+  }
   logger.info({
-    http_port: http.port, https_port: https?.port ?? null, metrics_port: metrics.port, config_version: agent.configVersion,
+    http_port: ports.http, https_port: ports.https, metrics_port: metrics.port, workers, config_version: agent.configVersion,
     control_plane: config.CONTROL_PLANE_URL ?? null,
   }, 'edge agent listening');
 } catch (err) {
@@ -135,7 +107,7 @@ if (config.CONTROL_PLANE_URL) {
     url: config.CONTROL_PLANE_URL,
     token: config.AGENT_TOKEN!,
     caPem,
-    agent,
+    agent: controlled,
     nodeId: identity.nodeId,
     hostname: config.NODE_HOSTNAME ?? hostname(),
     region: config.REGION,
@@ -146,13 +118,11 @@ if (config.CONTROL_PLANE_URL) {
 }
 
 process.on('SIGHUP', () => {
-  reloadDefaultCertificate();
+  certificateFiles?.reload();
   if (!config.CONFIG_FILE) return;
-  try {
-    loadConfigFile(config.CONFIG_FILE);
-  } catch (err) {
-    logger.error({ err: (err as Error).message }, 'reloading the config file failed; the previous configuration keeps serving');
-  }
+  loadConfigFile(config.CONFIG_FILE).catch((err: Error) => {
+    logger.error({ err: err.message }, 'reloading the config file failed; the previous configuration keeps serving');
+  });
 });
 
 let stopping = false;
@@ -163,7 +133,7 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     logger.info({ signal }, 'shutting down');
     // Draining: the control plane hears it at once; viewers' requests in flight finish; then the stream ends cleanly.
     control?.drain();
-    agent.close(config.SHUTDOWN_TIMEOUT_MS).then(
+    (pool ?? agent).close(config.SHUTDOWN_TIMEOUT_MS).then(
       () => control?.close(),
     ).then(
       () => process.exit(0),

@@ -157,7 +157,7 @@ const agentMain = fileURLToPath(new URL('../src/main.ts', import.meta.url));
  * log lines (which keep accumulating).
  */
 export function startAgentProcess(env: Record<string, string>): Promise<{ child: ChildProcess; port: number; logs: string[] }> {
-  const child = spawn(process.execPath, [agentMain], { env: { ...process.env, HOST: '127.0.0.1', METRICS_HOST: '127.0.0.1', HTTP_PORT: '0', HTTPS_PORT: '0', METRICS_PORT: '0', LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [agentMain], { env: { ...process.env, HOST: '127.0.0.1', METRICS_HOST: '127.0.0.1', HTTP_PORT: '0', HTTPS_PORT: '0', METRICS_PORT: '0', LOG_LEVEL: 'info', WORKERS: '1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: string[] = [];
   return new Promise((resolve, reject) => {
     let buf = '';
@@ -169,7 +169,7 @@ export function startAgentProcess(env: Record<string, string>): Promise<{ child:
         const line = buf.slice(0, nl);
         buf = buf.slice(nl + 1);
         logs.push(line);
-        const m = /"http_port":(\d+)/.exec(line);
+        const m = line.includes('"msg":"edge agent listening"') ? /"http_port":(\d+)/.exec(line) : null;
         if (m) resolve({ child, port: Number(m[1]), logs });
       }
     });

@@ -87,13 +87,15 @@ export class ConfigStore {
   /** Body files known to be on disk, by file name without .json (named by the last manifest written or loaded). */
   private onDisk = new Set<string>();
   private readonly key: StateKey | null;
+  private readonly keepBodies: boolean;
   private pending: (() => ConfigState) | null = null;
   private writing: Promise<void> | null = null;
   private readonly onError: (err: Error) => void;
 
   /** key: seals what is written (null: clear files, for tests of the layout only: the agent process always passes one). */
-  constructor(dataDir: string, onError: (err: Error) => void = () => {}, key: StateKey | null = null) {
+  constructor(dataDir: string, onError: (err: Error) => void = () => {}, key: StateKey | null = null, keepBodies = false) {
     this.key = key;
+    this.keepBodies = keepBodies;
     this.dir = dataDir;
     this.configDir = join(dataDir, 'config');
     this.resourceDir = join(this.configDir, 'resources');
@@ -167,7 +169,7 @@ export class ConfigStore {
     await unlink(join(this.dir, 'config-snapshot.json')).catch(() => {});
     const before = this.onDisk;
     this.onDisk = keep;
-    for (const r of written) r.body = null;
+    if (!this.keepBodies) for (const r of written) r.body = null;
     for (const name of before) if (!keep.has(name)) await unlink(join(this.resourceDir, `${name}.json`)).catch(() => {});
   }
 

@@ -25,10 +25,10 @@ import { readFileSync } from 'node:fs';
 import { rootCertificates } from 'node:tls';
 import { Client, credentials, Metadata, status as GrpcStatus, type ChannelCredentials, type ClientDuplexStream, type StatusObject } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import type { ConnectRequest, ConnectResponse, PrefetchJob, Purge, Welcome } from '../../../shared/gen/edge/v1/control_pb.ts';
+import type { ConfigUpdate, ConnectRequest, ConnectResponse, PrefetchJob, Purge, Welcome } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { CONTROL_FLOW_CONTROL_WINDOW_BYTES, edgeControlService } from '../../../shared/src/proto/edge-control.ts';
 import { Backoff, DEFAULT_BACKOFF, type BackoffOptions } from './backoff.ts';
-import { ConfigRefusedError, type ControlledAgent } from './controlled-agent.ts';
+import { ConfigRefusedError, type ConfigPushResult, type ControlledAgent } from './controlled-agent.ts';
 import type { TrafficRollup } from '../metrics/traffic.ts';
 import {
   configAck, configPushOf, heartbeatMessage, helloMessage, prefetchAck, purgeAck, purgeCommandOf, trafficReportMessage, type NodeStatus,
@@ -102,6 +102,11 @@ interface Session {
   startedAt: number;
   ended: boolean;
   timers: NodeJS.Timeout[];
+  /**
+   * A push still being applied (an agent with workers applies it in each before the ack): later messages wait for it,
+   * so pushes, purges and prefetches keep the stream's order. null: none (the usual case: applied as it arrives).
+   */
+  applying: Promise<void> | null;
 }
 
 interface QueuedPrefetch {
@@ -196,7 +201,7 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
     metadata.set('authorization', `Bearer ${this.options.token}`);
     const def = edgeControlService.connect;
     const call = client.makeBidiStreamRequest<ConnectRequest, ConnectResponse>(def.path, def.requestSerialize, def.responseDeserialize, metadata);
-    const session: Session = { client, call, welcome: null, cacheEmpty: false, startedAt: Date.now(), ended: false, timers: [] };
+    const session: Session = { client, call, welcome: null, cacheEmpty: false, startedAt: Date.now(), ended: false, timers: [], applying: null };
     this.session = session;
     call.on('data', (msg: ConnectResponse) => this.onMessage(session, msg));
     call.on('error', () => {}); // the status event below carries it
@@ -256,24 +261,28 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
 
   private onMessage(session: Session, msg: ConnectResponse): void {
     if (session.ended) return;
+    if (session.applying !== null) {
+      // Behind a push still being applied: in order, after it.
+      const next: Promise<void> = session.applying.then(() => this.handle(session, msg));
+      session.applying = next;
+      void next.then(() => { if (session.applying === next) session.applying = null; });
+      return;
+    }
+    const pending = this.handle(session, msg);
+    if (pending instanceof Promise) {
+      session.applying = pending;
+      void pending.then(() => { if (session.applying === pending) session.applying = null; });
+    }
+  }
+
+  /** One message; a promise when it is applied asynchronously (never rejects). */
+  private handle(session: Session, msg: ConnectResponse): void | Promise<void> {
+    if (session.ended) return;
     switch (msg.message.case) {
       case 'welcome':
         return this.onWelcome(session, msg.message.value);
-      case 'configUpdate': {
-        const u = msg.message.value;
-        const version = Number(u.version);
-        const t0 = performance.now();
-        try {
-          const r = this.agent.applyConfigPush(configPushOf(u));
-          this.logger.info({ version, full: u.full, base_version: Number(u.baseVersion), changed: r.changed, compiled: r.compiled, ms: Math.round(performance.now() - t0) }, 'configuration applied');
-          this.write(session, configAck(version, u.nonce, null));
-        } catch (err) {
-          const error = err instanceof ConfigRefusedError ? err.message : `configuration refused: ${(err as Error).message}`;
-          this.logger.warn({ version, full: u.full, base_version: Number(u.baseVersion), error }, 'configuration refused; the previous one keeps serving');
-          this.write(session, configAck(version, u.nonce, error));
-        }
-        return;
-      }
+      case 'configUpdate':
+        return this.onConfigUpdate(session, msg.message.value);
       case 'purge':
         return this.onPurge(session, msg.message.value);
       case 'prefetchJob':
@@ -282,6 +291,27 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
         return this.onTrafficReceipt(msg.message.value.reportIds);
       default:
         this.logger.debug('unknown message on the control stream ignored');
+    }
+  }
+
+  private onConfigUpdate(session: Session, u: ConfigUpdate): void | Promise<void> {
+    const version = Number(u.version);
+    const t0 = performance.now();
+    const applied = (r: ConfigPushResult) => {
+      this.logger.info({ version, full: u.full, base_version: Number(u.baseVersion), changed: r.changed, compiled: r.compiled, ms: Math.round(performance.now() - t0) }, 'configuration applied');
+      this.write(session, configAck(version, u.nonce, null));
+    };
+    const refused = (err: unknown) => {
+      const error = err instanceof ConfigRefusedError ? err.message : `configuration refused: ${(err as Error).message}`;
+      this.logger.warn({ version, full: u.full, base_version: Number(u.baseVersion), error }, 'configuration refused; the previous one keeps serving');
+      this.write(session, configAck(version, u.nonce, error));
+    };
+    try {
+      const r = this.agent.applyConfigPush(configPushOf(u));
+      if (r instanceof Promise) return r.then(applied, refused);
+      applied(r);
+    } catch (err) {
+      refused(err);
     }
   }
 
@@ -316,7 +346,7 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
     this.emit('connected', welcome);
   }
 
-  private onPurge(session: Session, p: Purge): void {
+  private onPurge(session: Session, p: Purge): void | Promise<void> {
     const cmd = purgeCommandOf(p);
     if (cmd === null) {
       const error = `unknown purge type ${p.type}`;
@@ -324,12 +354,16 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
       this.write(session, purgeAck(p, error));
       return;
     }
-    try {
-      this.agent.applyPurge(cmd);
-      this.write(session, purgeAck(p, null));
-    } catch (err) {
+    const failed = (err: unknown) => {
       this.logger.error({ purge_id: p.purgeId, err: (err as Error).message }, 'purge failed');
       this.write(session, purgeAck(p, (err as Error).message));
+    };
+    try {
+      const r = this.agent.applyPurge(cmd);
+      if (r instanceof Promise) return r.then(() => this.write(session, purgeAck(p, null)), failed);
+      this.write(session, purgeAck(p, null));
+    } catch (err) {
+      failed(err);
     }
   }
 

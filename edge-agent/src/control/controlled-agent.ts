@@ -42,6 +42,11 @@ export class ConfigRefusedError extends Error {
   override name = 'ConfigRefusedError';
 }
 
+export interface PurgeResult {
+  applied: boolean;
+  purged: number;
+}
+
 export interface ConfigPushResult {
   version: number;
   /** Resources added, changed or removed. */
@@ -56,15 +61,19 @@ export interface ControlledAgent {
   /** The configuration version to report (0 unless it came from a control plane). */
   readonly controlConfigVersion: number;
   readonly appliedPurgeSequence: number;
-  /** Applies a push (full or delta); throws ConfigRefusedError and changes nothing when it cannot. */
-  applyConfigPush(push: ConfigPush): ConfigPushResult;
+  /**
+   * Applies a push (full or delta); throws (or rejects with) ConfigRefusedError and changes nothing when it cannot.
+   * A promise when it is applied in several processes (workers): the ack waits for it.
+   */
+  applyConfigPush(push: ConfigPush): ConfigPushResult | Promise<ConfigPushResult>;
   /** Every purge up to `sequence` is moot (an empty cache, or `reset`: the cache is dropped). */
   startFromPurge(sequence: number, reset?: boolean): void;
   /** Welcome's purge sequence: behind it, nothing is served from the cache until the missed purges are applied. */
   beginPurgeCatchUp(target: number): boolean;
   /** A purge the agent cannot apply, recorded as seen. */
   skipPurge(sequence: number, reason: string): void;
-  applyPurge(cmd: PurgeCommand): { applied: boolean; purged: number };
+  /** Applies one purge (a promise when applied in several processes: the ack waits for every one). */
+  applyPurge(cmd: PurgeCommand): PurgeResult | Promise<PurgeResult>;
   prefetch(endpointId: string, urls: readonly string[]): Promise<PrefetchResult>;
   /** Cut off from the control plane for longer than the client's bound (true), or connected again (false). */
   controlPlaneLost(lost: boolean): void;

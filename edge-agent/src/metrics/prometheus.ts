@@ -125,6 +125,8 @@ export function createMetrics(sources: MetricsSources): AgentMetrics {
     name: 'edge_config_version',
     help: 'Version of the configuration snapshot being served',
     registers: [registry],
+    // One value per agent whatever its workers (they all serve the same version).
+    aggregator: 'max',
     collect() {
       this.set(sources.configVersion());
     },
@@ -133,6 +135,7 @@ export function createMetrics(sources: MetricsSources): AgentMetrics {
     name: 'edge_purge_sequence',
     help: 'Highest purge sequence applied',
     registers: [registry],
+    aggregator: 'max',
     collect() {
       this.set(sources.purgeSequence());
     },

@@ -30,6 +30,8 @@ export interface HttpsListenerOptions {
   logger: Logger;
   /** Called with each failed handshake's reason (metrics). */
   onHandshakeFailure?: (reason: string) => void;
+  /** Session ticket keys shared by the workers (48 bytes); default: each TLS server's own. */
+  ticketKeys?: Buffer;
 }
 
 /** Why a handshake failed, in a few words (metric label). */
@@ -60,7 +62,7 @@ export class HttpsListener {
     return this.net;
   }
 
-  listen(port: number, host: string, extra: { reusePort?: boolean; ipv6Only?: boolean } = {}): Promise<AddressInfo> {
+  listen(port: number, host: string, extra: { reusePort?: boolean; exclusive?: boolean; ipv6Only?: boolean } = {}): Promise<AddressInfo> {
     return new Promise((resolve, reject) => {
       this.net.once('error', reject);
       this.net.listen({ port, host, ...extra }, () => {
@@ -137,6 +139,7 @@ export class HttpsListener {
       dhparam: 'auto',
       ALPNProtocols: this.options.http2 === null ? profile.alpn.filter((p) => p !== 'h2') : [...profile.alpn],
       handshakeTimeout: this.options.handshakeTimeoutMs,
+      ...(this.options.ticketKeys === undefined ? {} : { ticketKeys: this.options.ticketKeys }),
       // Without SNI: the default certificate (none: such handshakes fail).
       ...(def === null ? {} : { cert: def.pair.certPem, key: def.pair.keyPem }),
       // The certificate of the name asked for, from the table in force at this handshake.

@@ -1,0 +1,50 @@
+// The messages between an agent's primary process and its data-plane workers
+// (node:cluster IPC with the "advanced" serialisation, so pushes carry their
+// bodies as bytes). Requests carry an id their reply repeats.
+import type { ConfigPush } from '../control/resource-set.ts';
+import type { PrefetchResult, PurgeCommand, ConfigPushResult } from '../control/controlled-agent.ts';
+import type { DrainState } from '../logs/drains.ts';
+import type { TrafficRollup } from '../metrics/traffic.ts';
+import type { CertificatePair } from '../tls/certificates.ts';
+
+export interface PurgeState {
+  purgeSequence: number;
+  catchUpTarget: number;
+  cutOff: boolean;
+}
+
+/** Primary → worker. */
+export type ToWorker =
+  /** Before it listens: the configuration in force (null: none yet), the purge state, the default certificate. */
+  | { t: 'init'; id: number; push: ConfigPush | null; purge: PurgeState; certificate: CertificatePair | null; ports: { http: number; https: number | null }; ticketKeys: Buffer }
+  | { t: 'prepare'; id: number; push: ConfigPush }
+  | { t: 'commit'; id: number }
+  | { t: 'abort'; id: number }
+  | { t: 'purge'; id: number; cmd: PurgeCommand }
+  | { t: 'prefetch'; id: number; endpointId: string; urls: readonly string[] }
+  | { t: 'metrics'; id: number }
+  | { t: 'startFromPurge'; sequence: number; reset: boolean }
+  | { t: 'catchUp'; target: number }
+  | { t: 'skipPurge'; sequence: number; reason: string }
+  | { t: 'cutOff'; lost: boolean }
+  | { t: 'certificate'; certificate: CertificatePair | null }
+  /** Stop: close the listeners, let requests under way finish (up to timeoutMs), exit. */
+  | { t: 'drain'; timeoutMs: number };
+
+/** Worker → primary. */
+export type FromWorker =
+  | { t: 'reply'; id: number; ok: true; value?: unknown }
+  | { t: 'reply'; id: number; ok: false; error: string }
+  /** Sent every second: its cache, its log drains' delivery, and (every fifth time) its traffic since the last. */
+  | { t: 'stats'; cacheObjects: number; cacheBytes: number; drains: DrainState[]; rollups: TrafficRollup[] };
+
+export interface ListeningPorts {
+  http: number;
+  https: number | null;
+}
+
+export type InitReply = ListeningPorts;
+export type PrepareReply = null;
+export type CommitReply = ConfigPushResult;
+export type PurgeReply = { applied: boolean; purged: number };
+export type PrefetchReply = PrefetchResult;

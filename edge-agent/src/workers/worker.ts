@@ -1,0 +1,134 @@
+// A data-plane worker of an agent with WORKERS > 1 (forked by workers/primary.ts
+// through node:cluster, with the agent's own flags and environment): one
+// EdgeAgent serving viewers on the agent's ports (each worker its own socket,
+// SO_REUSEPORT), with its share of the cache (CACHE_MEMORY_BYTES and
+// CACHE_DISK_BYTES divided by WORKERS, its disk tier in DATA_DIR/workers/<n>),
+// its log drains, and no control stream, persistence or origin probes: the
+// primary holds those and tells it every configuration (prepared, then
+// committed once every worker prepared it), purge and prefetch, which it
+// answers once done. It listens only after it has the configuration in force.
+// Signals are the primary's to act on: a worker stops when told to drain, or
+// when its primary is gone.
+import cluster from 'node:cluster';
+import { join } from 'node:path';
+import { EdgeAgent, type PreparedConfig } from '../agent.ts';
+import { agentLogger, agentOptions } from '../agent-options.ts';
+import { loadConfig } from '../config.ts';
+import { DefaultCertificate } from '../tls/certificates.ts';
+import type { FromWorker, ToWorker } from './protocol.ts';
+
+if (!cluster.isWorker) throw new Error('workers/worker.ts runs as a worker of the agent\'s primary process');
+
+const index = Number(process.env.EDGE_WORKER_INDEX ?? '0');
+const config = loadConfig(process.argv.slice(2), process.env);
+const logger = agentLogger(config, { worker: index });
+const base = agentOptions(config, logger);
+const agent = new EdgeAgent({
+  ...base,
+  dataDir: join(config.DATA_DIR, 'workers', String(index)),
+  memoryBytes: Math.floor(config.CACHE_MEMORY_BYTES / config.WORKERS),
+  diskBytes: Math.floor(config.CACHE_DISK_BYTES / config.WORKERS),
+  persist: false,
+  stateKey: null,
+  healthProbes: false,
+});
+
+const STATS_EVERY_MS = 1_000;
+/** Traffic is sent every fifth stats message, with every URL the window holds (the primary cuts the top list). */
+const TRAFFIC_EVERY = 5;
+const ALL_URLS = 1_000_000;
+
+function send(msg: FromWorker): void {
+  if (process.connected) process.send!(msg);
+}
+
+const reply = (id: number, value: unknown = null) => send({ t: 'reply', id, ok: true, value });
+const fail = (id: number, err: unknown) => send({ t: 'reply', id, ok: false, error: (err as Error).message ?? String(err) });
+
+/** The push prepared last (the primary runs one operation at a time: a commit or abort is for it). */
+let prepared: PreparedConfig | null = null;
+let statsTimer: NodeJS.Timeout | null = null;
+let stopping = false;
+
+async function handle(msg: ToWorker): Promise<void> {
+  switch (msg.t) {
+    case 'init': {
+      if (msg.push !== null) agent.applyConfigPush(msg.push);
+      agent.adoptPurgeState(msg.purge);
+      agent.setDefaultCertificate(msg.certificate === null ? null : new DefaultCertificate(msg.certificate));
+      const http = await agent.listen(msg.ports.http, config.HOST, { shared: true });
+      const https = msg.ports.https === null ? null : await agent.listenHttps(msg.ports.https, config.HOST, { shared: true, ticketKeys: msg.ticketKeys });
+      await agent.listenPrivate();
+      startStats();
+      return reply(msg.id, { http: http.port, https: https?.port ?? null });
+    }
+    case 'prepare':
+      prepared = null;
+      prepared = agent.prepareConfigPush(msg.push);
+      return reply(msg.id);
+    case 'commit': {
+      if (prepared === null) throw new Error('nothing prepared to commit');
+      const result = agent.commitConfigPush(prepared);
+      prepared = null;
+      return reply(msg.id, result);
+    }
+    case 'abort':
+      prepared = null;
+      return;
+    case 'purge':
+      return reply(msg.id, agent.applyPurge(msg.cmd));
+    case 'prefetch':
+      return reply(msg.id, await agent.prefetch(msg.endpointId, msg.urls));
+    case 'metrics':
+      return reply(msg.id, await agent.metrics.registry.getMetricsAsJSON());
+    case 'startFromPurge':
+      return agent.startFromPurge(msg.sequence, msg.reset);
+    case 'catchUp':
+      return void agent.beginPurgeCatchUp(msg.target);
+    case 'skipPurge':
+      return agent.skipPurge(msg.sequence, msg.reason);
+    case 'cutOff':
+      return agent.controlPlaneLost(msg.lost);
+    case 'certificate':
+      return agent.setDefaultCertificate(msg.certificate === null ? null : new DefaultCertificate(msg.certificate));
+    case 'drain':
+      return stop(msg.timeoutMs);
+  }
+}
+
+function startStats(): void {
+  let tick = 0;
+  statsTimer = setInterval(() => {
+    const h = agent.healthReport();
+    tick++;
+    send({ t: 'stats', cacheObjects: h.cacheObjects, cacheBytes: h.cacheBytes, drains: h.logDrains ?? [], rollups: tick % TRAFFIC_EVERY === 0 ? agent.takeTrafficRollups(ALL_URLS) : [] });
+  }, STATS_EVERY_MS);
+  statsTimer.unref();
+}
+
+async function stop(timeoutMs: number): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  if (statsTimer !== null) clearInterval(statsTimer);
+  try {
+    await agent.close(timeoutMs);
+  } catch (err) {
+    logger.error({ err: (err as Error).message }, 'worker shutdown failed');
+  }
+  // What it counted since the last report goes to the primary before it exits.
+  const last: FromWorker = { t: 'stats', cacheObjects: 0, cacheBytes: 0, drains: agent.logs.states(), rollups: agent.takeTrafficRollups(ALL_URLS) };
+  if (process.connected) process.send!(last, undefined, {}, () => process.exit(0));
+  else process.exit(0);
+}
+
+process.on('message', (msg: ToWorker) => {
+  const id = 'id' in msg ? msg.id : -1;
+  handle(msg).catch((err: unknown) => {
+    if (id >= 0) fail(id, err);
+    else logger.error({ err: (err as Error).message, message: msg.t }, 'worker could not apply a message');
+  });
+});
+// Signals reach the whole process group (Ctrl-C): the primary decides, and tells the workers to drain.
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => {});
+// The primary is gone (killed): stop serving, since nothing keeps this worker's cache in step any more.
+process.on('disconnect', () => void stop(1_000));
