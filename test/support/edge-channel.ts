@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import {
-  AckKind, ConnectRequestSchema, HeartbeatSchema, type ConfigUpdate, type ConnectResponse, type Purge, type PrefetchJob, type Welcome,
+  AckKind, ConnectRequestSchema, HeartbeatSchema, type ConfigUpdate, type ConnectResponse, type Purge, type PrefetchJob, type ShieldMap, type Welcome,
 } from '../../shared/gen/edge/v1/control_pb.ts';
 import { configDigest, encodeResource, type EncodedResource } from '../../shared/src/config/resources.ts';
 import { edgeControlService } from '../../shared/src/proto/edge-control.ts';
@@ -112,8 +112,9 @@ export function testTokens(tokens: Record<string, string>): AgentTokenVerifier {
   return { verify: async (token) => (tokens[token] ? { id: tokens[token] } : null) };
 }
 
-type Kind = 'welcome' | 'configUpdate' | 'purge' | 'prefetchJob';
-type ValueOf<K extends Kind> = K extends 'welcome' ? Welcome : K extends 'configUpdate' ? ConfigUpdate : K extends 'purge' ? Purge : PrefetchJob;
+type Kind = 'welcome' | 'configUpdate' | 'purge' | 'prefetchJob' | 'shieldMap';
+type ValueOf<K extends Kind> = K extends 'welcome' ? Welcome : K extends 'configUpdate' ? ConfigUpdate : K extends 'purge' ? Purge
+  : K extends 'shieldMap' ? ShieldMap : PrefetchJob;
 
 export interface HelloInit {
   nodeId?: string;
@@ -124,6 +125,11 @@ export interface HelloInit {
   purgeSequence?: number;
   cacheEmpty?: boolean;
   acceptsCacheReset?: boolean;
+  /** Origin shield (issue 23 item 5). */
+  shieldAddress?: string;
+  regionName?: string;
+  regionCountryCode?: string;
+  regionCity?: string;
 }
 
 const WAIT_MS = 20_000;
@@ -172,6 +178,7 @@ export class TestAgent {
         nodeId: init.nodeId ?? this.nodeId, hostname: init.hostname ?? `edge-${this.nodeId.slice(0, 8)}`, region: init.region ?? 'eu-west',
         agentVersion: init.agentVersion ?? '1.0.0', configVersion: BigInt(init.configVersion ?? 0), purgeSequence: BigInt(init.purgeSequence ?? 0),
         cacheEmpty: init.cacheEmpty ?? false, acceptsCacheReset: init.acceptsCacheReset ?? false,
+        shieldAddress: init.shieldAddress ?? '', regionName: init.regionName ?? '', regionCountryCode: init.regionCountryCode ?? '', regionCity: init.regionCity ?? '',
       },
     });
   }

@@ -52,7 +52,7 @@ async function settingsProblems(
   return problems;
 }
 
-/** A shield_region that is not one of the shield regions (the regions the edge nodes report), named (issue 21 item 9). */
+/** A shield_region that is not one of the shield regions (the regions of edge nodes willing to shield: GET /v1/cdn/shield-regions), named. */
 async function shieldRegionProblems(region: string | null | undefined, shieldRegions: ShieldRegionCheck): Promise<FieldError[]> {
   if (region == null || shieldRegions === undefined) return [];
   const regions = await shieldRegions();
@@ -60,8 +60,8 @@ async function shieldRegionProblems(region: string | null | undefined, shieldReg
   return [{
     field: 'shield_region',
     message: regions.length
-      ? `${region} is not a shield region; the shield regions are the regions of the edge nodes: ${regions.join(', ')}`
-      : `${region} is not a shield region: no edge node has reported a region yet`,
+      ? `${region} is not a shield region; the shield regions (GET /v1/cdn/shield-regions) are: ${regions.join(', ')}`
+      : `${region} is not a shield region: no edge node shields yet (an agent shields with SHIELD_ADDRESS)`,
   }];
 }
 

@@ -11,9 +11,12 @@ import { eventually } from '../../../test/support/eventually.ts';
 const cp = await startTestControlPlane(t, { env: { ...RELAXED_LIMITS, CDN_DOMAIN: 'edge.example.net' } });
 const { admin, operator, viewer, subscriber } = await cdnCallers(cp);
 const send = caller(cp);
-// The shield regions are the regions of the edge nodes (issue 21 item 9): two nodes have reported theirs.
-await query(cp, `insert into cdn_edge_node (id, hostname, region, status, agent_version, created_at, updated_at)
-  values (gen_random_uuid(), 'node-eu', 'eu-west', 'offline', 'test', now(), now()), (gen_random_uuid(), 'node-us', 'us-east', 'offline', 'test', now(), now())`);
+// The shield regions are the regions of edge nodes willing to shield (issue 21 item 9, issue 23 item 5): two nodes have said so;
+// a third node's region, where no node shields, is not one.
+await query(cp, `insert into cdn_edge_node (id, hostname, region, status, agent_version, shield_address, created_at, updated_at)
+  values (gen_random_uuid(), 'node-eu', 'eu-west', 'offline', 'test', 'http://10.0.0.1:8090', now(), now()),
+    (gen_random_uuid(), 'node-us', 'us-east', 'offline', 'test', 'http://10.0.0.2:8090', now(), now()),
+    (gen_random_uuid(), 'node-ap', 'ap-south', 'online', 'test', null, now(), now())`);
 
 t.test('POST /v1/cdn/endpoints: 201 bare with Location and ETag, a CDN hostname, deploying, the documented defaults; the origin joins it', async (t) => {
   const origin = await makeOrigin(cp, admin);
@@ -39,8 +42,10 @@ t.test('regression: shield_region must be one of the shield regions (any string 
   const before = await cdnState(cp);
   const refused = await send(admin, 'POST', '/v1/cdn/endpoints', { name: uniqueName('shield'), default_origin_id: origin.id, shield_region: 'mars-north' });
   t.equal(refused.status, 422, refused.text);
-  t.same(refused.body.errors, [{ field: 'shield_region', message: 'mars-north is not a shield region; the shield regions are the regions of the edge nodes: eu-west, us-east' }]);
+  t.same(refused.body.errors, [{ field: 'shield_region', message: 'mars-north is not a shield region; the shield regions (GET /v1/cdn/shield-regions) are: eu-west, us-east' }]);
   t.same(await cdnState(cp), before, 'nothing stored');
+  const unshielded = await send(admin, 'POST', '/v1/cdn/endpoints', { name: uniqueName('shield'), default_origin_id: origin.id, shield_region: 'ap-south' });
+  t.equal(unshielded.status, 422, 'a region whose nodes do not shield is not a shield region');
   const { endpoint } = await makeEndpoint(cp, admin, { shield_region: 'us-east' });
   t.equal(endpoint.shield_region, 'us-east');
   const update = await send(admin, 'PATCH', `/v1/cdn/endpoints/${endpoint.id}`, { shield_region: 'atlantis' });

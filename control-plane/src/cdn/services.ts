@@ -36,7 +36,7 @@ export interface CdnServices extends CoreServices {
    */
   cdnPurgeTargets?: string;
   /**
-   * The shield regions: the regions the edge nodes report (the edge capability's control channel provides it). An endpoint's
+   * The shield regions: the regions of edge nodes willing to shield (the edge capability's control channel provides it). An endpoint's
    * shield_region must be one of them; without it (no edge capability) any region id is accepted.
    */
   cdnShieldRegions?: () => Promise<string[]>;

@@ -26,6 +26,7 @@ import { LogDrainFeed } from './channel-log-drains.ts';
 import { OriginHealthFeed } from './channel-origin-health.ts';
 import { PrefetchFeed } from './channel-prefetch.ts';
 import { PurgeFeed } from './channel-purge-feed.ts';
+import { SHIELD_HOP_PURPOSE, ShieldFeed } from './channel-shield.ts';
 import type { AgentCall } from './channel-stream.ts';
 import { TrafficFeed } from './channel-traffic.ts';
 import type { AnalyticsServices } from '../cdn-analytics/services.ts';
@@ -70,7 +71,8 @@ function channelHub(services: EdgeServices, log: Logger, em: () => EntityManager
   // The seams are read when used: the services that provide them may start after the channel, and tests replace them.
   const source = () => (services as Partial<EdgeServices>).edgeConfig;
   const feeds = [new ConfigFeed(context, source), new PurgeFeed(context, { timeoutMs: services.config.EDGE_PURGE_TIMEOUT_MS }), new PrefetchFeed(context, source), new OriginHealthFeed(context), new LogDrainFeed(context),
-    new TrafficFeed(context, () => (services as Partial<EdgeServices & AnalyticsServices>).trafficRollups, services.config.EDGE_TRAFFIC_REPORT_INTERVAL_MS)];
+    new TrafficFeed(context, () => (services as Partial<EdgeServices & AnalyticsServices>).trafficRollups, services.config.EDGE_TRAFFIC_REPORT_INTERVAL_MS),
+    new ShieldFeed(context, services.deriveKey(SHIELD_HOP_PURPOSE))];
   hub = new ChannelHub({
     context, store: services.store, config: services.config, feeds, replicaId,
     tokens: () => (services as Partial<EdgeServices>).edgeAgentTokens,
@@ -119,8 +121,10 @@ export async function startChannel(services: EdgeServices): Promise<ChannelStart
       cdnOriginHealth: (originId) => originHealthReading(em(), originId),
       // A purge goes to every node online when it is stored (nodes connecting later catch up by sequence).
       cdnPurgeTargets: `(select count(*)::int from cdn_edge_node where ${ONLINE})`,
-      // The shield regions are the regions the edge nodes report (any status: a region whose nodes are all down is still one).
-      cdnShieldRegions: async () => (await em().execute<{ region: string }[]>(`select distinct region from cdn_edge_node order by region`)).map((r) => r.region),
+      // The shield regions are the regions of edge nodes willing to shield (any status: a region whose nodes are all down is still one).
+      cdnShieldRegions: async () => (await em().execute<{ region: string }[]>(
+        `select distinct region from cdn_edge_node where shield_address is not null order by region`,
+      )).map((r) => r.region),
     },
     metrics: (registry) => metrics.register(registry),
     async close() {

@@ -34,7 +34,7 @@ export const HEARTBEAT_FLUSH_DELAY_MS = 1_000;
  * column as it is), `max` (only grows), `nullable` (the last value given, null included: it clears the column).
  */
 export interface NodeColumn {
-  type: 'bigint' | 'text' | 'timestamptz';
+  type: 'bigint' | 'text' | 'timestamptz' | 'jsonb';
   merge: 'latest' | 'max' | 'nullable';
 }
 

@@ -39,6 +39,13 @@ export const EdgeNodeSchema = defineEntity({
     agent_token_id: p.uuid().nullable(),
     cache_objects: p.bigint('number').default(0),
     cache_bytes: p.bigint('number').default(0),
+    // Origin shield (Hello): where other agents reach this node to shield (null: it does not), and how its region is shown.
+    shield_address: p.text().nullable(),
+    region_name: p.text().nullable(),
+    region_country_code: p.text().nullable(),
+    region_city: p.text().nullable(),
+    // What the node measured (heartbeats) to the shield nodes of other regions: region → milliseconds.
+    shield_latencies: p.json<Record<string, number>>().default('{}'),
     created_at: p.datetime().onCreate(() => new Date()),
     updated_at: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
   },

@@ -1,9 +1,9 @@
 // Edge nodes (document 3 §4.13 "List edge nodes"): viewers and up read them.
 import { z } from 'zod';
-import { page } from '../http/route.ts';
+import { list as wholeList, page } from '../http/route.ts';
 import { orNull, pageQuery, queryBoolean, timestampOrNull } from '../http/schemas.ts';
 import { EDGE_NODE_STATUSES } from './nodes-entity.ts';
-import { listEdgeNodes } from './nodes-service.ts';
+import { listEdgeNodes, listShieldRegions } from './nodes-service.ts';
 import { defineEdgeRoute as defineRoute } from './services.ts';
 
 export const edgeNodeRecord = z.object({
@@ -37,4 +37,24 @@ const list = defineRoute({
   },
 });
 
-export const edgeNodeRoutes = [list];
+export const shieldRegionRecord = z.object({
+  id: z.string().describe('The region id, as endpoints name it in shield_region'),
+  name: z.string().describe('As its nodes name it (REGION_NAME); the id when none does'),
+  location: z.object({ country_code: orNull(z.string()), city: orNull(z.string()) }),
+  available: z.boolean().describe('Whether one of its shield nodes is online now'),
+  latency_hint_ms: orNull(z.number().int()).describe('The median of what the online nodes of other regions last measured to its shield nodes (null before any did)'),
+});
+
+const shieldRegions = defineRoute({
+  method: 'get', path: '/v1/cdn/shield-regions', tags: ['CDN: edge nodes'], access: { permission: 'cdn.read' },
+  summary: 'List shield regions',
+  description: 'The regions with edge nodes willing to shield (they advertise an address other agents reach them at), ordered by id, whatever their '
+    + 'status: `available` says whether one is online. An endpoint\'s shield_region must be one of these ids; a miss on an agent outside that region '
+    + 'is then fetched through a shield node of the region, so only the shield goes to the origin. Name and location are what its nodes report.',
+  responses: { 200: wholeList(shieldRegionRecord) },
+  async handler({ rc }) {
+    return listShieldRegions(rc.em);
+  },
+});
+
+export const edgeNodeRoutes = [list, shieldRegions];

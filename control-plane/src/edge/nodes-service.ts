@@ -36,6 +36,39 @@ export async function listEdgeNodes(rc: RequestContext, source: ConfigSource | u
   return { items: found.items.map((node) => ({ ...node, config_synced: node.config_version === active })), meta: found.meta };
 }
 
+export interface ShieldRegion {
+  id: string;
+  name: string;
+  location: { country_code: string | null; city: string | null };
+  available: boolean;
+  latency_hint_ms: number | null;
+}
+
+/**
+ * The shield regions (document 3 "Shield regions"): every region with a node willing to shield (a shield address in
+ * its Hello), whatever its status; named, placed and located as its most recently seen node says (the id when none
+ * says); available while one of those nodes is online; latency_hint_ms the median of what the online nodes of other
+ * regions last measured to it (null before any did).
+ */
+export async function listShieldRegions(em: EntityManager): Promise<ShieldRegion[]> {
+  const rows = await em.execute<{ region: string; name: string | null; country: string | null; city: string | null; available: boolean; latency: number | null }[]>(
+    `with shields as (
+       select region,
+         (array_agg(region_name order by last_seen_at desc nulls last) filter (where region_name is not null))[1] as name,
+         (array_agg(region_country_code order by last_seen_at desc nulls last) filter (where region_country_code is not null))[1] as country,
+         (array_agg(region_city order by last_seen_at desc nulls last) filter (where region_city is not null))[1] as city,
+         bool_or(status = 'online') as available
+       from cdn_edge_node where shield_address is not null group by region)
+     select s.region, s.name, s.country, s.city, s.available,
+       (select round(percentile_cont(0.5) within group (order by (n.shield_latencies ->> s.region)::numeric))::int
+          from cdn_edge_node n where n.status = 'online' and n.region <> s.region and n.shield_latencies ? s.region) as latency
+     from shields s order by s.region`,
+  );
+  return rows.map((r) => ({
+    id: r.region, name: r.name ?? r.region, location: { country_code: r.country, city: r.city }, available: r.available, latency_hint_ms: r.latency,
+  }));
+}
+
 /** FleetView.propagation: counted over the nodes online now (contracts.ts). */
 export async function propagation(em: EntityManager, versionNumber: number): Promise<PropagationCounts> {
   const [row] = await em.execute<{ total: number; synced: number; failed: number }[]>(

@@ -39,6 +39,7 @@ import { Migration0040CacheRuleNegativeTtl } from './0040-cache-rule-negative-tt
 import { Migration0041PurgeEveryEndpoint } from './0041-purge-every-endpoint.ts';
 import { Migration0044LogDrainDelivery } from './0044-log-drain-delivery.ts';
 import { Migration0045TrafficRollups } from './0045-traffic-rollups.ts';
+import { Migration0046EdgeShield } from './0046-edge-shield.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -79,4 +80,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0041-purge-every-endpoint', class: Migration0041PurgeEveryEndpoint },
   { name: '0044-log-drain-delivery', class: Migration0044LogDrainDelivery },
   { name: '0045-traffic-rollups', class: Migration0045TrafficRollups },
+  { name: '0046-edge-shield', class: Migration0046EdgeShield },
 ];
