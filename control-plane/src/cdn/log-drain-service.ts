@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { raw } from '@mikro-orm/core';
 import { lineRenderer, syntheticRecord, type LogFormat } from '../../../shared/src/logs/access-record.ts';
-import { DeliveryError, type DrainSpec } from '../../../shared/src/logs/destination.ts';
+import { batchOfLines, DeliveryError, type DrainSpec } from '../../../shared/src/logs/destination.ts';
 import { createDestination } from '../../../shared/src/logs/destinations.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { changesOf, recordAudit } from '../audit/audit.ts';
@@ -251,7 +251,7 @@ export async function testLogDrain(app: CdnServices, rc: RequestContext, id: str
     const destination = createDestination(spec, { nodeName: 'control-plane-test', timeoutMs: DRAIN_TEST_TIMEOUT_MS });
     const record = syntheticRecord('control-plane-test');
     const line = lineRenderer(destination.lineFormat, drain.fields)(record);
-    await destination.send({ id: randomUUID(), lines: [line], times: [record.timestamp], ids: [record.request_id], chars: line.length }, signal);
+    await destination.send(batchOfLines(randomUUID(), [line], [record.timestamp], [record.request_id]), signal);
     return { success: true, latency_ms: Math.round(performance.now() - started), error: '' };
   } catch (error) {
     const message = error instanceof DeliveryError ? error.message : signal.aborted ? `no answer within ${DRAIN_TEST_TIMEOUT_MS} ms` : 'the destination could not be reached';

@@ -33,19 +33,26 @@ function recordedQuery(ex: Exchange): string {
   }).join('&');
 }
 
-export function accessRecord(ex: Exchange, status: number, cacheStatus: string, bytes: number, ms: number, nodeName: string, country: string | null): AccessRecord {
+/** What the drains of an endpoint read beyond the record's cheap fields (LogDrains.needs): the rest is left empty. */
+export interface RecordNeeds {
+  requestId: boolean;
+  headers: boolean;
+}
+
+export function accessRecord(ex: Exchange, status: number, cacheStatus: string, bytes: number, ms: number, nodeName: string, country: string | null, needs: RecordNeeds = { requestId: true, headers: true }): AccessRecord {
   const req = ex.req;
   const raw = req.rawHeaders;
+  const headers = needs.headers;
   return {
     timestamp: Date.now(),
-    request_id: randomUUID(),
+    request_id: needs.requestId ? randomUUID() : '',
     client_ip: ex.clientIp ?? req.socket.remoteAddress ?? '',
     method: ex.method,
     scheme: (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http',
     host: ex.authority || ex.host,
     path: ex.path,
     query: recordedQuery(ex),
-    protocol: `HTTP/${req.httpVersion}`,
+    protocol: req.httpVersionMajor === 1 && req.httpVersionMinor === 1 ? 'HTTP/1.1' : `HTTP/${req.httpVersion}`,
     status,
     bytes_sent: bytes,
     cache_status: cacheStatus,
@@ -55,8 +62,8 @@ export function accessRecord(ex: Exchange, status: number, cacheStatus: string, 
     route_id: ex.route?.id ?? null,
     cache_rule_id: ex.rule?.id ?? null,
     origin_id: ex.route?.origin.id ?? null,
-    user_agent: rawHeader(raw, 'user-agent'),
-    referer: rawHeader(raw, 'referer'),
+    user_agent: headers ? rawHeader(raw, 'user-agent') : null,
+    referer: headers ? rawHeader(raw, 'referer') : null,
     country,
     tls_version: null,
     denied_by: ex.denial?.policy ?? null,

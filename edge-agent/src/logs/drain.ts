@@ -18,7 +18,7 @@ import { createDestination } from '../../../shared/src/logs/destinations.ts';
 import { DeliveryError, type Batch, type Destination, type DestinationContext, type DrainSpec } from '../../../shared/src/logs/destination.ts';
 
 export interface DrainLimits {
-  /** Bound on the characters of rendered records held (queued and in flight). */
+  /** Bound on the bytes of rendered records held (queued and in flight). */
   bufferBytes: number;
   batchMaxRecords: number;
   batchMaxBytes: number;
@@ -58,6 +58,15 @@ export interface DrainStats {
   lastDeliveredAtMs: number;
 }
 
+/** Whole lines as UTF-8, each followed by a newline, with their records' times and ids. */
+interface Chunk {
+  buf: Buffer;
+  used: number;
+  count: number;
+  times: number[];
+  ids: string[];
+}
+
 export interface DrainEvents {
   /** A batch was delivered (seconds from its first attempt to the destination's answer). */
   delivered?(drain: Drain, seconds: number, records: number): void;
@@ -72,11 +81,13 @@ export class Drain {
   private readonly context: DestinationContext;
   private readonly logger: Logger;
   private readonly events: DrainEvents;
-  /** Queued records (rendered) not yet in a batch. */
-  private lines: string[] = [];
-  private times: number[] = [];
-  private ids: string[] = [];
-  private queuedChars = 0;
+  /**
+   * Queued records not yet in a batch, as bytes: chunks each holding whole lines (line + newline), within the
+   * batch limits, so a batch is whole chunks. The last chunk is the one being written.
+   */
+  private chunks: Chunk[] = [];
+  private queuedBytes = 0;
+  private queuedRecords = 0;
   private inflight: Batch | null = null;
   private timer: NodeJS.Timeout | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
@@ -105,6 +116,16 @@ export class Drain {
 
   get destinationType(): DrainSpec['destination_type'] {
     return this.spec.destination_type;
+  }
+
+  /** Whether its records need a request id (a field it ships, or its destination keys documents by it). */
+  get needsRequestId(): boolean {
+    return this.destination.needsIds === true || this.readsField('request_id');
+  }
+
+  /** Whether it ships the field (fields empty: every field). */
+  readsField(field: string): boolean {
+    return this.spec.fields.length === 0 || this.spec.fields.includes(field);
   }
 
   /** A new configuration of the same drain: the destination and rendering change, the queue stays (records already rendered ship as they are). */
@@ -137,7 +158,18 @@ export class Drain {
   push(record: AccessRecord): void {
     if (this.closed) return;
     const line = this.render(record);
-    if (this.queuedChars + (this.inflight?.chars ?? 0) + line.length > this.limits.bufferBytes) {
+    // A line's UTF-8 length is at most 3 bytes per UTF-16 unit: measured only when that bound does not fit.
+    let bytes = line.length * 3 + 1;
+    let chunk = this.chunks.at(-1);
+    const room = chunk === undefined ? -1 : chunk.buf.length - chunk.used;
+    if (room < bytes || (chunk !== undefined && chunk.count >= this.limits.batchMaxRecords)) {
+      bytes = Buffer.byteLength(line) + 1;
+      if (chunk === undefined || room < bytes || chunk.count >= this.limits.batchMaxRecords) chunk = undefined;
+    }
+    const held = this.queuedBytes + (this.inflight?.body.length ?? 0);
+    // Near the bound the estimate is replaced by the exact length before refusing.
+    if (held + bytes > this.limits.bufferBytes && bytes === line.length * 3 + 1) bytes = Buffer.byteLength(line) + 1;
+    if (held + bytes > this.limits.bufferBytes) {
       this.stats.recordsDropped++;
       if (this.stats.recordsDropped === 1 || this.stats.recordsDropped % 10_000 === 0) {
         this.logger.warn({ drain: this.id, dropped: this.stats.recordsDropped, buffer_bytes: this.limits.bufferBytes }, 'log drain buffer full: records dropped');
@@ -146,11 +178,19 @@ export class Drain {
       if (!this.paused) this.stats.status = 'error';
       return;
     }
-    this.lines.push(line);
-    this.times.push(record.timestamp);
-    this.ids.push(record.request_id);
-    this.queuedChars += line.length;
-    if (this.lines.length >= this.limits.batchMaxRecords || this.queuedChars >= this.limits.batchMaxBytes) void this.pump();
+    if (chunk === undefined) {
+      chunk = { buf: Buffer.allocUnsafe(Math.max(this.chunkBytes, bytes)), used: 0, count: 0, times: [], ids: [] };
+      this.chunks.push(chunk);
+    }
+    const written = chunk.buf.write(line, chunk.used, 'utf8');
+    chunk.buf[chunk.used + written] = 10;
+    chunk.used += written + 1;
+    chunk.count++;
+    chunk.times.push(record.timestamp);
+    if (this.destination.needsIds) chunk.ids.push(record.request_id);
+    this.queuedBytes += written + 1;
+    this.queuedRecords++;
+    if (this.queuedRecords >= this.limits.batchMaxRecords || this.queuedBytes >= this.limits.batchMaxBytes) void this.pump();
     else if (this.timer === null) {
       this.timer = setTimeout(() => {
         this.timer = null;
@@ -160,9 +200,14 @@ export class Drain {
     }
   }
 
-  /** Buffered characters and records (queued and in flight). */
+  /** Chunks are a quarter of a batch's bytes (at most 1 MiB): a batch is a few chunks, a chunk's unused tail small. */
+  private get chunkBytes(): number {
+    return Math.min(MiB, Math.max(4096, Math.floor(this.limits.batchMaxBytes / 4)));
+  }
+
+  /** Buffered bytes and records (queued and in flight). */
   get buffered(): { bytes: number; records: number } {
-    return { bytes: this.queuedChars + (this.inflight?.chars ?? 0), records: this.lines.length + (this.inflight?.lines.length ?? 0) };
+    return { bytes: this.queuedBytes + (this.inflight?.body.length ?? 0), records: this.queuedRecords + (this.inflight?.count ?? 0) };
   }
 
   snapshot(): DrainStats {
@@ -172,24 +217,23 @@ export class Drain {
     return { ...this.stats };
   }
 
-  /** Cuts the next batch from the queue (at most the batch limits). */
+  /** Cuts the next batch from the queue: whole chunks, within the batch limits (at least one). */
   private cut(): Batch {
-    const max = this.limits.batchMaxRecords;
     let n = 0;
-    let chars = 0;
-    while (n < this.lines.length && n < max && (n === 0 || chars + this.lines[n]!.length <= this.limits.batchMaxBytes)) chars += this.lines[n++]!.length;
-    const batch: Batch = { id: randomUUID(), lines: this.lines.slice(0, n), times: this.times.slice(0, n), ids: this.ids.slice(0, n), chars };
-    if (n === this.lines.length) {
-      this.lines = [];
-      this.times = [];
-      this.ids = [];
-    } else {
-      this.lines = this.lines.slice(n);
-      this.times = this.times.slice(n);
-      this.ids = this.ids.slice(n);
+    let bytes = 0;
+    let records = 0;
+    while (n < this.chunks.length) {
+      const c = this.chunks[n]!;
+      if (n > 0 && (bytes + c.used > this.limits.batchMaxBytes || records + c.count > this.limits.batchMaxRecords)) break;
+      bytes += c.used;
+      records += c.count;
+      n++;
     }
-    this.queuedChars -= chars;
-    return batch;
+    const taken = this.chunks.splice(0, n);
+    const body = taken.length === 1 ? taken[0]!.buf.subarray(0, taken[0]!.used) : Buffer.concat(taken.map((c) => c.buf.subarray(0, c.used)), bytes);
+    this.queuedBytes -= bytes;
+    this.queuedRecords -= records;
+    return { id: randomUUID(), body, count: records, times: taken.flatMap((c) => c.times), ids: taken.flatMap((c) => c.ids) };
   }
 
   /** Sends batches while there is something to send and the drain may (`due`: the flush interval is up, a partial batch goes). */
@@ -199,8 +243,8 @@ export class Drain {
     try {
       while (!this.closed && !this.paused && this.retryTimer === null) {
         if (this.inflight === null) {
-          const full = this.lines.length >= this.limits.batchMaxRecords || this.queuedChars >= this.limits.batchMaxBytes;
-          if (this.lines.length === 0 || !(full || due || this.closing)) break;
+          const full = this.queuedRecords >= this.limits.batchMaxRecords || this.queuedBytes >= this.limits.batchMaxBytes;
+          if (this.queuedRecords === 0 || !(full || due || this.closing)) break;
           this.inflight = this.cut();
         }
         const batch = this.inflight;
@@ -214,9 +258,9 @@ export class Drain {
           this.stats.status = this.paused ? 'paused' : 'error';
           if (!e.retryable) {
             // The destination refuses this batch as such: sending it again would fail the same way.
-            this.stats.recordsDropped += batch.lines.length;
+            this.stats.recordsDropped += batch.count;
             this.inflight = null;
-            this.logger.warn({ drain: this.id, records: batch.lines.length, err: e.message }, 'log drain batch refused by the destination: dropped');
+            this.logger.warn({ drain: this.id, records: batch.count, err: e.message }, 'log drain batch refused by the destination: dropped');
             continue;
           }
           this.failures++;
@@ -233,23 +277,23 @@ export class Drain {
         this.inflight = null;
         if (this.failures > 0) this.logger.info({ drain: this.id, failures: this.failures }, 'log drain delivering again');
         this.failures = 0;
-        this.stats.recordsShipped += batch.lines.length;
+        this.stats.recordsShipped += batch.count;
         this.stats.batchesSent++;
         this.stats.lastDeliveredAtMs = Date.now();
         this.stats.lastError = '';
         this.stats.status = this.paused ? 'paused' : 'active';
-        this.events.delivered?.(this, (performance.now() - started) / 1000, batch.lines.length);
+        this.events.delivered?.(this, (performance.now() - started) / 1000, batch.count);
       }
     } finally {
       this.pumping = false;
-      if (this.lines.length > 0 && this.timer === null && this.retryTimer === null && !this.paused && !this.closed) {
+      if (this.queuedRecords > 0 && this.timer === null && this.retryTimer === null && !this.paused && !this.closed) {
         this.timer = setTimeout(() => {
           this.timer = null;
           void this.pump(true);
         }, this.limits.flushIntervalMs);
         this.timer.unref();
       }
-      if (this.inflight === null && this.lines.length === 0) for (const resolve of this.idle) resolve();
+      if (this.inflight === null && this.queuedRecords === 0) for (const resolve of this.idle) resolve();
     }
   }
 
@@ -260,7 +304,7 @@ export class Drain {
     if (this.paused) return;
     this.closing = true;
     const empty = new Promise<void>((resolve) => {
-      if (this.inflight === null && this.lines.length === 0) resolve();
+      if (this.inflight === null && this.queuedRecords === 0) resolve();
       else this.idle.add(resolve);
     });
     if (this.retryTimer) {

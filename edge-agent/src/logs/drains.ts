@@ -10,7 +10,10 @@ import client from 'prom-client';
 import type { LogDrainSnapshot } from '../../../shared/src/config/snapshot.ts';
 import type { AccessRecord } from '../../../shared/src/logs/access-record.ts';
 import type { DrainSpec } from '../../../shared/src/logs/destination.ts';
+import type { RecordNeeds } from './access.ts';
 import { defaultLimits, Drain, MiB, type DrainLimits, type DrainStats } from './drain.ts';
+
+const ALL_NEEDS: RecordNeeds = { requestId: true, headers: true };
 
 export interface LogDrainsOptions {
   /** The node's name (object keys, Datadog's hostname, the edge_node field). */
@@ -34,11 +37,21 @@ export interface DrainState extends DrainStats {
 
 const NONE: readonly Drain[] = [];
 
+/** Whether a drain reads the request id (its fields, or a destination keyed by it) and the request's headers. */
+function needsOf(drains: readonly Drain[]): RecordNeeds {
+  return {
+    requestId: drains.some((d) => d.needsRequestId),
+    headers: drains.some((d) => d.readsField('user_agent') || d.readsField('referer')),
+  };
+}
+
 export class LogDrains {
   private readonly options: LogDrainsOptions;
   private readonly drains = new Map<string, Drain>();
   private every: readonly Drain[] = NONE;
   private byEndpoint = new Map<string, readonly Drain[]>();
+  /** What each list of drains reads (keyed by the list itself). */
+  private needs = new Map<readonly Drain[], RecordNeeds>();
   private latency: client.Histogram<'drain'> | null = null;
 
   constructor(options: LogDrainsOptions) {
@@ -52,6 +65,11 @@ export class LogDrains {
   /** The drains that receive an endpoint's records (hot path: one map lookup). */
   forEndpoint(endpointId: string): readonly Drain[] {
     return this.byEndpoint.get(endpointId) ?? this.every;
+  }
+
+  /** What the record for these drains (a list forEndpoint gave) must carry. */
+  needsFor(drains: readonly Drain[]): RecordNeeds {
+    return this.needs.get(drains) ?? ALL_NEEDS;
   }
 
   /** Hands a record to each drain of its endpoint. */
@@ -111,6 +129,9 @@ export class LogDrains {
     for (const [id, list] of named) byEndpoint.set(id, [...list, ...every]);
     this.byEndpoint = byEndpoint;
     this.every = every.length ? every : NONE;
+    const needs = new Map<readonly Drain[], RecordNeeds>([[this.every, needsOf(this.every)]]);
+    for (const list of byEndpoint.values()) needs.set(list, needsOf(list));
+    this.needs = needs;
   }
 
   /** Every drain's state (heartbeats, /metrics). */

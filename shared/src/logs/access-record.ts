@@ -208,6 +208,25 @@ export function frameBatch(format: LogFormat, fields: readonly string[], lines: 
   return `#Version: 1.0\n#Fields: ${w3cFields(fields)}\n#Date: ${iso.slice(0, 10)} ${iso.slice(11, 19)}\n${lines.length ? `${lines.join('\n')}\n` : ''}`;
 }
 
+/**
+ * frameBatch over bytes: the body holds the lines, each followed by a newline
+ * (destination.ts Batch). ndjson is the body itself; json turns the newlines
+ * into commas within brackets; w3c_extended puts the directives before it.
+ */
+export function frameBody(format: LogFormat, fields: readonly string[], body: Buffer, now = Date.now()): Buffer {
+  if (format === 'ndjson') return body;
+  if (format === 'json') {
+    if (body.length === 0) return Buffer.from('[]');
+    const out = Buffer.allocUnsafe(body.length + 1);
+    out[0] = 0x5b; // [
+    body.copy(out, 1);
+    for (let i = out.indexOf(10, 1); i !== -1; i = out.indexOf(10, i + 1)) out[i] = 0x2c; // ,
+    out[out.length - 1] = 0x5d; // ] in place of the last separator
+    return out;
+  }
+  return Buffer.concat([Buffer.from(frameBatch(format, fields, [], now)), body]);
+}
+
 /** The media type of a batch in the format. */
 export function formatMediaType(format: LogFormat): string {
   return format === 'json' ? 'application/json' : format === 'ndjson' ? 'application/x-ndjson' : 'text/plain; charset=utf-8';

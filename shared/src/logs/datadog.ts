@@ -7,7 +7,7 @@
 // the intake protocol). The intake takes at most 1,000 entries and 5 MB per
 // request: the drain's batches stay below both.
 import { gzipSync } from 'node:zlib';
-import { guardedDispatcher, sendRequest, statusError, str, type Batch, type Destination, type DestinationContext, type DrainSpec, DELIVERY_TIMEOUT_MS } from './destination.ts';
+import { batchLines, guardedDispatcher, sendRequest, statusError, str, type Batch, type Destination, type DestinationContext, type DrainSpec, DELIVERY_TIMEOUT_MS } from './destination.ts';
 
 export const DATADOG_MAX_ENTRIES = 1000;
 
@@ -26,9 +26,7 @@ export function datadogDestination(drain: DrainSpec, ctx: DestinationContext): D
   return {
     lineFormat: drain.log_format,
     async send(batch: Batch, signal?: AbortSignal) {
-      let body = '[';
-      for (let i = 0; i < batch.lines.length; i++) body += `${i ? ',' : ''}${prefix}${JSON.stringify(batch.lines[i])}}`;
-      body += ']';
+      const body = `[${batchLines(batch).map((line) => `${prefix}${JSON.stringify(line)}}`).join(',')}]`;
       const answer = await sendRequest(send, url, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', 'dd-api-key': apiKey, 'user-agent': 'edge-agent-logs/1' },

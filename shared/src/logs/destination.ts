@@ -12,17 +12,31 @@ import { Agent, buildConnector, request, type Dispatcher } from 'undici';
 import { originAddressAllowed } from '../match/cidr.ts';
 import type { LogFormat } from './access-record.ts';
 
-/** A batch of records rendered for one drain. */
+/**
+ * A batch of records rendered for one drain: their lines as UTF-8 bytes, each
+ * followed by a newline (a line never holds one: JSON escapes it, W3C entries
+ * percent-encode it). Bytes rather than strings, so a buffer of records is a
+ * few large objects for the garbage collector, not one string per record.
+ */
 export interface Batch {
   /** Unique and kept across retries: object keys and the X-Batch-Id header are made from it, so a retried batch is one object. */
   id: string;
-  /** The records, one rendered line each (no newline). */
-  lines: string[];
-  /** Per line: the record's time (ms) and request id. */
+  body: Buffer;
+  count: number;
+  /** Per record: its time (ms), and its request id when the destination needs ids (Destination.needsIds). */
   times: number[];
   ids: string[];
-  /** The lines' length in characters. */
-  chars: number;
+}
+
+/** A batch made of lines (tests, the control plane's connectivity test). */
+export function batchOfLines(id: string, lines: readonly string[], times: number[], ids: string[]): Batch {
+  return { id, body: Buffer.from(lines.map((l) => `${l}\n`).join('')), count: lines.length, times, ids };
+}
+
+/** The batch's lines as strings (destinations that wrap each record). */
+export function batchLines(batch: Batch): string[] {
+  const text = batch.body.toString('utf8');
+  return text.length ? text.slice(0, -1).split('\n') : [];
 }
 
 /** The drain as a destination sees it: the snapshot entry's members it needs. */
@@ -38,6 +52,8 @@ export interface DrainSpec {
 export interface Destination {
   /** The format its lines are rendered in (Elasticsearch and Datadog take JSON documents whatever the drain says). */
   readonly lineFormat: LogFormat;
+  /** It reads the records' request ids (Batch.ids); others get an empty list, and nothing per record is kept for them. */
+  readonly needsIds?: boolean;
   /** Sends the batch; throws DeliveryError. */
   send(batch: Batch, signal?: AbortSignal): Promise<void>;
 }

@@ -6,7 +6,7 @@
 import t from 'tap';
 import { bodyText, bulkItems, datadogEntries, serviceAccount, sigV4Valid, startGcsFake, startReceiver, startS3Fake } from '../../../test/support/log-receivers.ts';
 import { frameBatch, lineRenderer, syntheticRecord, w3cFields, type AccessRecord, type LogFormat } from './access-record.ts';
-import { DeliveryError, type Batch, type DrainSpec } from './destination.ts';
+import { batchLines, batchOfLines, DeliveryError, type Batch, type DrainSpec } from './destination.ts';
 import { createDestination } from './destinations.ts';
 import { indexFor } from './elasticsearch.ts';
 
@@ -17,8 +17,7 @@ const records: AccessRecord[] = [
 
 function batchOf(format: LogFormat, fields: string[], spec: { lineFormat: LogFormat }): Batch {
   const render = lineRenderer(spec.lineFormat, fields);
-  const lines = records.map(render);
-  return { id: crypto.randomUUID(), lines, times: records.map((r) => r.timestamp), ids: records.map((r) => r.request_id), chars: lines.join('').length };
+  return batchOfLines(crypto.randomUUID(), records.map(render), records.map((r) => r.timestamp), records.map((r) => r.request_id));
 }
 
 /** The DeliveryError a send fails with (a test failure when it does not fail). */
@@ -67,7 +66,7 @@ t.test('http: the drain\'s format, headers and auth, one POST per batch', async 
     t.equal(got.headers['x-tenant'], 'acme');
     t.equal(got.headers['x-batch-id'], batch.id);
     const noDate = (text: string) => text.replace(/#Date: .*\n/, '');
-    t.equal(noDate(got.body.toString()), noDate(frameBatch(format, ['request_id', 'path'], batch.lines)), `${format} body`);
+    t.equal(noDate(got.body.toString()), noDate(frameBatch(format, ['request_id', 'path'], batchLines(batch))), `${format} body`);
   }
   t.equal(receiver.requests[0]!.headers['content-type'], 'application/json');
   t.equal(receiver.requests[1]!.headers['content-type'], 'application/x-ndjson');

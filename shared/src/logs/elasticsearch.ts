@@ -5,7 +5,7 @@
 // (those items answer 409, counted as delivered). The index may name the
 // record's UTC date: {yyyy}, {mm}, {dd} and {hh} (e.g. cdn-logs-{yyyy}.{mm}.{dd}).
 // Authentication: basic (username and password) or an API key.
-import { guardedDispatcher, sendRequest, statusError, str, DeliveryError, type Batch, type Destination, type DestinationContext, type DrainSpec, DELIVERY_TIMEOUT_MS } from './destination.ts';
+import { batchLines, guardedDispatcher, sendRequest, statusError, str, DeliveryError, type Batch, type Destination, type DestinationContext, type DrainSpec, DELIVERY_TIMEOUT_MS } from './destination.ts';
 
 /** The placeholders an index may hold. */
 export const INDEX_PLACEHOLDERS = /\{(yyyy|mm|dd|hh)\}/g;
@@ -39,11 +39,14 @@ export function elasticsearchDestination(drain: DrainSpec, ctx: DestinationConte
   const send = { dispatcher: ctx.dispatcher ?? guardedDispatcher(config.allow_private_network === true, timeoutMs), timeoutMs, secrets };
   return {
     lineFormat: 'ndjson',
+    needsIds: true,
     async send(batch: Batch, signal?: AbortSignal) {
-      let body = '';
-      for (let i = 0; i < batch.lines.length; i++) {
-        body += `{"create":{"_index":${JSON.stringify(indexFor(pattern, batch.times[i]!))},"_id":${JSON.stringify(batch.ids[i]!)}}}\n${batch.lines[i]}\n`;
+      const lines = batchLines(batch);
+      const parts: string[] = [];
+      for (let i = 0; i < lines.length; i++) {
+        parts.push(`{"create":{"_index":${JSON.stringify(indexFor(pattern, batch.times[i]!))},"_id":${JSON.stringify(batch.ids[i]!)}}}\n${lines[i]}\n`);
       }
+      const body = parts.join('');
       const answer = await sendRequest(send, `${base}/_bulk`, { method: 'POST', headers, body }, signal);
       if (answer.status < 200 || answer.status >= 300) throw statusError('Elasticsearch', answer, secrets);
       let parsed: { errors?: boolean; items?: Record<string, BulkItem>[] };

@@ -2,7 +2,7 @@
 // array, ndjson lines or a W3C log file) with the configured headers, the
 // Authorization header from auth_header, and X-Batch-Id (kept across retries,
 // so a receiver can drop a batch it already has).
-import { frameBatch, formatMediaType } from './access-record.ts';
+import { frameBody, formatMediaType } from './access-record.ts';
 import { guardedDispatcher, sendRequest, statusError, str, type Batch, type Destination, type DestinationContext, type DrainSpec, DELIVERY_TIMEOUT_MS } from './destination.ts';
 
 export function httpDestination(drain: DrainSpec, ctx: DestinationContext): Destination {
@@ -25,7 +25,7 @@ export function httpDestination(drain: DrainSpec, ctx: DestinationContext): Dest
   return {
     lineFormat: drain.log_format,
     async send(batch: Batch, signal?: AbortSignal) {
-      const body = frameBatch(drain.log_format, drain.fields, batch.lines);
+      const body = frameBody(drain.log_format, drain.fields, batch.body);
       const answer = await sendRequest(send, url, { method: 'POST', headers: { ...headers, 'x-batch-id': batch.id, 'user-agent': 'edge-agent-logs/1' }, body }, signal);
       if (answer.status < 200 || answer.status >= 300) throw statusError('the receiver', answer, secrets);
     },

@@ -3,7 +3,7 @@
 // first record, named after the node and the batch id (kept across retries,
 // so a batch sent again replaces the same object rather than adding one).
 import { gzipSync } from 'node:zlib';
-import { frameBatch, type LogFormat } from './access-record.ts';
+import { frameBody, type LogFormat } from './access-record.ts';
 import type { Batch } from './destination.ts';
 
 const EXTENSIONS: Record<LogFormat, string> = { json: 'json', ndjson: 'ndjson', w3c_extended: 'log' };
@@ -18,5 +18,5 @@ export function objectKey(prefix: string | undefined, format: LogFormat, nodeNam
 
 /** The batch as the object's bytes: framed in the drain's format, gzip-compressed. */
 export function objectBody(format: LogFormat, fields: readonly string[], batch: Batch): Buffer {
-  return gzipSync(frameBatch(format, fields, batch.lines, batch.times[0]));
+  return gzipSync(frameBody(format, fields, batch.body, batch.times[0]));
 }
