@@ -10,8 +10,13 @@ import client from 'prom-client';
 import type { LogDrainSnapshot } from '../../../shared/src/config/snapshot.ts';
 import type { AccessRecord } from '../../../shared/src/logs/access-record.ts';
 import type { DrainSpec } from '../../../shared/src/logs/destination.ts';
-import type { RecordNeeds } from './access.ts';
 import { defaultLimits, Drain, MiB, type DrainLimits, type DrainStats } from './drain.ts';
+
+/** What the drains of an endpoint read beyond the record's cheap fields (the exit leaves the rest empty). */
+export interface RecordNeeds {
+  requestId: boolean;
+  headers: boolean;
+}
 
 const ALL_NEEDS: RecordNeeds = { requestId: true, headers: true };
 

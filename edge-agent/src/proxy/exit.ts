@@ -8,7 +8,7 @@
 import type { Logger } from 'pino';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { accessRecord } from '../logs/access.ts';
+import { accessRecord } from './access-record.ts';
 import type { LogDrains } from '../logs/drains.ts';
 import type { CacheStatus, TrafficCounters } from '../metrics/traffic.ts';
 import type { PolicyResponse } from '../policy/index.ts';

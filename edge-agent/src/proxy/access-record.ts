@@ -6,7 +6,8 @@
 // cookie or Authorization value is ever read.
 import { randomUUID } from 'node:crypto';
 import type { AccessRecord } from '../../../shared/src/logs/access-record.ts';
-import type { Exchange } from '../proxy/exchange.ts';
+import type { RecordNeeds } from '../logs/drains.ts';
+import type { Exchange } from './exchange.ts';
 
 /** The first value of a request header field (lower-case name), from the raw list. */
 export function rawHeader(raw: readonly string[], name: string): string | null {
@@ -31,12 +32,6 @@ function recordedQuery(ex: Exchange): string {
     } catch { /* kept as written */ }
     return !names.has(name);
   }).join('&');
-}
-
-/** What the drains of an endpoint read beyond the record's cheap fields (LogDrains.needs): the rest is left empty. */
-export interface RecordNeeds {
-  requestId: boolean;
-  headers: boolean;
 }
 
 export function accessRecord(ex: Exchange, status: number, cacheStatus: string, bytes: number, ms: number, nodeName: string, country: string | null, needs: RecordNeeds = { requestId: true, headers: true }): AccessRecord {
@@ -65,9 +60,10 @@ export function accessRecord(ex: Exchange, status: number, cacheStatus: string, 
     user_agent: headers ? rawHeader(raw, 'user-agent') : null,
     referer: headers ? rawHeader(raw, 'referer') : null,
     country,
-    tls_version: null,
+    tls_version: (req.socket as { getProtocol?: () => string | null }).getProtocol?.() ?? null,
     denied_by: ex.denial?.policy ?? null,
     denial_reason: ex.denial?.reason ?? null,
     edge_node: nodeName,
+    shield: ex.shieldHop !== null ? `from ${ex.shieldHop}` : ex.viaShield !== null ? `via ${ex.viaShield}` : null,
   };
 }
