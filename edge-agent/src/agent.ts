@@ -27,6 +27,7 @@ import { compileRoutingTable, type RoutingTable } from './proxy/routing.ts';
 import { CertificateTable, type DefaultCertificate } from './tls/certificates.ts';
 import { Http2Listener } from './tls/http2-server.ts';
 import { HttpsListener } from './tls/listener.ts';
+import { ShieldDirectory, type ShieldMapUpdate } from './shield/directory.ts';
 
 export interface EdgeAgentOptions {
   dataDir: string;
@@ -40,6 +41,10 @@ export interface EdgeAgentOptions {
   persist?: boolean;
   /** Seals the configuration written to dataDir (control/sealing.ts; the agent process derives it from AGENT_TOKEN). */
   stateKey?: StateKey | null;
+  /** This node's id (Hello's): it signs the shield hops it sends. */
+  nodeId?: string;
+  /** Measure the latency to other regions' shield nodes (default: as healthProbes; the process holding the control stream does). */
+  shieldProbes?: boolean;
   /** Keep every resource body in memory once written (an agent with workers starts new ones from them: fullConfigPush). */
   keepConfigBodies?: boolean;
   /** Start origin health probes (default true). */
@@ -108,6 +113,10 @@ export class EdgeAgent implements ControlledAgent {
   readonly traffic = new TrafficCounters();
   readonly metrics: AgentMetrics;
   readonly proxy: Proxy;
+  /** Origin shield: the shield map, the hop keys, the latency to other regions' shields (shield/directory.ts). */
+  readonly shield: ShieldDirectory;
+  /** Connections to shield nodes (apart from the origins': they follow the shield map, not the configuration). */
+  private readonly shieldPools = new OriginPools({ connectionsPerOrigin: 64 });
   /** The log drains of the configuration in force. */
   readonly logs: LogDrains;
   private readonly pools: OriginPools;
@@ -160,6 +169,7 @@ export class EdgeAgent implements ControlledAgent {
     this.pools = new OriginPools({ uploadConnectionsPerOrigin: options.uploadConnectionsPerOrigin ?? DEFAULT_UPLOAD_CONNECTIONS_PER_ORIGIN });
     this.store = new CacheStore({ memoryBytes: options.memoryBytes, diskBytes: options.diskBytes ?? 0, diskDir: join(options.dataDir, 'cache') });
     this.prober = new HealthProber(this.pools);
+    this.shield = new ShieldDirectory({ region: options.region ?? 'local', nodeId: options.nodeId ?? 'standalone', probe: options.shieldProbes ?? this.healthProbes });
     this.metrics = createMetrics({
       traffic: this.traffic,
       cache: () => ({ objects: this.store.objectCount, memoryBytes: this.store.memoryBytes, diskBytes: this.store.diskBytes }),
@@ -170,6 +180,7 @@ export class EdgeAgent implements ControlledAgent {
     this.logs = new LogDrains({ nodeName: options.nodeName ?? `edge-${options.region ?? 'local'}`, logger: this.logger, ...options.logDrains });
     this.logs.registerMetrics(this.metrics.registry);
     this.proxy = new Proxy({
+      shield: { directory: this.shield, pools: this.shieldPools },
       logs: this.logs,
       table: () => this.table,
       store: this.store,
@@ -509,9 +520,17 @@ export class EdgeAgent implements ControlledAgent {
     return result;
   }
 
+  /** The shield map the control plane sent: misses of shielded endpoints go to these nodes, hops signed with its keys are trusted. */
+  applyShieldMap(map: ShieldMapUpdate): void {
+    this.shield.apply(map);
+    this.shieldPools.retain(this.shield.origins);
+    this.logger.info({ regions: map.regions.map((r) => `${r.region}:${r.nodes.length}`) }, 'shield map applied');
+  }
+
   healthReport(): HealthReport {
     const origins = this.prober.report();
     return {
+      shieldLatencies: this.shield.measured,
       status: origins.some((o) => o.status === 'unhealthy') ? 'degraded' : 'ok',
       configVersion: this.table.version,
       purgeSequence: this.purgeSequence,
@@ -705,7 +724,9 @@ export class EdgeAgent implements ControlledAgent {
     // What the drains hold is sent within the same grace; what cannot be is lost with the process.
     await this.logs.flush(timeoutMs);
     this.logs.close();
+    this.shield.stop();
     await this.pools.closeAll();
+    await this.shieldPools.closeAll();
     await this.configStore?.flush();
   }
 }

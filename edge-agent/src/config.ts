@@ -3,6 +3,7 @@
 // value stops the process with one line naming the variable (exit code 1).
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
+import { shieldAddressProblem } from '../../shared/src/edge/shield-address.ts';
 import { trustedProxy } from './policy/client-address.ts';
 
 const MiB = 1024 * 1024;
@@ -34,6 +35,16 @@ const schema = z.object({
   CACHE_DISK_BYTES: bytes.default(0),
   CACHE_MAX_OBJECT_BYTES: bytes.default(32 * MiB),
   REGION: z.string().min(1).max(64).default('local'),
+  // Origin shield: the address other agents reach this one at to use it as the shield of its region (an http:// or https://
+  // URL with host and port, advertised to the control plane); unset: this node does not shield.
+  SHIELD_ADDRESS: z.string().trim().superRefine((v, ctx) => {
+    const problem = shieldAddressProblem(v);
+    if (problem !== null) ctx.addIssue({ code: 'custom', message: problem });
+  }).optional(),
+  // How the region is shown in the shield-regions list: a name, an ISO 3166-1 alpha-2 country code, a city.
+  REGION_NAME: z.string().trim().min(1).max(100).regex(/^[^\x00-\x1f\x7f]*$/, 'printable characters').optional(),
+  REGION_COUNTRY: z.string().trim().regex(/^[A-Za-z]{2}$/, 'an ISO 3166-1 alpha-2 code such as IE').transform((v) => v.toUpperCase()).optional(),
+  REGION_CITY: z.string().trim().min(1).max(100).regex(/^[^\x00-\x1f\x7f]*$/, 'printable characters').optional(),
   CONTROL_PLANE_URL: z.url({ protocol: /^(https?|grpcs?)$/ }).optional(),
   AGENT_TOKEN: z.string().min(16).optional(),
   // A PEM bundle trusted for a grpcs:// or https:// control plane besides the system roots.

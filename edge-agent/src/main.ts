@@ -33,8 +33,10 @@ try {
 
 const logger = agentLogger(config);
 const workers = config.WORKERS;
+// The node's id (kept in DATA_DIR/node-id): Hello names the node with it, and it signs the shield hops this agent sends.
+const identity = config.CONTROL_PLANE_URL ? loadOrCreateNodeId(config.DATA_DIR) : null;
 // With workers, this agent serves no viewer: it keeps the configuration's bodies to start new workers from, and no cache.
-const agent = new EdgeAgent({ ...agentOptions(config, logger), ...(workers > 1 ? { keepConfigBodies: true, memoryBytes: 1024 * 1024, diskBytes: 0 } : {}) });
+const agent = new EdgeAgent({ ...agentOptions(config, logger), nodeId: identity?.nodeId, ...(workers > 1 ? { keepConfigBodies: true, memoryBytes: 1024 * 1024, diskBytes: 0 } : {}) });
 const pool = workers > 1
   ? new WorkerPool({ config, agent, logger, exec: fileURLToPath(new URL('./workers/worker.ts', import.meta.url)), args: process.argv.slice(2) })
   : null;
@@ -101,17 +103,17 @@ try {
 let control: ControlClient | null = null;
 if (config.CONTROL_PLANE_URL) {
   // Until the control plane answers (and whenever it cannot be reached), the configuration persisted in DATA_DIR serves.
-  const identity = loadOrCreateNodeId(config.DATA_DIR);
-  if (identity.created) logger.info({ node_id: identity.nodeId }, 'new node id kept in DATA_DIR/node-id');
+  if (identity!.created) logger.info({ node_id: identity!.nodeId }, 'new node id kept in DATA_DIR/node-id');
   control = new ControlClient({
     url: config.CONTROL_PLANE_URL,
     token: config.AGENT_TOKEN!,
     caPem,
     agent: controlled,
-    nodeId: identity.nodeId,
+    nodeId: identity!.nodeId,
     hostname: config.NODE_HOSTNAME ?? hostname(),
     region: config.REGION,
     agentVersion: agentVersion(),
+    shield: { address: config.SHIELD_ADDRESS, regionName: config.REGION_NAME, regionCountryCode: config.REGION_COUNTRY, regionCity: config.REGION_CITY },
     logger,
   });
   control.start();

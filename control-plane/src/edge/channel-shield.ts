@@ -10,6 +10,7 @@
 import { create } from '@bufbuild/protobuf';
 import { createHmac } from 'node:crypto';
 import { ConnectResponseSchema, type Heartbeat, type Hello } from '../../../shared/gen/edge/v1/control_pb.ts';
+import { shieldAddressProblem } from '../../../shared/src/edge/shield-address.ts';
 import { encodeResponse } from '../../../shared/src/proto/edge-control.ts';
 import type { ChannelContext, Feed } from './channel-feed.ts';
 import type { AgentStream } from './channel-stream.ts';
@@ -19,18 +20,6 @@ export const SHIELD_HOP_PURPOSE = 'edge-shield-hops';
 const REGION = /^[a-z0-9][a-z0-9-]{0,63}$/;
 const MAX_LATENCIES = 100;
 const MAX_LATENCY_MS = 60_000;
-
-/** Why a shield address from Hello is unusable, or null: http(s), a host and a port, nothing else. */
-export function shieldAddressProblem(address: string): string | null {
-  if (address === '') return null;
-  if (address.length > 255) return 'at most 255 characters';
-  const url = URL.parse(address);
-  if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') return 'an http:// or https:// URL with a host';
-  if (url.username !== '' || url.password !== '' || (url.pathname !== '/' && url.pathname !== '') || url.search !== '' || url.hash !== '') {
-    return 'scheme, host and port only';
-  }
-  return null;
-}
 
 const printable = (text: string, max: number) => text.length <= max && /^[^\x00-\x1f\x7f]*$/.test(text);
 

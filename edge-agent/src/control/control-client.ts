@@ -31,7 +31,7 @@ import { Backoff, DEFAULT_BACKOFF, type BackoffOptions } from './backoff.ts';
 import { ConfigRefusedError, type ConfigPushResult, type ControlledAgent } from './controlled-agent.ts';
 import type { TrafficRollup } from '../metrics/traffic.ts';
 import {
-  configAck, configPushOf, heartbeatMessage, helloMessage, prefetchAck, purgeAck, purgeCommandOf, trafficReportMessage, type NodeStatus,
+  configAck, configPushOf, heartbeatMessage, shieldMapOf, helloMessage, prefetchAck, purgeAck, purgeCommandOf, trafficReportMessage, type NodeStatus,
 } from './messages.ts';
 
 export interface ControlClientOptions {
@@ -45,6 +45,8 @@ export interface ControlClientOptions {
   hostname: string;
   region: string;
   agentVersion: string;
+  /** Origin shield: where other agents reach this one (unset: it does not shield), and how its region is shown. */
+  shield?: { address?: string; regionName?: string; regionCountryCode?: string; regionCity?: string };
   logger: Logger;
   backoff?: BackoffOptions;
   /** A stream that stayed up this long resets the backoff (default 10 s). */
@@ -223,6 +225,8 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
       agentVersion: this.options.agentVersion,
       configVersion: this.agent.controlConfigVersion,
       purgeSequence: this.agent.appliedPurgeSequence,
+      shieldAddress: this.options.shield?.address, regionName: this.options.shield?.regionName,
+      regionCountryCode: this.options.shield?.regionCountryCode, regionCity: this.options.shield?.regionCity,
     }));
   }
 
@@ -287,6 +291,8 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
         return this.onPurge(session, msg.message.value);
       case 'prefetchJob':
         return this.onPrefetch(msg.message.value);
+      case 'shieldMap':
+        return this.agent.applyShieldMap(shieldMapOf(msg.message.value));
       case 'trafficReceipt':
         return this.onTrafficReceipt(msg.message.value.reportIds);
       default:

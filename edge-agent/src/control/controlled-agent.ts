@@ -7,6 +7,7 @@ import type { DrainState } from '../logs/drains.ts';
 import type { TrafficRollup } from '../metrics/traffic.ts';
 import type { OriginHealthState } from '../proxy/health.ts';
 import type { ConfigPush } from './resource-set.ts';
+import type { ShieldLatency, ShieldMapUpdate } from '../shield/directory.ts';
 
 export type PurgeType = 'path' | 'wildcard' | 'tag' | 'all';
 
@@ -35,6 +36,8 @@ export interface HealthReport {
   origins: OriginHealthState[];
   /** Each log drain's delivery (sent in heartbeats; absent: none). */
   logDrains?: DrainState[];
+  /** The fastest connect time to each other region's shield nodes (absent: none measured). */
+  shieldLatencies?: readonly ShieldLatency[];
 }
 
 /** A configuration the agent will not serve; `message` is what the control client puts in its nack. */
@@ -78,5 +81,7 @@ export interface ControlledAgent {
   /** Cut off from the control plane for longer than the client's bound (true), or connected again (false). */
   controlPlaneLost(lost: boolean): void;
   healthReport(): HealthReport;
+  /** The shield map the control plane sent (each region's shield nodes, the hop keys). */
+  applyShieldMap(map: ShieldMapUpdate): void;
   takeTrafficRollups(topN?: number): TrafficRollup[];
 }

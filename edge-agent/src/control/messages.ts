@@ -4,9 +4,10 @@
 import { create } from '@bufbuild/protobuf';
 import {
   AckKind, AckSchema, ConnectRequestSchema, FailedUrlSchema, HeartbeatSchema, HelloSchema, LogDrainStateSchema, OriginHealthSchema, PurgeType,
-  TrafficReportSchema, TrafficRollupSchema, TrafficSliceSchema, CountryCountSchema, UrlCountSchema,
-  type ConfigUpdate, type ConnectRequest, type Purge,
+  TrafficReportSchema, TrafficRollupSchema, TrafficSliceSchema, CountryCountSchema, UrlCountSchema, ShieldLatencySchema,
+  type ConfigUpdate, type ConnectRequest, type Purge, type ShieldMap,
 } from '../../../shared/gen/edge/v1/control_pb.ts';
+import type { ShieldMapUpdate } from '../shield/directory.ts';
 import type { HealthReport, PrefetchResult, PurgeCommand, PurgeType as AgentPurgeType } from './controlled-agent.ts';
 import type { TrafficRollup } from '../metrics/traffic.ts';
 import type { ConfigPush } from './resource-set.ts';
@@ -29,6 +30,11 @@ export interface HelloFields {
   purgeSequence: number;
   /** The cache holds nothing: only open purges are sent, and Welcome's purge sequence is taken as applied. */
   cacheEmpty?: boolean;
+  /** Origin shield: where other agents reach this one (empty: it does not shield), and how its region is shown. */
+  shieldAddress?: string;
+  regionName?: string;
+  regionCountryCode?: string;
+  regionCity?: string;
 }
 
 export function helloMessage(h: HelloFields): ConnectRequest {
@@ -40,9 +46,14 @@ export function helloMessage(h: HelloFields): ConnectRequest {
         configVersion: big(h.configVersion), purgeSequence: big(h.purgeSequence), cacheEmpty: h.cacheEmpty ?? false,
         // This agent drops its cache when Welcome.reset_cache says it missed too many purges to replay.
         acceptsCacheReset: true,
+        shieldAddress: h.shieldAddress ?? '', regionName: h.regionName ?? '', regionCountryCode: h.regionCountryCode ?? '', regionCity: h.regionCity ?? '',
       }),
     },
   });
+}
+
+export function shieldMapOf(m: ShieldMap): ShieldMapUpdate {
+  return { regions: m.regions.map((r) => ({ region: r.region, nodes: r.nodes.map((n) => ({ nodeId: n.nodeId, address: n.address })) })), hopKeys: m.hopKeys };
 }
 
 export function configPushOf(u: ConfigUpdate): ConfigPush {
@@ -113,6 +124,7 @@ export function heartbeatMessage(status: NodeStatus, configVersion: number, repo
           lastSuccessAtMs: BigInt(o.lastSuccessAtMs), lastFailureAtMs: BigInt(o.lastFailureAtMs),
           failureReason: o.failureReason, consecutiveFailures: o.consecutiveFailures, checkedAtMs: BigInt(o.checkedAtMs),
         })),
+        shieldLatencies: (report.shieldLatencies ?? []).map((l) => create(ShieldLatencySchema, { region: l.region, latencyMs: Math.min(60_000, Math.max(0, l.latencyMs)) })),
         logDrains: (report.logDrains ?? []).map((d) => create(LogDrainStateSchema, {
           drainId: d.drainId, status: d.status, lastError: d.lastError, recordsShipped: big(d.recordsShipped), recordsDropped: big(d.recordsDropped),
           batchesSent: big(d.batchesSent), bufferedBytes: big(d.bufferedBytes), lastDeliveredAtMs: BigInt(d.lastDeliveredAtMs),

@@ -37,7 +37,12 @@ export class Exchange implements HeaderSource {
   denial: PolicyDenial | null = null;
   /** The viewer's parsed address once something resolved it (request policies, or the exit for countries); undefined: not yet. */
   client: ClientAddress | null | undefined = undefined;
+  /** A shield hop: the node id of the agent that sent it (its viewer's policies were applied there); null: a viewer's request. */
+  shieldHop: string | null = null;
+  /** The shield node this agent asked instead of the origin (null: none). */
+  viaShield: string | null = null;
   /** Time to the origin's response head when the origin was asked (access record). */
+
   originMs: number | null = null;
   private endToEnd: IncomingHttpHeaders | null = null;
 

@@ -67,7 +67,7 @@ export class Exit {
       res.destroy();
       return;
     }
-    const pages = ex.endpoint === null ? null : ex.endpoint.responsePolicies.errorPages;
+    const pages = ex.endpoint === null || ex.shieldHop !== null ? null : ex.endpoint.responsePolicies.errorPages;
     const rule = pages === null ? undefined : pages.get(status);
     if (rule !== undefined && !res.destroyed) {
       const answer = { status, headers, body };
@@ -95,7 +95,8 @@ export class Exit {
       return;
     }
     const endpoint = ex.endpoint;
-    if (endpoint !== null) {
+    // A shield hop's answer is shaped by the agent that asked (it serves it to its viewer), not here.
+    if (endpoint !== null && ex.shieldHop === null) {
       const shaping = (ex.route ?? endpoint.defaultRoute).shaping;
       if (body !== null && typeof body !== 'string' && !(body instanceof Uint8Array)) {
         const encoded = this.shaper.encoded(ex, shaping, status, headers, body);

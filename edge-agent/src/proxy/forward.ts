@@ -16,6 +16,7 @@ import type { Exit } from './exit.ts';
 import { applyRequestEdits } from '../policy/headers.ts';
 import { connectionListedFields, headerString, HOP_BY_HOP, passthroughHeaders } from './http-util.ts';
 import { fetchOrigin, OriginError, ViewerBodyTimeoutError, type OriginPools, type OriginRequest, type OriginResponse } from './origin-client.ts';
+import { SHIELD_HEADER, type ShieldDirectory, type ShieldNode } from '../shield/directory.ts';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
 /**
@@ -86,7 +87,25 @@ function writeInterimHttp2(res: ServerResponse, status: number, headers: Record<
   (res as unknown as { stream: { additionalHeaders(h: Record<string, string | string[] | number>): void } }).stream.additionalHeaders(fields);
 }
 
+/** Origin shield (shield/directory.ts): the map, keys and connections to shield nodes. */
+export interface ShieldDeps {
+  directory: ShieldDirectory;
+  pools: OriginPools;
+}
+
+/** Fields of an origin request that are the edge's or the origin's own, not the viewer's: the shield sets its own. */
+const NOT_FOR_SHIELD = ['x-forwarded-host', 'forwarded', 'x-forwarded-proto'];
+
+/** Why a shield is unreachable (the edge then asks the origin itself): it refused, reset or closed, could not be resolved, or did not accept the connection in time. */
+function shieldUnreachable(err: unknown): boolean {
+  if (!(err instanceof OriginError)) return false;
+  if (err.kind === 'connect_failure' || err.kind === 'dns_failure' || err.kind === 'ssrf_refused') return true;
+  return err.kind === 'timeout' && (err.cause as { code?: string } | undefined)?.code === 'UND_ERR_CONNECT_TIMEOUT';
+}
+
 export interface ForwarderDeps {
+  /** Origin shield: misses of endpoints shielded in another region go to a shield node of it (null: none). */
+  shield: ShieldDeps | null;
   pools: OriginPools;
   store: CacheStore;
   exit: Exit;
@@ -105,9 +124,45 @@ export class Forwarder {
     this.deps = deps;
   }
 
-  /** One origin request for the exchange (typed errors: OriginError, ViewerBodyTimeoutError, or the signal's reason). */
+  /**
+   * One origin request for the exchange (typed errors: OriginError, ViewerBodyTimeoutError, or the signal's reason).
+   * A GET or HEAD of an endpoint shielded in another region goes to a shield node of that region instead.
+   */
   fetch(ex: RoutedExchange, request: Omit<OriginRequest, 'path'>): Promise<OriginResponse> {
+    const shield = this.deps.shield;
+    if (shield !== null && ex.shieldHop === null && (request.method === 'GET' || request.method === 'HEAD') && request.body == null) {
+      const node = shield.directory.target(ex.endpoint.snapshot.shield_region, `${ex.endpoint.id}\x1f${ex.path}?${ex.query}`);
+      if (node !== null) return this.viaShield(ex, request, shield, node);
+    }
+    return this.fromOrigin(ex, request);
+  }
+
+  private fromOrigin(ex: RoutedExchange, request: Omit<OriginRequest, 'path'>): Promise<OriginResponse> {
     return fetchOrigin(this.deps.pools, ex.route.origin, { ...request, path: this.originPath(ex), bodyIdleTimeoutMs: this.deps.bodyIdleTimeoutMs }, this.timing(ex));
+  }
+
+  /**
+   * The request as a viewer's to the shield node (the keyed authority as Host, the path and query the edge keyed, the
+   * viewer's fields and the fill's conditionals, never the origin's own custom headers), marked with a signed hop
+   * header. A shield that cannot be reached sends the edge to the origin itself.
+   */
+  private async viaShield(ex: RoutedExchange, request: Omit<OriginRequest, 'path'>, shield: ShieldDeps, node: ShieldNode): Promise<OriginResponse> {
+    const target = ex.query ? `${ex.path}?${ex.query}` : ex.path;
+    const host = ex.authority !== '' ? ex.authority : ex.endpoint.snapshot.hostname;
+    const headers = { ...request.headers };
+    for (const [name] of ex.route.origin.customHeaders) delete headers[name];
+    for (const name of NOT_FOR_SHIELD) delete headers[name];
+    headers.host = host;
+    headers[SHIELD_HEADER] = shield.directory.hopHeader(request.method, host, target);
+    try {
+      const res = await fetchOrigin(shield.pools, node.origin, { ...request, path: target, headers }, this.timing(ex));
+      ex.viaShield = node.nodeId;
+      return res;
+    } catch (err) {
+      if (!shieldUnreachable(err)) throw err;
+      this.deps.logger.warn({ endpoint: ex.endpoint.id, shield: node.nodeId, address: node.address, err: (err as Error).message }, 'shield unreachable; asking the origin');
+      return this.fromOrigin(ex, request);
+    }
   }
 
   /**

@@ -11,10 +11,12 @@ export const HOP_BY_HOP = new Set([
 
 /**
  * Fields never stored with a cached object: recomputed (age) or meant for this
- * cache alone. CDN-Cache-Control is kept and passed on (RFC 9213 allows it;
+ * cache alone. X-Cache-Status is this agent's own short field: an upstream's
+ * (a shield's) is dropped, while its Cache-Status entry is kept, so the
+ * viewer's Cache-Status lists the shield's entry before this agent's (RFC 9211). CDN-Cache-Control is kept and passed on (RFC 9213 allows it;
  * a CDN in front of this one obeys it too, browsers ignore it).
  */
-const NOT_STORED = new Set(['age', 'surrogate-control', 'cache-tag', 'surrogate-key']);
+const NOT_STORED = new Set(['age', 'surrogate-control', 'cache-tag', 'surrogate-key', 'x-cache-status']);
 
 /**
  * Viewer fields that tell an origin where or how a request arrived, or which
@@ -27,6 +29,8 @@ const NOT_STORED = new Set(['age', 'surrogate-control', 'cache-tag', 'surrogate-
 export const VIEWER_OVERRIDE_FIELDS = new Set([
   'forwarded', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'x-forwarded-prefix', 'x-real-ip',
   'x-original-host', 'x-original-url', 'x-rewrite-url', 'x-http-method-override',
+  // A shield hop's mark (shield/directory.ts): read by a shield before this, never passed on.
+  'x-edge-shield',
 ]);
 
 type HeaderBag = Record<string, string | string[] | undefined>;
@@ -62,7 +66,7 @@ export function passthroughHeaders(headers: HeaderBag): string[] {
   const out: string[] = [];
   for (const name in headers) {
     const v = headers[name];
-    if (v === undefined || HOP_BY_HOP.has(name) || name === 'surrogate-control' || (extra !== null && extra.has(name))) continue;
+    if (v === undefined || HOP_BY_HOP.has(name) || name === 'surrogate-control' || name === 'x-cache-status' || (extra !== null && extra.has(name))) continue;
     if (Array.isArray(v)) for (const x of v) out.push(name, x);
     else out.push(name, v);
   }

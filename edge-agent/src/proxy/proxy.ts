@@ -28,6 +28,8 @@ import { serveFromCache } from './serve-cached.ts';
 import { ResponseShaper } from './shaping.ts';
 import { CacheFiller, type FillResult } from './storing.ts';
 import type { CertificateTable } from '../tls/certificates.ts';
+import { SHIELD_HEADER } from '../shield/directory.ts';
+import type { ShieldDeps } from './forward.ts';
 
 export interface ProxyOptions {
   defaultEndpointId: string | null;
@@ -56,6 +58,8 @@ export interface ProxyDeps {
   options: ProxyOptions;
   /** The names served over TLS: a request on a TLS connection must be for a name its handshake covers (421 otherwise). */
   tls?: CertificateTable | null;
+  /** Origin shield: the map and keys (shield/directory.ts), and the connections to shield nodes. */
+  shield?: ShieldDeps | null;
 }
 
 export class Proxy {
@@ -89,6 +93,7 @@ export class Proxy {
     this.exit = new Exit(deps.traffic, deps.logger, options.cacheName, new ResponseShaper({ store: deps.store, pools: deps.pools, logger: deps.logger, cacheName: options.cacheName }),
       deps.logs ?? null, country);
     this.forwarder = new Forwarder({
+      shield: deps.shield ?? null,
       pools: deps.pools, store: deps.store, exit: this.exit, logger: deps.logger, originLatency: deps.originLatency,
       cacheName: options.cacheName, bodyIdleTimeoutMs: options.bodyIdleTimeoutMs ?? 0,
     });
@@ -116,22 +121,29 @@ export class Proxy {
     }
     if (endpoint === undefined) return this.exit.refuse(ex, 421, 'No endpoint is configured for this host\n');
     ex.endpoint = endpoint;
-    const socket = req.socket as { encrypted?: boolean; servername?: string | false | null };
-    if (socket.encrypted === true && this.deps.tls && !this.deps.tls.sameConnection(socket.servername || null, ex.host)) {
-      // Another name's certificate or TLS settings apply to this host: the viewer must open a connection for it.
-      return this.exit.refuse(ex, 421, 'This connection was not made for this host\n');
-    }
-    if (!endpoint.snapshot.ipv6_enabled && this.arrivedOverIpv6(ex)) {
-      // A CDN withholds the AAAA record of such an endpoint: a viewer here over IPv6 came by an address it was not given.
-      return this.exit.refuse(ex, 421, 'This endpoint is not served over IPv6\n');
+    const shieldRegion = endpoint.snapshot.shield_region;
+    // Another agent asking this one, a shield of the endpoint's region: its viewer was checked there.
+    if (shieldRegion !== null && this.deps.shield && shieldRegion === this.deps.shield.directory.region) this.acceptHop(ex);
+    if (ex.shieldHop === null) {
+      const socket = req.socket as { encrypted?: boolean; servername?: string | false | null };
+      if (socket.encrypted === true && this.deps.tls && !this.deps.tls.sameConnection(socket.servername || null, ex.host)) {
+        // Another name's certificate or TLS settings apply to this host: the viewer must open a connection for it.
+        return this.exit.refuse(ex, 421, 'This connection was not made for this host\n');
+      }
+      if (!endpoint.snapshot.ipv6_enabled && this.arrivedOverIpv6(ex)) {
+        // A CDN withholds the AAAA record of such an endpoint: a viewer here over IPv6 came by an address it was not given.
+        return this.exit.refuse(ex, 421, 'This endpoint is not served over IPv6\n');
+      }
     }
     if (!endpoint.enabled) return this.exit.refuse(ex, 403, 'This endpoint is disabled\n');
     const method = ex.method;
     // Matched first because redirect rules belong to routes; matching has no effect of its own.
     ex.route = matchRoute(endpoint, ex.host, ex.path, method);
     const rx = ex as RoutedExchange;
-    if (endpoint.requestPolicies.length > 0 && this.requestPolicies(rx)) return;
-    if (method === 'OPTIONS' && this.preflight(rx)) return;
+    if (ex.shieldHop === null) {
+      if (endpoint.requestPolicies.length > 0 && this.requestPolicies(rx)) return;
+      if (method === 'OPTIONS' && this.preflight(rx)) return;
+    }
     if (method !== 'GET' && method !== 'HEAD') {
       void this.forwarder.forward(rx, 'BYPASS', true, method === 'POST' ? (answer) => this.keepPostAnswer(rx, answer) : undefined);
       return;
@@ -154,6 +166,17 @@ export class Proxy {
     }
     this.withEntry(rx, primary, key, entry);
   };
+
+  /** A request carrying a valid shield hop header (shield/directory.ts) is another agent's: marked on the exchange. */
+  private acceptHop(ex: Exchange): void {
+    const raw = ex.req.rawHeaders;
+    let header: string | undefined;
+    for (let i = 0; i < raw.length; i += 2) {
+      if (raw[i]!.length === SHIELD_HEADER.length && raw[i]!.toLowerCase() === SHIELD_HEADER) header = raw[i + 1];
+    }
+    if (header === undefined) return;
+    ex.shieldHop = this.deps.shield!.directory.verifyHop(header, ex.method, ex.vh.host ?? '', ex.req.url ?? '/');
+  }
 
   /** Whether the viewer (the socket's peer, or the trusted proxy's header) has an IPv6 address (v4-mapped ones are IPv4). */
   private arrivedOverIpv6(ex: Exchange): boolean {

@@ -32,6 +32,7 @@ import {
 import type { ConfigPush } from '../control/resource-set.ts';
 import type { DrainState } from '../logs/drains.ts';
 import type { TrafficRollup } from '../metrics/traffic.ts';
+import type { ShieldMapUpdate } from '../shield/directory.ts';
 import type { CertificatePair, DefaultCertificate } from '../tls/certificates.ts';
 import { mergeDrainStates, RollupAccumulator } from './merge.ts';
 import type { FromWorker, ListeningPorts, ToWorker } from './protocol.ts';
@@ -126,7 +127,7 @@ export class WorkerPool implements ControlledAgent {
 
   private spawn(index: number): Promise<void> {
     if (this.stopping) return Promise.resolve();
-    const worker = cluster.fork({ EDGE_WORKER_INDEX: String(index) });
+    const worker = cluster.fork({ EDGE_WORKER_INDEX: String(index), EDGE_NODE_ID: this.agent.shield.nodeId });
     let exited!: () => void;
     const handle: Handle = {
       index, worker, ready: false, pending: new Map(), exited: new Promise((r) => (exited = r)), cacheObjects: 0, cacheBytes: 0, drains: [],
@@ -150,6 +151,7 @@ export class WorkerPool implements ControlledAgent {
     const { agent } = this;
     return this.request<ListeningPorts>(handle, {
       t: 'init', id: 0, push: agent.fullConfigPush(), purge: agent.purgeState, certificate: this.certificate, ports: this.ports, ticketKeys: this.ticketKeys,
+      shield: agent.shield.map,
     }, TIMEOUTS.init).then(
       (ports) => {
         if (this.ports.http === 0) this.ports = ports;
@@ -327,6 +329,11 @@ export class WorkerPool implements ControlledAgent {
     }
     if (answers.length === 0) for (const url of urls) failed.set(url, 'no worker is listening');
     return { fetched: urls.length - failed.size, failed: failed.size, failed_urls: [...failed].map(([url, reason]) => ({ url, reason })) };
+  }
+
+  applyShieldMap(map: ShieldMapUpdate): void {
+    this.agent.applyShieldMap(map);
+    this.broadcast({ t: 'shield', map });
   }
 
   healthReport(): HealthReport {

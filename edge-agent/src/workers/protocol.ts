@@ -5,6 +5,7 @@ import type { ConfigPush } from '../control/resource-set.ts';
 import type { PrefetchResult, PurgeCommand, ConfigPushResult } from '../control/controlled-agent.ts';
 import type { DrainState } from '../logs/drains.ts';
 import type { TrafficRollup } from '../metrics/traffic.ts';
+import type { ShieldMapUpdate } from '../shield/directory.ts';
 import type { CertificatePair } from '../tls/certificates.ts';
 
 export interface PurgeState {
@@ -16,7 +17,11 @@ export interface PurgeState {
 /** Primary → worker. */
 export type ToWorker =
   /** Before it listens: the configuration in force (null: none yet), the purge state, the default certificate. */
-  | { t: 'init'; id: number; push: ConfigPush | null; purge: PurgeState; certificate: CertificatePair | null; ports: { http: number; https: number | null }; ticketKeys: Buffer }
+  | {
+    t: 'init'; id: number; push: ConfigPush | null; purge: PurgeState; certificate: CertificatePair | null; ports: { http: number; https: number | null };
+    ticketKeys: Buffer; shield: ShieldMapUpdate;
+  }
+  | { t: 'shield'; map: ShieldMapUpdate }
   | { t: 'prepare'; id: number; push: ConfigPush }
   | { t: 'commit'; id: number }
   | { t: 'abort'; id: number }

@@ -31,6 +31,7 @@ const agent = new EdgeAgent({
   persist: false,
   stateKey: null,
   healthProbes: false,
+  nodeId: process.env.EDGE_NODE_ID,
 });
 
 const STATS_EVERY_MS = 1_000;
@@ -55,6 +56,7 @@ async function handle(msg: ToWorker): Promise<void> {
     case 'init': {
       if (msg.push !== null) agent.applyConfigPush(msg.push);
       agent.adoptPurgeState(msg.purge);
+      agent.applyShieldMap(msg.shield);
       agent.setDefaultCertificate(msg.certificate === null ? null : new DefaultCertificate(msg.certificate));
       const http = await agent.listen(msg.ports.http, config.HOST, { shared: true });
       const https = msg.ports.https === null ? null : await agent.listenHttps(msg.ports.https, config.HOST, { shared: true, ticketKeys: msg.ticketKeys });
@@ -89,6 +91,8 @@ async function handle(msg: ToWorker): Promise<void> {
       return agent.skipPurge(msg.sequence, msg.reason);
     case 'cutOff':
       return agent.controlPlaneLost(msg.lost);
+    case 'shield':
+      return agent.applyShieldMap(msg.map);
     case 'certificate':
       return agent.setDefaultCertificate(msg.certificate === null ? null : new DefaultCertificate(msg.certificate));
     case 'drain':

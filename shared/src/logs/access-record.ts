@@ -38,13 +38,18 @@ export interface AccessRecord {
   denied_by: string | null;
   denial_reason: string | null;
   edge_node: string;
+  /**
+   * Origin shield (issue 23 item 5): `via <node id>` when this node fetched the answer from that shield node,
+   * `from <node id>` when it answered that node's shield hop as the shield; null otherwise.
+   */
+  shield: string | null;
 }
 
 /** The fields a drain may ship, in their canonical order (its `fields` default). */
 export const LOG_FIELDS = [
   'timestamp', 'request_id', 'client_ip', 'method', 'host', 'url', 'path', 'query', 'protocol', 'status', 'bytes_sent', 'cache_status',
   'duration_ms', 'origin_duration_ms', 'endpoint_id', 'route_id', 'cache_rule_id', 'origin_id', 'user_agent', 'referer', 'country',
-  'tls_version', 'denied_by', 'denial_reason', 'edge_node',
+  'tls_version', 'denied_by', 'denial_reason', 'edge_node', 'shield',
 ] as const;
 export type LogField = (typeof LOG_FIELDS)[number];
 
@@ -57,7 +62,7 @@ const W3C_NAMES: Record<LogField, string> = {
   query: 'cs-uri-query', protocol: 'cs-version', status: 'sc-status', bytes_sent: 'sc-bytes', cache_status: 'x-cache-status', duration_ms: 'time-taken',
   origin_duration_ms: 'x-origin-time-taken', endpoint_id: 'x-endpoint-id', route_id: 'x-route-id', cache_rule_id: 'x-cache-rule-id',
   origin_id: 'x-origin-id', user_agent: 'cs(User-Agent)', referer: 'cs(Referer)', country: 'x-country', tls_version: 'x-tls-version',
-  denied_by: 'x-denied-by', denial_reason: 'x-denial-reason', edge_node: 's-computername',
+  denied_by: 'x-denied-by', denial_reason: 'x-denial-reason', edge_node: 's-computername', shield: 'x-edge-shield',
 };
 
 export function recordUrl(r: AccessRecord): string {
@@ -113,6 +118,7 @@ const JSON_VALUES: Record<LogField, (r: AccessRecord) => string> = {
   denied_by: (r) => jsonString(r.denied_by),
   denial_reason: (r) => jsonString(r.denial_reason),
   edge_node: (r) => jsonString(r.edge_node),
+  shield: (r) => jsonString(r.shield),
 };
 
 // ---- W3C extended ------------------------------------------------------------
@@ -164,6 +170,7 @@ const W3C_VALUES: Record<LogField, (r: AccessRecord) => string> = {
   denied_by: (r) => w3cValue(r.denied_by),
   denial_reason: (r) => w3cValue(r.denial_reason),
   edge_node: (r) => w3cValue(r.edge_node),
+  shield: (r) => w3cValue(r.shield),
 };
 
 // ---- lines and batches -------------------------------------------------------
@@ -239,5 +246,6 @@ export function syntheticRecord(edgeNode: string, now = Date.now()): AccessRecor
     path: '/log-drain-test', query: '', protocol: 'HTTP/1.1', status: 200, bytes_sent: 0, cache_status: 'HIT', duration_ms: 0,
     origin_duration_ms: null, endpoint_id: '00000000-0000-0000-0000-000000000000', route_id: null, cache_rule_id: null, origin_id: null,
     user_agent: 'log-drain-test/1', referer: null, country: null, tls_version: null, denied_by: null, denial_reason: null, edge_node: edgeNode,
+    shield: null,
   };
 }

@@ -1,0 +1,111 @@
+// Origin shield end to end (issue 23 item 5): a control plane (in this process),
+// a counting origin, and three real agent processes in two regions: a shield
+// node in `shield-r` (it advertises SHIELD_ADDRESS) and two edge agents in
+// `edge-r` (one with two workers). An endpoint whose shield_region is `shield-r` (with signed URLs, so
+// its viewers' policies matter): concurrent misses across both edge agents make
+// one origin request, the viewer's Cache-Status lists the shield's entry before
+// the edge's, a viewer cannot pass as an agent (a forged hop header gets the
+// policies), and with the shield gone the edge agents go to the origin directly.
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { signPath } from '../../shared/src/signing/signed-url.ts';
+import { startAgentProcess } from '../../edge-agent/test/helpers.ts';
+import { RELAXED_LIMITS } from '../support/auth.ts';
+import { caller, cdnCallers } from '../support/cdn.ts';
+import { startTestControlPlane } from '../support/control-plane.ts';
+import { testTokens } from '../support/edge-channel.ts';
+import { agentHealth, startCountingOrigin, viewerGet } from '../support/edge-deployment.ts';
+import { eventually } from '../support/eventually.ts';
+
+const AGENT_TOKEN = 'agt_edge_shield_flow_test_0123456789';
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+t.test('with a shield region set, misses across two edge agents make one origin request; a forged hop is a viewer; an unreachable shield sends the edges to the origin', { timeout: 180_000 }, async (t) => {
+  const cp = await startTestControlPlane(t, { env: { ...RELAXED_LIMITS }, services: { edgeAgentTokens: testTokens({ [AGENT_TOKEN]: randomUUID() }) } });
+  const send = caller(cp);
+  const { admin, viewer } = await cdnCallers(cp);
+  const must = async (method: string, path: string, json?: unknown) => {
+    const res = await send(admin, method, path, json);
+    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${res.text}`);
+    return res.body;
+  };
+  // A slow origin, so the misses of both edges reach the shield while its fill is on its way (collapsed there).
+  const originRequests = new Map<string, number>();
+  const counted = await startCountingOrigin(t, (req, res) => {
+    originRequests.set(req.url!, (originRequests.get(req.url!) ?? 0) + 1);
+    setTimeout(() => {
+      res.writeHead(200, { 'content-type': 'text/plain', 'cache-control': 'public, max-age=300' });
+      res.end(`${req.url} from the origin`);
+    }, 200);
+    return true;
+  });
+  const env = (name: string, region: string) => ({
+    CONTROL_PLANE_URL: `grpc://127.0.0.1:${cp.app.edgeChannel!.port}`, AGENT_TOKEN, DATA_DIR: mkdtempSync(join(tmpdir(), `sp-shield-${name}-`)),
+    REGION: region, NODE_HOSTNAME: name, SHUTDOWN_TIMEOUT_MS: '1000',
+  });
+
+  const shieldPort = await freePort();
+  const shield = await startAgentProcess({
+    ...env('shield', 'shield-r'), HTTP_PORT: String(shieldPort), SHIELD_ADDRESS: `http://127.0.0.1:${shieldPort}`,
+    REGION_NAME: 'Shield region', REGION_COUNTRY: 'de', REGION_CITY: 'Frankfurt',
+  });
+  t.teardown(() => { shield.child.kill('SIGKILL'); });
+  await eventually(async () => (await send(viewer, 'GET', '/v1/cdn/shield-regions')).body.data?.some((r: { id: string }) => r.id === 'shield-r'), 'the shield region is listed');
+  t.match((await send(viewer, 'GET', '/v1/cdn/shield-regions')).body.data, [{ id: 'shield-r', name: 'Shield region', location: { country_code: 'DE', city: 'Frankfurt' }, available: true }]);
+
+  const originRecord = await must('POST', '/v1/cdn/origins', { name: 'shielded origin', scheme: 'http', host: '127.0.0.1', port: counted.port, allow_private_network: true });
+  const endpoint = await must('POST', '/v1/cdn/endpoints', { name: 'shielded', default_origin_id: originRecord.id, shield_region: 'shield-r' });
+  const key = await must('POST', `/v1/cdn/endpoints/${endpoint.id}/signing-keys`, { name: 'player' });
+  await must('PATCH', `/v1/cdn/endpoints/${endpoint.id}`, { token_auth_enabled: true });
+  const published = await must('POST', '/v1/cdn/config/publish', { description: 'shielded endpoint' });
+  const signed = (path: string) => signPath({ path, expires: Math.floor(Date.now() / 1000) + 600, secret: key.secret as string });
+
+  // The second edge runs two workers: the shield map and its keys reach each of them.
+  const edges = [await startAgentProcess(env('edge-1', 'edge-r')), await startAgentProcess({ ...env('edge-2', 'edge-r'), WORKERS: '2' })];
+  t.teardown(() => { for (const e of edges) e.child.kill('SIGKILL'); });
+  for (const agent of [shield, ...edges]) await eventually(async () => (await agentHealth(agent)).config_version === published.version_number, 'every agent has the endpoint');
+  for (const e of edges) await eventually(() => e.logs.some((l) => l.includes('shield map applied') && l.includes('shield-r:1')), 'the edges know the shield');
+
+  await t.test('concurrent misses across both edge agents make one origin request', async (t) => {
+    const path = '/video/segment-1.ts';
+    const answers = await Promise.all(edges.flatMap((e) => Array.from({ length: 5 }, () => viewerGet(e.port, endpoint.hostname, signed(path)))));
+    t.same(answers.map((a) => a.status), Array(10).fill(200));
+    t.equal(originRequests.get(path), 1, 'ten misses, two edge agents: one origin request, by the shield');
+    const statuses = answers.map((a) => String(a.headers['cache-status']));
+    t.ok(statuses.every((s) => /^edge-shield-r; [^,]+, edge-edge-r; /.test(s)), `the shield's Cache-Status entry, then the edge's (${statuses[0]})`);
+    t.ok(answers.every((a) => !String(a.headers['x-cache-status']).includes(',')), 'one X-Cache-Status: the edge\'s own');
+    const again = await viewerGet(edges[0]!.port, endpoint.hostname, signed(path));
+    t.equal(again.headers['x-cache-status'], 'HIT', 'then a hit at the edge');
+    t.equal(originRequests.get(path), 1);
+  });
+
+  await t.test('a viewer cannot pass as an agent: a forged hop header gets the viewer\'s policies at the shield', async (t) => {
+    const forged = await viewerGet(shieldPort, endpoint.hostname, '/video/segment-1.ts', { 'x-edge-shield': `${randomUUID()} ${Math.floor(Date.now() / 1000)} ${'A'.repeat(43)}` });
+    t.equal(forged.status, 403, 'unsigned at the shield: refused as any viewer');
+    const garbage = await viewerGet(shieldPort, endpoint.hostname, '/video/segment-1.ts', { 'x-edge-shield': 'agent' });
+    t.equal(garbage.status, 403);
+    t.equal((await viewerGet(shieldPort, endpoint.hostname, signed('/video/segment-1.ts'))).status, 200, 'a signed viewer request at the shield is served as usual');
+  });
+
+  await t.test('the shield unreachable: the edge agents go to the origin directly', async (t) => {
+    shield.child.kill('SIGKILL');
+    await new Promise((r) => shield.child.once('exit', r));
+    const path = '/video/segment-2.ts';
+    const a = await viewerGet(edges[0]!.port, endpoint.hostname, signed(path));
+    const b = await viewerGet(edges[1]!.port, endpoint.hostname, signed(path));
+    t.same([a.status, b.status], [200, 200]);
+    t.equal(originRequests.get(path), 2, 'each edge asked the origin itself');
+    t.notMatch(String(a.headers['cache-status']), 'edge-shield-r', 'no shield entry');
+  });
+});
