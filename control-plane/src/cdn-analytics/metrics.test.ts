@@ -202,3 +202,26 @@ t.test('retention drops whole partitions past their table\'s retention and forge
   t.notOk((await parts()).some((p) => now.slice(0, 1).includes(p)), 'today\'s minutes are gone 9 days later');
   t.ok((await query(cp, `select 1 from pg_class where relname like 'cdn_traffic_hour_p%'`)).length >= 1, 'hours are kept 90 days');
 });
+
+t.test('a report the store fails to take waits for the next flush, then is stored once and confirmed', async (t) => {
+  const { endpoint: ep } = await makeEndpoint(cp, admin);
+  const real = cp.app.trafficRollups!;
+  let failures = 2;
+  cp.app.trafficRollups = {
+    ...real,
+    ingest: (em, reports, now) => (failures-- > 0 ? Promise.reject(new Error('database unavailable')) : real.ingest(em, reports, now)),
+    totals: real.totals.bind(real), series: real.series.bind(real), topUrls: real.topUrls.bind(real), countries: real.countries.bind(real),
+    rollUp: real.rollUp.bind(real), retain: real.retain.bind(real),
+  };
+  t.teardown(() => { cp.app.trafficRollups = real; });
+  const { agent } = await connect({ hostname: 'edge-flaky' });
+  const id = randomUUID();
+  agent.send({ case: 'trafficReport', value: { reportId: id, rollups: [{ minuteStartMs: BigInt(minute), endpointId: ep.id, slices: [{ requests: 3n, status2xx: 3n, responseTimeBuckets: buckets({ 0: 3 }) }] }] } });
+  await eventually(async () => {
+    await cp.app.edgeChannel!.hub.flush();
+    return agent.received.some((m) => m.message.case === 'trafficReceipt' && m.message.value.reportIds.includes(id));
+  }, 'confirmed after two failed attempts');
+  t.equal(failures, -1, 'stored on the third attempt');
+  const rows = await query<{ requests: string }>(cp, `select sum(requests)::int as requests from cdn_traffic_minute where endpoint_id = ?`, [ep.id]);
+  t.equal(Number(rows[0]!.requests), 3, 'counted once');
+});

@@ -24,6 +24,8 @@ export const MAX_REPORT_AGE_MS = 23 * 60 * MINUTE;
 /** Minutes ahead of this control plane's clock accepted (clocks differ a little). */
 const MAX_CLOCK_AHEAD_MS = 5 * MINUTE;
 const MAX_ROLLUPS = 10_000;
+/** Flushes a report may fail to be stored in before it is dropped unconfirmed (its agent sends it again on its next stream). */
+const MAX_STORE_ATTEMPTS = 10;
 const MAX_SLICES = 1_000;
 const MAX_URLS = 500;
 const MAX_URL_LENGTH = 2_048;
@@ -66,10 +68,12 @@ class ReportBuffer implements WriterPart {
   readonly #writer: ChannelWriter;
   readonly #metrics: ChannelMetrics;
   readonly #store: () => RollupStore | undefined;
-  #reports: { report: TrafficReportInput; stream: AgentStream }[] = [];
+  readonly #log: ChannelContext['log'];
+  #reports: { report: TrafficReportInput; stream: AgentStream; attempts: number }[] = [];
 
   constructor(context: ChannelContext, store: () => RollupStore | undefined) {
     this.#writer = context.writer;
+    this.#log = context.log;
     this.#metrics = context.metrics;
     this.#store = store;
     context.writer.add(this);
@@ -84,7 +88,7 @@ class ReportBuffer implements WriterPart {
   }
 
   add(report: TrafficReportInput, stream: AgentStream): void {
-    this.#reports.push({ report, stream });
+    this.#reports.push({ report, stream, attempts: 0 });
     this.#writer.later();
   }
 
@@ -94,8 +98,20 @@ class ReportBuffer implements WriterPart {
     const taken = this.#reports;
     this.#reports = [];
     return {
+      // Never throws: a failure here would make the channel's flush write the other feeds' batches again. The
+      // reports wait for the next flush (MAX_STORE_ATTEMPTS at most, then dropped unconfirmed: the agents send
+      // them again on their next stream).
       write: async (em, now) => {
-        const result = await store.ingest(em, taken.map((t) => t.report), now);
+        let result: Awaited<ReturnType<RollupStore['ingest']>>;
+        try {
+          result = await store.ingest(em, taken.map((t) => t.report), now);
+        } catch (error) {
+          const kept = taken.filter((t) => ++t.attempts < MAX_STORE_ATTEMPTS);
+          this.#log.error({ err: error, reports: taken.length, dropped: taken.length - kept.length }, 'edge channel: storing traffic reports failed');
+          this.#reports = [...kept, ...this.#reports];
+          if (kept.length) this.#writer.later();
+          return;
+        }
         this.#metrics.reports(result.fresh, taken.length - result.fresh, result.rollups);
         const stored = new Set(result.confirmed);
         const byStream = new Map<AgentStream, string[]>();
@@ -110,6 +126,7 @@ class ReportBuffer implements WriterPart {
         }
       },
       putBack: () => {
+        // Another part's write failed after this one stored the reports: storing them again adds nothing (ids).
         this.#reports = [...taken, ...this.#reports];
         this.#writer.later();
       },
