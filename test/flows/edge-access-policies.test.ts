@@ -176,7 +176,8 @@ async function run(t: Test, postgresUrl: string, redisUrl: string) {
   await t.test('redirects answered by the edge: http→https and a path redirect with a capture', async (t) => {
     const toHttps = await viewer(tls.hostname, '/watch?v=1');
     t.equal(toHttps.status, 301);
-    t.equal(toHttps.headers.location, `https://${tls.hostname}/watch?v=1`);
+    const httpsPort = Number(/"https_port":(\d+)/.exec(agent.logs.find((l) => l.includes('"https_port"'))!)![1]);
+    t.equal(toHttps.headers.location, `https://${tls.hostname}:${httpsPort}/watch?v=1`, "to the agent's HTTPS listener");
     const path = await viewer(moved.hostname, '/old/shows/42?t=10');
     t.equal(path.status, 301);
     t.equal(path.headers.location, '/new/shows/42?t=10');
