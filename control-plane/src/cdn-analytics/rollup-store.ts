@@ -54,19 +54,8 @@ export interface TrafficReportInput {
   rollups: MinuteRollup[];
 }
 
-/** Sums over a time range. */
-export interface CounterTotals {
-  requests: number;
-  s2xx: number;
-  s3xx: number;
-  s4xx: number;
-  s5xx: number;
-  statuses: Record<CacheStatusColumn, number>;
-  bytes_from_cache: number;
-  bytes_from_origin: number;
-  rt: number[];
-  rt_sum_ms: number;
-}
+/** Sums over a time range: a slice's counts without its keys. */
+export type CounterTotals = Omit<SliceCounts, 'origin_id' | 'cache_rule_id'>;
 
 /** What a counters query sums: the platform, one endpoint, one origin or one cache rule. */
 export type CounterScope = { kind: 'platform' } | { kind: 'endpoint'; id: string } | { kind: 'origin'; id: string } | { kind: 'cache_rule'; id: string };
