@@ -27,6 +27,7 @@ import { ADMITTING_ACTIONS } from '../cdn/policy-checks.ts';
 import { matchProblems, redirectProblems } from '../cdn/route-service.ts';
 import type { CdnServices } from '../cdn/services.ts';
 import { signingSecrets } from '../cdn/signing-key-service.ts';
+import { sortedKeys } from '../cdn/snapshot-restore.ts';
 import type { ValidationProblem } from './config-entities.ts';
 
 type Row = Record<string, any>;
@@ -73,16 +74,6 @@ function groupBy(rows: Row[], key: string): Map<string, Row[]> {
   }
   return groups;
 }
-
-/** A JSON value with every object's keys sorted (free-form maps that did not come from jsonb). */
-export function sortedKeys(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(sortedKeys);
-  if (value && typeof value === 'object') return Object.fromEntries(Object.keys(value).sort().map((k) => [k, sortedKeys((value as Row)[k])]));
-  return value;
-}
-
-/** JSON text independent of object key order. */
-export const canonicalJson = (value: unknown) => JSON.stringify(sortedKeys(value));
 
 const originEntry = (o: Row) => ({
   id: o.id, name: o.name, scheme: o.scheme, host: o.host, port: o.port, path_prefix: o.path_prefix, enabled: o.enabled,

@@ -23,9 +23,9 @@ import { inTransaction, systemContext, type RequestContext } from '../core/reque
 import { idList, ids } from '../db/bulk.ts';
 import { ApiError, conflict, found } from '../http/errors.ts';
 import { paginate } from '../http/paging.ts';
+import { restoreSnapshot } from '../cdn/snapshot-restore.ts';
 import { compileConfiguration, type CompiledConfiguration } from './config-compiler.ts';
 import { ConfigVersion, type ConfigVersionStatus, type ValidationProblem } from './config-entities.ts';
-import { restoreConfiguration } from './config-restore.ts';
 import { manifestToStored, type ConfigStore } from './config-store.ts';
 import { CONFIG_PUBLISHED_CHANNEL, type ManifestEntry, type PropagationCounts, type PublishedVersion } from './contracts.ts';
 import type { EdgeServices } from './services.ts';
@@ -256,7 +256,7 @@ export async function rollbackConfiguration(app: ConfigServices, rc: RequestCont
     await lockConfiguration(tx.em);
     const [row] = await tx.em.execute<{ status: string }[]>(`select status from cdn_config_version where id = ?`, [targetId]);
     if (row?.status !== 'superseded') throw notSuperseded(row?.status ?? 'gone');
-    const restored = await restoreConfiguration(app, tx.em, snapshot);
+    const restored = await restoreSnapshot(app, tx.em, snapshot);
     const compiled = await compileConfiguration(app, tx.em);
     if (compiled.problems.length) throw invalidConfigurationError(compiled.problems);
     const active = await configStore(app).activeIn(tx.em);

@@ -1,4 +1,5 @@
-// Rollback's restore (document 3 §3, §4.12; DESIGN.md §5): the working
+// The restore of a configuration rollback (document 3 §3, §4.12; DESIGN.md
+// §5), the CDN capability's own writes to its tables: the working
 // configuration tables are made to hold what a published version's snapshot
 // holds. Every resource of the snapshot is upserted with its id, and the
 // configuration rows the snapshot lacks are deleted, in an order the foreign
@@ -8,22 +9,22 @@
 // signing key's name, an origin's health). Secrets are sealed again; a secret
 // whose value did not change keeps its stored ciphertext, so the row does not
 // change. Rows whose content is already the snapshot's are not rewritten
-// (their ETags stay). Runs inside the rollback's transaction, which holds the
-// configuration lock.
+// (their ETags stay). Runs inside the caller's transaction (the rollback's,
+// which holds the configuration lock and compiles and publishes the result in
+// the same transaction): all of it or nothing.
 import { X509Certificate } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type {
   ConfigSnapshot, EndpointSnapshot, LogDrainSnapshot, ResponseHeadersPolicySnapshot,
 } from '../../../shared/src/config/snapshot.ts';
 import { idList, ids, recordset, type Columns } from '../db/bulk.ts';
-import { statusByExpiry } from '../cdn/certificate-check.ts';
-import { keyAad } from '../cdn/domain-service.ts';
-import type { DestinationConfig } from '../cdn/log-drain-record.ts';
-import { drainSecrets, sealDrainSecrets, splitConfig } from '../cdn/log-drain-service.ts';
-import type { DestinationType, LogDrain, SigningKey } from '../cdn/policies.entities.ts';
-import type { CdnServices } from '../cdn/services.ts';
-import { sealSigningSecret, signingSecrets } from '../cdn/signing-key-service.ts';
-import { canonicalJson } from './config-compiler.ts';
+import { statusByExpiry } from './certificate-check.ts';
+import { keyAad } from './domain-service.ts';
+import type { DestinationConfig } from './log-drain-record.ts';
+import { drainSecrets, sealDrainSecrets, splitConfig } from './log-drain-service.ts';
+import type { DestinationType, LogDrain, SigningKey } from './policies.entities.ts';
+import type { CdnServices } from './services.ts';
+import { sealSigningSecret, signingSecrets } from './signing-key-service.ts';
 
 type Row = Record<string, any>;
 export type RestoreServices = Pick<CdnServices, 'secretBox' | 'clock'>;
@@ -32,6 +33,16 @@ export type RestoreServices = Pick<CdnServices, 'secretBox' | 'clock'>;
 export type RestoreCounts = Record<string, { upserted: number; deleted: number }>;
 
 const json = (value: unknown) => JSON.stringify(value);
+
+/** A JSON value with every object's keys sorted (free-form maps that did not come from jsonb). */
+export function sortedKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortedKeys);
+  if (value && typeof value === 'object') return Object.fromEntries(Object.keys(value).sort().map((k) => [k, sortedKeys((value as Row)[k])]));
+  return value;
+}
+
+/** JSON text independent of object key order. */
+const canonicalJson = (value: unknown) => JSON.stringify(sortedKeys(value));
 /** A compared column, or an expression naming its columns as `$column`, of `alias`. */
 const qualified = (item: string, alias: string) => (item.includes('$') ? item.replaceAll('$', `${alias}.`) : `${alias}.${item}`);
 
@@ -72,8 +83,12 @@ async function deleteWhere(em: EntityManager, sql: string, params: unknown[]): P
 
 const defaultPort = (scheme: string) => (scheme === 'http' ? 80 : 443);
 
-/** Restores the working configuration to `snapshot` (validated by parseConfigSnapshot); counts per table. */
-export async function restoreConfiguration(app: RestoreServices, em: EntityManager, snapshot: ConfigSnapshot): Promise<RestoreCounts> {
+/**
+ * Restores the working configuration to `snapshot` (validated by
+ * parseConfigSnapshot) inside the transaction `em` belongs to; counts per table.
+ */
+export async function restoreSnapshot(app: RestoreServices, em: EntityManager, snapshot: ConfigSnapshot): Promise<RestoreCounts> {
+  if (!em.isInTransaction()) throw new Error('restoreSnapshot runs inside the caller\'s transaction');
   const endpoints = snapshot.endpoints;
   const all = <T>(pick: (e: EndpointSnapshot) => T[]) => endpoints.flatMap((e) => pick(e).map((item) => ({ endpoint: e, item })));
   const origins = all((e) => e.origins);
