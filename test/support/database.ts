@@ -68,12 +68,14 @@ export async function createTestDatabase(options: {
   extraEntities?: EntityClass<object>[];
   /** Connect through a TCP proxy the test can cut. */
   throughProxy?: boolean;
+  /** Copy this template database (default: the run's, TEST_PG_TEMPLATE); null on a server that has none (a test's private server): migrated from scratch. */
+  template?: string | null;
 }): Promise<TestDatabase> {
   const suffix = `${process.pid}_${randomBytes(4).toString('hex')}`;
   const cleanups: (() => Promise<unknown>)[] = [];
   let url: string;
   if (options.postgresUrl) {
-    const template = process.env.TEST_PG_TEMPLATE;
+    const template = options.template === undefined ? process.env.TEST_PG_TEMPLATE : options.template;
     const name = `sp_t_${suffix}`;
     await adminQuery(options.postgresUrl, template ? `create database ${name} template ${template}` : `create database ${name}`);
     url = withDatabaseName(options.postgresUrl, name);

@@ -22,6 +22,8 @@ export interface Deployment {
   grpcPort: number;
   /** An agent token issued for this deployment's agents. */
   agentToken: string;
+  /** The superadmin's access token (e.g. for another replica on the same database). */
+  accessToken: string;
   api(method: string, path: string, json?: unknown, headers?: Record<string, string>): Promise<ApiReply>;
   /** As api, throwing on a status of 300 or more. */
   must(method: string, path: string, json?: unknown): Promise<any>;
@@ -60,7 +62,7 @@ export async function startDeployment(t: Teardown, options: { postgresUrl: strin
     return res.body;
   };
   const agentToken = (await must('POST', '/v1/cdn/agent-tokens', { name: 'test agents' })).token as string;
-  return { process: proc, database, grpcPort, agentToken, api, must };
+  return { process: proc, database, grpcPort, agentToken, accessToken, api, must };
 }
 
 export interface AgentProcess {
