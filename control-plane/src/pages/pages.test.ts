@@ -3,7 +3,8 @@ import { startTestControlPlane, type TestControlPlane } from '../../../test/supp
 import { openPage } from '../../../test/support/pages.ts';
 import { bearer, createAdmin, login, OTHER_PASSWORD, PASSWORD, register, RESET_SUBJECT, uniqueEmail, VERIFY_SUBJECT, outboxDir } from '../../../test/support/auth.ts';
 import { waitForMessage } from '../mail/outbox.ts';
-import { PAGES_CSP } from './pages.ts';
+import { makeEndpoint } from '../../../test/support/cdn.ts';
+import { DEMO_ENDPOINT_NAME, PAGES_CSP } from './pages.ts';
 
 /** The e-mailed link, re-pointed at the test server (its PUBLIC_URL names port 0). */
 async function emailedLink(cp: TestControlPlane, to: string, subject: RegExp): Promise<URL> {
@@ -31,6 +32,22 @@ t.test('GET / answers a small index (HTML for browsers, JSON otherwise) whose li
   const json = await cp.request('GET', '/', { headers: { accept: '*/*' } });
   t.equal(json.status, 200);
   t.match(json.body, { version: String, links: { docs: '/docs', openapi: '/openapi.json', readiness: '/v1/cdn/health/ready' } });
+});
+
+t.test('the index names the demo endpoint\'s real CDN hostname once an endpoint named demo exists', async (t) => {
+  const cp = await startTestControlPlane(t);
+  const index = async () => (await fetch(cp.url + '/', { headers: { accept: 'text/html' } })).text();
+  t.notMatch(await index(), /id="demo-endpoint"/, 'no demo endpoint: no hostname');
+  t.equal((await cp.request('GET', '/', { headers: { accept: '*/*' } })).body.demo_endpoint_hostname, null);
+
+  const admin = await createAdmin(cp);
+  await makeEndpoint(cp, admin, { name: 'not the demo' });
+  const { endpoint } = await makeEndpoint(cp, admin, { name: DEMO_ENDPOINT_NAME });
+  await makeEndpoint(cp, admin, { name: DEMO_ENDPOINT_NAME }); // a younger namesake: the demo command takes the oldest
+  const html = await index();
+  t.match(html, `<p id="demo-endpoint">The demo endpoint <code>demo</code> is served at <code>${endpoint.hostname}</code>`);
+  t.match(html, `Host: ${endpoint.hostname}`);
+  t.equal((await cp.request('GET', '/', { headers: { accept: '*/*' } })).body.demo_endpoint_hostname, endpoint.hostname);
 });
 
 t.test('the verify-email link opens a page that confirms the address through the API, once', async (t) => {

@@ -7,9 +7,14 @@
 // code), like /docs does.
 import fs from 'node:fs';
 import type { Context } from 'koa';
+import { Endpoint } from '../cdn/cdn.entities.ts';
 import { ApiError } from '../http/errors.ts';
+import type { RequestState } from '../http/request-state.ts';
 import type { Router } from '../http/router.ts';
 import { escapeHtml } from '../mail/templates.ts';
+
+/** The name `npm start` gives the demo endpoint (scripts/dev.ts, the edge:demo-endpoint command), which finds the oldest endpoint of that name. */
+export const DEMO_ENDPOINT_NAME = 'demo';
 
 export const PAGES_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
@@ -86,7 +91,23 @@ ${status}
   },
 };
 
-function indexPage(info: PagesInfo): string {
+/** The demo endpoint's CDN hostname, as the edge:demo-endpoint command finds it; undefined when there is none. */
+async function demoHostname(ctx: Context): Promise<string | undefined> {
+  const [endpoint] = await (ctx.state as RequestState).em.find(Endpoint, { name: DEMO_ENDPOINT_NAME },
+    { orderBy: { created_at: 'asc', id: 'asc' }, limit: 1, fields: ['hostname', 'status'] });
+  return endpoint?.hostname;
+}
+
+function demoParagraph(hostname: string | undefined): string {
+  if (!hostname) {
+    return `<p><code>npm start</code> runs one beside this control plane, with a demo endpoint named <code>${DEMO_ENDPOINT_NAME}</code> caching this page's API reference.</p>`;
+  }
+  const name = escapeHtml(hostname);
+  return `<p id="demo-endpoint">The demo endpoint <code>${DEMO_ENDPOINT_NAME}</code> is served at <code>${name}</code> by the edge agents, on their HTTP port `
+    + `(8090 unless set: <code>curl -sI -H 'Host: ${name}' http://localhost:8090/docs/swagger-ui.css</code>, twice: MISS, then HIT).</p>`;
+}
+
+function indexPage(info: PagesInfo, demo: string | undefined): string {
   const base = escapeHtml(info.publicUrl);
   return layout('Streaming platform control plane', 'index', `<p>Version ${escapeHtml(info.version)}. This server runs the account, authentication and CDN management APIs under <code>/v1</code>.</p>
 <h2>API</h2>
@@ -101,7 +122,8 @@ function indexPage(info: PagesInfo): string {
 <li><a href="/healthz">Liveness</a> and <a href="/metrics">Prometheus metrics</a></li>
 </ul>
 <h2>Edge agent</h2>
-<p>Edge agents serve the CDN traffic: one per node or region. Start one with <code>npm run edge-agent -- --config-file snapshot.json</code> (or <code>npx edge-agent</code>); <code>npm start</code> runs one beside this control plane with a demo endpoint at <code>demo.localhost</code>. Each agent exposes <code>/metrics</code> and <code>/healthz</code> on its metrics port.</p>`);
+<p>Edge agents serve the CDN traffic: one per node or region. Start one with <code>npm run edge-agent -- --config-file snapshot.json</code> (or <code>npx edge-agent</code>). Each agent exposes <code>/metrics</code> and <code>/healthz</code> on its metrics port.</p>
+${demoParagraph(demo)}`);
 }
 
 /** Answers the page's HTML or asset with the pages' CSP. */
@@ -115,15 +137,17 @@ function send(ctx: Context, type: string, body: string | Buffer, cache = 'no-sto
 export function mountPages(router: Router, info: PagesInfo): void {
   router.on('get', '/', async (ctx) => {
     // API clients (curl's */*) get the same links as JSON; browsers get the page.
+    const demo = await demoHostname(ctx);
     if (ctx.accepts('json', 'html') === 'json') {
       ctx.body = {
         name: 'Streaming platform control plane',
         version: info.version,
         links: { api: `${info.publicUrl}/v1`, docs: '/docs', openapi: '/openapi.json', readiness: '/v1/cdn/health/ready', liveness: '/healthz', metrics: '/metrics', jwks: '/.well-known/jwks.json' },
+        demo_endpoint_hostname: demo ?? null,
       };
       return;
     }
-    send(ctx, 'text/html; charset=utf-8', indexPage(info));
+    send(ctx, 'text/html; charset=utf-8', indexPage(info, demo));
   });
   for (const [name, page] of Object.entries(actionPages)) {
     // Tokens ride in the query string: the frame's `Referrer-Policy: no-referrer` keeps them from leaking, and the access log records paths only.
