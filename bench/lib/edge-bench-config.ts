@@ -3,7 +3,9 @@
 // one origin: bench.local (plain), policy.local (token authentication with one
 // signing key, 1,000 IP rules none of which matches the client, and a response
 // headers policy with four security headers and a custom header) and gz.local
-// (compression on, every size).
+// (compression on, every size); and localhost, bench.local's twin for the
+// HTTPS clients: wrk and h2load send the URL's host as SNI, and the agent
+// completes a handshake only for a name it serves.
 export const BENCH_SIGNING_SECRET = 'bench-signing-secret-0123456789abcdef0123456789';
 
 /** 1,000 block rules in 10.0.0.0/8, one /24 each, priorities 1..1000: the client (127.0.0.1) walks the tree and matches none. */
@@ -28,6 +30,7 @@ export function benchSnapshot(originPort: number): unknown {
     }],
     endpoints: [
       { id: 'bench', hostname: 'bench.local', default_origin_id: 'o', origins: origins('o') },
+      { id: 'tls', hostname: 'localhost', default_origin_id: 'ot', origins: origins('ot') },
       {
         id: 'policy', hostname: 'policy.local', default_origin_id: 'op', origins: origins('op'), response_headers_policy_id: 'p',
         signing_keys: [{ id: 'k', algorithm: 'HMAC-SHA256', secrets: [{ secret: BENCH_SIGNING_SECRET, valid_until: null }] }],
