@@ -9,14 +9,11 @@ import http from 'node:http';
 import t from 'tap';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { bearer, createSuperadmin, RELAXED_LIMITS } from '../../../test/support/auth.ts';
-
-type JsonSchema = { type?: string | string[]; properties?: Record<string, JsonSchema>; items?: JsonSchema; format?: string; enum?: unknown[]; anyOf?: JsonSchema[]; pattern?: string; const?: unknown; default?: unknown; minLength?: number; maxLength?: number };
-interface Parameter { name: string; in: 'path' | 'query' | 'header'; schema: JsonSchema }
-interface Operation { parameters?: Parameter[]; requestBody?: { content: Record<string, { schema: JsonSchema }> } }
+import { operationsOf, sample, setPath, stringPaths, type OpenApiDocument, type Operation } from '../../../test/support/openapi-samples.ts';
 
 const cp = await startTestControlPlane(t, { env: RELAXED_LIMITS });
 const admin = await createSuperadmin(cp);
-const doc = (await cp.request('GET', '/openapi.json')).body as { paths: Record<string, Record<string, Operation>> };
+const doc = (await cp.request('GET', '/openapi.json')).body as OpenApiDocument;
 
 const NUL = 'a\u0000b';
 const cursorOf = (data: unknown) => Buffer.from(JSON.stringify(data)).toString('base64url');
@@ -32,44 +29,6 @@ const TAMPERED_CURSORS = [
 const DEEP_ARRAYS = '['.repeat(100_000) + ']'.repeat(100_000);
 const DEEP_OBJECTS = '{"a":'.repeat(100_000) + '1' + '}'.repeat(100_000);
 const BAD_DATES = ['0000-01-01T00:00:00Z', '-000001-01-01T00:00:00Z', '+275760-09-13T00:00:00Z', '2026-13-45T25:61:61Z'];
-
-/** A plausible value for a schema (valid where easy); only used around the one malformed value of a request. */
-function sample(schema: JsonSchema | undefined, depth = 0): unknown {
-  if (!schema || depth > 4) return 'x';
-  if (schema.const !== undefined) return schema.const;
-  if (schema.enum?.length) return schema.enum[0];
-  if (schema.anyOf?.length) return sample(schema.anyOf.find((s) => s.type !== 'null') ?? schema.anyOf[0], depth + 1);
-  const type = Array.isArray(schema.type) ? schema.type.find((x) => x !== 'null') : schema.type;
-  switch (type) {
-    case 'object': return Object.fromEntries(Object.entries(schema.properties ?? {}).map(([k, v]) => [k, sample(v, depth + 1)]));
-    case 'array': return [sample(schema.items, depth + 1)];
-    case 'integer': case 'number': return 1;
-    case 'boolean': return true;
-    default:
-      if (schema.format === 'email') return 'walker@example.com';
-      if (schema.format === 'uuid') return crypto.randomUUID();
-      if (schema.format === 'date-time') return new Date().toISOString();
-      // Meets the usual text rules (and the password policy) within the length bounds.
-      return 'Walker-Sample-42x'.padEnd(schema.minLength ?? 0, 'x').slice(0, Math.max(schema.minLength ?? 0, Math.min(schema.maxLength ?? 17, 17)));
-  }
-}
-
-/** Every string-typed location inside a body schema, as paths. */
-function stringPaths(schema: JsonSchema | undefined, path: string[] = [], out: string[][] = [], depth = 0): string[][] {
-  if (!schema || depth > 4) return out;
-  const types = Array.isArray(schema.type) ? schema.type : [schema.type];
-  if (types.includes('string')) out.push(path);
-  for (const [key, member] of Object.entries(schema.properties ?? {})) stringPaths(member, [...path, key], out, depth + 1);
-  for (const option of schema.anyOf ?? []) stringPaths(option, path, out, depth + 1);
-  return out;
-}
-
-function setPath(target: unknown, path: string[], value: unknown): unknown {
-  if (!path.length) return value;
-  const copy = { ...(target && typeof target === 'object' ? target : {}) } as Record<string, unknown>;
-  copy[path[0]!] = setPath(copy[path[0]!], path.slice(1), value);
-  return copy;
-}
 
 interface Probe { what: string; path: string; query: string; body?: string; contentType?: string }
 
@@ -133,7 +92,7 @@ function send(method: string, target: string, headers: Record<string, string>, b
   });
 }
 
-const operations = Object.entries(doc.paths).flatMap(([path, methods]) => Object.entries(methods).map(([method, op]) => ({ method: method.toUpperCase(), path, op })));
+const operations = operationsOf(doc);
 t.ok(operations.length >= 25, `${operations.length} operations in the document`);
 
 for (const { method, path, op } of operations) {
