@@ -4,7 +4,7 @@
 // not in the record, so it never leaves).
 import { z } from 'zod';
 import { versioned } from '../http/route.ts';
-import { lineText, orNull, timestamp, uuid } from '../http/schemas.ts';
+import { lineText, orNull, timestamp, uuid, withExample } from '../http/schemas.ts';
 import { CONTENT_RATINGS, PROFILE_NAME_MAX } from './profile.entity.ts';
 import { localeField } from './user-record.ts';
 
@@ -33,7 +33,7 @@ export const pinField = () => z.string().regex(/^\d{4,6}$/, 'Must be 4 to 6 digi
  * left out keep their stored values; `null` clears avatar_preset_id, language
  * and pin (removing the PIN).
  */
-export const profileBody = z.strictObject({
+export const profileBody = withExample(z.strictObject({
   name: lineText(PROFILE_NAME_MAX),
   avatar_preset_id: uuid().nullable().optional(),
   pin: pinField().nullable().optional().describe('Input only, never returned. null removes the PIN (on update).'),
@@ -41,7 +41,7 @@ export const profileBody = z.strictObject({
   language: localeField().nullable().optional().describe('BCP 47 language tag'),
   is_kids: z.boolean().optional().describe('Default false'),
   autoplay_next_episode: z.boolean().optional().describe('Default true'),
-});
+}), { name: 'Kids', content_rating_limit: 'TV-Y', language: 'en-GB', is_kids: true, autoplay_next_episode: false });
 export type ProfileInput = z.output<typeof profileBody>;
 
 export const verifyPinBody = z.strictObject({ pin: pinField() });

@@ -1,14 +1,14 @@
 // Request and response schemas of document 2, with the limits of document 1 part 8.
 import { z } from 'zod';
 import { countryCodeField, localeField, phoneField } from '../accounts/user-record.ts';
-import { lineText, timestamp } from '../http/schemas.ts';
+import { lineText, timestamp, withExample } from '../http/schemas.ts';
 import { newPasswordSchema, passwordSchema } from './primitives/password.ts';
 
 export const emailField = () => z.email({ message: 'Must be an e-mail address' }).max(254);
 export const totpCodeField = () => z.string().regex(/^\d{6,8}$/, 'Must be 6 to 8 digits');
 export const recoveryCodeField = () => z.string().min(8).max(32);
 
-export const registerBody = z.strictObject({
+export const registerBody = withExample(z.strictObject({
   email: emailField(),
   password: passwordSchema,
   display_name: lineText(100).optional(),
@@ -16,18 +16,18 @@ export const registerBody = z.strictObject({
   locale: localeField().optional(),
   country_code: countryCodeField().optional(),
   accept_terms: z.literal(true, { message: 'Must be true: the terms must be accepted' }),
-});
+}), { email: 'ada@example.com', password: 'Change-me-123', display_name: 'Ada Lovelace', locale: 'en-GB', country_code: 'GB', accept_terms: true });
 
-export const loginBody = z.strictObject({
+export const loginBody = withExample(z.strictObject({
   email: emailField(),
   password: z.string().min(1).max(1024),
   totp_code: totpCodeField().optional(),
   recovery_code: recoveryCodeField().optional(),
   device_type: z.string().max(30).regex(/^[a-z_]+$/).optional(),
   platform: lineText(50).optional(),
-});
+}), { email: 'ada@example.com', password: 'Change-me-123', device_type: 'web', platform: 'Firefox on Linux' });
 
-export const emailOnlyBody = z.strictObject({ email: emailField() });
+export const emailOnlyBody = withExample(z.strictObject({ email: emailField() }), { email: 'ada@example.com' });
 /**
  * Verification: the token, and who set the account's password showing it was them (`password`), or a
  * new password replacing it (`new_password`). See auth-service.ts verifyEmail.

@@ -3,7 +3,7 @@
 // the coupon with its discount as a JSON number and its status by the clock.
 import { z } from 'zod';
 import { versioned } from '../http/route.ts';
-import { dateTime, orNull, timestamp, timestampOrNull, uuid } from '../http/schemas.ts';
+import { dateTime, orNull, timestamp, timestampOrNull, uuid, withExample } from '../http/schemas.ts';
 import { COUPON_CODE } from './codes.ts';
 import { COUPON_DISCOUNT_TYPES, COUPON_STATUSES, type Coupon, type CouponStatus } from './coupon.entity.ts';
 import { checkAmount, currencyField } from './money-fields.ts';
@@ -85,7 +85,7 @@ export const MAX_COUPON_REDEMPTIONS = 1_000_000_000;
 /** Most plans a coupon may be limited to. */
 export const MAX_APPLICABLE_PLANS = 100;
 
-export const createCouponBody = z.strictObject({
+export const createCouponBody = withExample(z.strictObject({
   code: couponCodeField().optional().describe('Left out: the server makes a 10-character code. Kept in upper case; matched whatever case a client types.'),
   description: z.string().trim().max(500).nullable().default(null),
   discount_type: z.enum(COUPON_DISCOUNT_TYPES).describe('percent: a percentage off; amount: a fixed amount off in `currency`'),
@@ -113,5 +113,5 @@ export const createCouponBody = z.strictObject({
   if (body.valid_from && body.valid_until && Date.parse(body.valid_until) <= Date.parse(body.valid_from)) {
     ctx.addIssue({ code: 'custom', path: ['valid_until'], message: 'Must be after valid_from' });
   }
-});
+}), { code: 'WELCOME20', description: '20% off the first payment for new subscribers', discount_type: 'percent', discount_value: 20, max_redemptions: 1000, max_redemptions_per_user: 1 });
 export type CreateCouponInput = z.output<typeof createCouponBody>;

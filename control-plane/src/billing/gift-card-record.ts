@@ -4,7 +4,7 @@
 // JSON numbers, its status by the clock, and its code as the viewer may see it.
 import { z } from 'zod';
 import { versioned } from '../http/route.ts';
-import { dateTime, lineText, orNull, timestamp, timestampOrNull } from '../http/schemas.ts';
+import { dateTime, lineText, orNull, timestamp, timestampOrNull, withExample } from '../http/schemas.ts';
 import { formatGiftCardCode, maskGiftCardCode } from './codes.ts';
 import { GIFT_CARD_STATUSES, type GiftCard, type GiftCardStatus } from './gift-card.entity.ts';
 import { amountField, amountRecord, checkAmount, currencyField } from './money-fields.ts';
@@ -68,10 +68,10 @@ export function presentBalance(row: { currency: string; balance_minor: number; u
   return { currency: row.currency, balance: toMajor(row.balance_minor, row.currency), updated_at: row.updated_at };
 }
 
-export const createGiftCardBody = z.strictObject({
+export const createGiftCardBody = withExample(z.strictObject({
   initial_value: amountField('The card\'s value.', { positive: true }),
   currency: currencyField(),
   expires_at: dateTime().nullable().default(null).describe('null: never expires. Must be in the future.'),
   note: lineText(500).nullable().default(null).describe('For administrators (campaign, order number); never shown to subscribers'),
-}).superRefine((body, ctx) => checkAmount(ctx, body.initial_value, body.currency, 'initial_value'));
+}).superRefine((body, ctx) => checkAmount(ctx, body.initial_value, body.currency, 'initial_value')), { initial_value: 25, currency: 'EUR', note: 'Holiday campaign, order 10042' });
 export type CreateGiftCardInput = z.output<typeof createGiftCardBody>;

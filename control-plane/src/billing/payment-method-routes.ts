@@ -2,7 +2,7 @@
 // a gateway token, read one, make default, read the default, delete.
 import { z } from 'zod';
 import { data, empty, list, reply, type RateLimitRule } from '../http/route.ts';
-import { lineText, uuid } from '../http/schemas.ts';
+import { lineText, uuid, withExample } from '../http/schemas.ts';
 import { TEST_TOKENS } from './gateway/test-gateway.ts';
 import { paymentMethodRecord, paymentMethodResource, presentPaymentMethod } from './payment-method-record.ts';
 import {
@@ -48,13 +48,13 @@ export const attachPaymentMethodRoute = defineRoute({
     + 'A token the gateway does not know is a 400 on payment_method_token; a card the gateway refuses is a 402 PAYMENT_FAILED with `decline_code` '
     + '(expired_card, card_declined); an unreachable gateway is a 503 (retry with the same Idempotency-Key). '
     + `The test gateway (PAYMENT_GATEWAY=test) knows these tokens: ${testTokens}.`,
-  body: z.strictObject({
+  body: withExample(z.strictObject({
     payment_method_token: z.string().min(1).max(255)
       .regex(/^[A-Za-z0-9_.-]+$/, 'Must be a token from the payment SDK')
       .refine((v) => !LOOKS_LIKE_A_CARD_NUMBER.test(v), 'Must be a token from the payment SDK, never a card number'),
     set_as_default: z.boolean().default(false),
     billing_name: lineText(100).optional(),
-  }),
+  }), { payment_method_token: 'tok_visa', set_as_default: true, billing_name: 'Ada Lovelace' }),
   idempotent: true,
   rateLimits: ATTACH_LIMITS,
   responses: { 201: data(paymentMethodResource) },

@@ -3,7 +3,7 @@
 // (presentPlan), and the router parses it through the record.
 import { z } from 'zod';
 import { versioned } from '../http/route.ts';
-import { lineText, orNull, timestamp } from '../http/schemas.ts';
+import { lineText, orNull, timestamp, withExample } from '../http/schemas.ts';
 import { BILLING_CYCLES, PLAN_TYPES, QUALITIES, type Plan } from './billing.entities.ts';
 import { amountField, amountRecord, checkAmount, currencyField } from './money-fields.ts';
 import { toMajor } from './money.ts';
@@ -76,23 +76,29 @@ function checkPlan(body: PlanFields, ctx: z.RefinementCtx): void {
 }
 
 /** Create: the Plan table's required fields; description, allow_download_count, has_hdr, has_dolby_atmos and trial_days are optional. */
-export const createPlanBody = z.strictObject({
+const planExample = {
+  name: 'Standard', type: 'svod', description: 'Full HD on two screens at once, with downloads', price: 9.99, currency: 'EUR', billing_cycle: 'monthly',
+  max_profiles: 5, max_concurrent_streams: 2, max_devices: 6, max_quality: 'FHD', has_downloads: true, allow_download_count: 25,
+  has_ads: false, has_hdr: false, has_dolby_atmos: false, trial_days: 7, is_active: true,
+} as const;
+
+export const createPlanBody = withExample(z.strictObject({
   ...planFields,
   description: planFields.description.default(null),
   allow_download_count: planFields.allow_download_count.default(null),
   has_hdr: planFields.has_hdr.default(false),
   has_dolby_atmos: planFields.has_dolby_atmos.default(false),
   trial_days: planFields.trial_days.default(0),
-}).superRefine(checkPlan);
+}).superRefine(checkPlan), planExample);
 export type CreatePlanInput = z.output<typeof createPlanBody>;
 
 /** Update (PUT): the same required fields; optional ones left out keep their stored values, null clears a nullable one. */
-export const updatePlanBody = z.strictObject({
+export const updatePlanBody = withExample(z.strictObject({
   ...planFields,
   description: planFields.description.optional(),
   allow_download_count: planFields.allow_download_count.optional(),
   has_hdr: planFields.has_hdr.optional(),
   has_dolby_atmos: planFields.has_dolby_atmos.optional(),
   trial_days: planFields.trial_days.optional(),
-}).superRefine(checkPlan);
+}).superRefine(checkPlan), { ...planExample, price: 10.99 });
 export type UpdatePlanInput = z.output<typeof updatePlanBody>;

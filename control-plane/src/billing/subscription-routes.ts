@@ -4,7 +4,7 @@
 import { z } from 'zod';
 import { paginate } from '../http/paging.ts';
 import { data, page, reply } from '../http/route.ts';
-import { lineText, pageQuery, uuid } from '../http/schemas.ts';
+import { lineText, pageQuery, uuid, withExample } from '../http/schemas.ts';
 import { found } from '../http/errors.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import { PLAN_TYPES, Subscription, SUBSCRIPTION_STATUSES } from './billing.entities.ts';
@@ -57,7 +57,8 @@ export const createSubscriptionRoute = defineRoute({
     + '`payment_method_id` must be one of the caller\'s methods (400 otherwise). `coupon_code` is redeemed on use (400 with `error_code` when not usable). '
     + 'A plan\'s trial is offered once per user and plan type: a user who had a trial of the type before (any plan) is charged at once. '
     + 'Idempotency-Key: a replay answers the first result; a retry after a failure charges the gateway with the same key.',
-  body: z.strictObject({ plan_id: uuid(), payment_method_id: uuid(), coupon_code: couponCode().optional() }),
+  body: withExample(z.strictObject({ plan_id: uuid(), payment_method_id: uuid(), coupon_code: couponCode().optional() }),
+    { plan_id: '0b7e4a52-9c1d-4f3a-8e26-5d9f1c3b7a40', payment_method_id: '6a1f3e8b-2d4c-4b9e-a7f0-3c5e9d1b8f26', coupon_code: 'WELCOME20' }),
   idempotent: true,
   responses: { 201: data(subscriptionResource) },
   errors: ['SUBSCRIPTION_EXISTS', 'PAYMENT_FAILED', 'CONFLICT'],

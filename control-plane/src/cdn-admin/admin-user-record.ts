@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { User } from '../accounts/user.entity.ts';
 import { emailField } from '../auth/schemas.ts';
 import { versioned } from '../http/route.ts';
-import { lineText, orNull, timestamp, timestampOrNull } from '../http/schemas.ts';
+import { lineText, orNull, timestamp, timestampOrNull, withExample } from '../http/schemas.ts';
 import { CDN_ROLES, cdnRoleOf } from './cdn-roles.ts';
 
 export const ADMIN_USER_STATUSES = ['active', 'invited', 'deactivated'] as const;
@@ -40,11 +40,11 @@ export function presentAdminUser(user: User, roles: readonly string[]) {
   };
 }
 
-export const createAdminUserBody = z.strictObject({
+export const createAdminUserBody = withExample(z.strictObject({
   email: emailField(),
   display_name: lineText(100).optional(),
   role: z.enum(CDN_ROLES),
-});
+}), { email: 'grace@example.com', display_name: 'Grace Hopper', role: 'operator' });
 export type CreateAdminUserInput = z.output<typeof createAdminUserBody>;
 
 export const updateAdminUserBody = z.strictObject({

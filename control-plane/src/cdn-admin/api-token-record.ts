@@ -3,7 +3,7 @@
 // through issuedApiTokenRecord; reads and lists cannot show it.
 import { z } from 'zod';
 import { versioned } from '../http/route.ts';
-import { dateTime, lineText, orNull, timestamp, timestampOrNull } from '../http/schemas.ts';
+import { dateTime, lineText, orNull, timestamp, timestampOrNull, withExample } from '../http/schemas.ts';
 import { API_TOKEN_ROLES, API_TOKEN_STATUSES } from './api-token.entity.ts';
 
 export const apiTokenRecord = z.object({
@@ -27,9 +27,9 @@ export const issuedApiTokenRecord = apiTokenRecord.extend({
 
 export const issuedApiTokenResource = versioned(issuedApiTokenRecord);
 
-export const createApiTokenBody = z.strictObject({
+export const createApiTokenBody = withExample(z.strictObject({
   name: lineText(100),
   role: z.enum(API_TOKEN_ROLES).describe('viewer reads; operator also purges, prefetches and tests log drains; admin does every CDN write'),
   expires_at: dateTime().nullable().default(null).transform((v) => (v === null ? null : new Date(v)))
     .describe('Omit (or null) for a token that never expires. Must be in the future.'),
-});
+}), { name: 'Deploy pipeline purges', role: 'operator' });

@@ -2,7 +2,7 @@
 // the edge snapshot's (shared/src/config/snapshot.ts cacheRuleSnapshot).
 import { z } from 'zod';
 import { versioned } from '../http/route.ts';
-import { orNull, queryBoolean, timestamp, uuid } from '../http/schemas.ts';
+import { orNull, queryBoolean, timestamp, uuid, withExample } from '../http/schemas.ts';
 import type { CacheRule } from './cdn.entities.ts';
 import { idOf, methodField, nameField, patternField, tokenField } from './fields.ts';
 
@@ -66,9 +66,16 @@ const cacheRuleFields = {
     + 'false sends neither'),
 };
 
-export const createCacheRuleBody = z.strictObject(cacheRuleFields).partial().required({ name: true, match: true, ttl_seconds: true });
-export const createTopLevelCacheRuleBody = createCacheRuleBody.extend({ distribution_id: uuid().describe('The endpoint the rule belongs to') });
-export const updateCacheRuleBody = z.strictObject(cacheRuleFields).partial();
+const createCacheRuleShape = z.strictObject(cacheRuleFields).partial().required({ name: true, match: true, ttl_seconds: true });
+const cacheRuleExample: z.input<typeof createCacheRuleShape> = {
+  name: 'Video segments', priority: 10, match: { paths: ['/vod/**/*.m4s', '/vod/**/*.ts'], methods: ['GET', 'HEAD'] },
+  ttl_seconds: 86400, browser_ttl_seconds: 3600, cache_key: { exclude_query_params: ['utm_source', 'utm_campaign'] },
+  bypass: { if_cookie_present: ['preview_session'] }, stale_while_revalidate_seconds: 60, stale_if_error_seconds: 600,
+};
+export const createCacheRuleBody = withExample(createCacheRuleShape, cacheRuleExample);
+export const createTopLevelCacheRuleBody = withExample(createCacheRuleShape.extend({ distribution_id: uuid().describe('The endpoint the rule belongs to') }),
+  { distribution_id: '5e8a1c3f-7b2d-4f6e-a9c0-1d4b7e2f8a36', ...cacheRuleExample });
+export const updateCacheRuleBody = withExample(z.strictObject(cacheRuleFields).partial(), { ttl_seconds: 604800, stale_if_error_seconds: 3600 });
 export type CacheRuleInput = z.output<typeof updateCacheRuleBody>;
 
 export const cacheRuleFilters = { enabled: queryBoolean().optional() };

@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import { countryCodeField } from '../accounts/user-record.ts';
 import { versioned } from '../http/route.ts';
-import { orNull, timestamp, uuid } from '../http/schemas.ts';
+import { orNull, timestamp, uuid, withExample } from '../http/schemas.ts';
 import { ENDPOINT_STATUSES, HTTP_VERSIONS, IP_DEFAULT_ACTIONS, type Compression, type GeoRestriction, type TlsConfig } from './cdn.entities.ts';
 import { nameField, tagsField } from './fields.ts';
 
@@ -121,7 +121,7 @@ const endpointFields = {
     + '(default deny). deny needs an allow or challenge rule first (422 otherwise: it would refuse every viewer)'),
 };
 
-export const createEndpointBody = z.strictObject({
+export const createEndpointBody = withExample(z.strictObject({
   ...endpointFields,
   http_version: endpointFields.http_version.default('http2'),
   ipv6_enabled: endpointFields.ipv6_enabled.default(true),
@@ -134,9 +134,16 @@ export const createEndpointBody = z.strictObject({
   tags: endpointFields.tags.default([]),
   token_auth_enabled: endpointFields.token_auth_enabled.default(false),
   ip_default_action: endpointFields.ip_default_action.default('allow'),
+}), {
+  name: 'Video on demand', default_origin_id: '3d6f0a2e-8b4c-4e1f-9a7d-5c2b8e0f6a13', http_version: 'http2',
+  tls_config: { minimum_protocol_version: 'TLSv1.2', cipher_policy: 'recommended', http_to_https_redirect: true },
+  compression: { enabled: true, algorithms: ['br', 'gzip'], min_size_bytes: 1024 },
+  custom_error_pages: [{ error_code: 404, response_page_path: '/errors/404.html', ttl_seconds: 60 }],
+  tags: ['vod', 'production'],
 });
 export type CreateEndpointInput = z.output<typeof createEndpointBody>;
 
-export const updateEndpointBody = z.strictObject(endpointFields).partial();
+export const updateEndpointBody = withExample(z.strictObject(endpointFields).partial(),
+  { tls_config: { http_to_https_redirect: true }, geo_restriction: { enabled: true, policy: 'blocklist', countries: ['KP'] }, tags: ['vod', 'production'] });
 export type UpdateEndpointInput = z.output<typeof updateEndpointBody>;
 

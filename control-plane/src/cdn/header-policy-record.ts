@@ -10,7 +10,7 @@ import {
   EDGE_OWNED_HEADERS, isCorsOrigin, isFieldValue, REFERRER_POLICIES, X_FRAME_OPTIONS, X_XSS_VALUES,
 } from '../../../shared/src/config/response-policies.ts';
 import { versioned } from '../http/route.ts';
-import { orNull, timestamp } from '../http/schemas.ts';
+import { orNull, timestamp, withExample } from '../http/schemas.ts';
 import type { Cors, HeaderEntry, SecurityHeaders } from './policies.entities.ts';
 import { methodField, nameField, tokenField } from './fields.ts';
 
@@ -109,7 +109,17 @@ const policyFields = {
   remove_request_headers: removedHeaders,
 };
 
-export const createHeaderPolicyBody = z.strictObject(policyFields).partial().required({ name: true });
-export const updateHeaderPolicyBody = z.strictObject(policyFields).partial();
+export const createHeaderPolicyBody = withExample(z.strictObject(policyFields).partial().required({ name: true }), {
+  name: 'Player CORS and security headers', description: 'Lets the web player on www.example.com read the streams',
+  cors: { enabled: true, allow_origins: ['https://www.example.com'], allow_methods: ['GET', 'HEAD', 'OPTIONS'], allow_headers: ['Range'], expose_headers: ['Content-Length', 'Content-Range'], max_age_seconds: 600 },
+  security_headers: {
+    strict_transport_security: { enabled: true, max_age_seconds: 31536000, include_subdomains: true },
+    x_content_type_options: { enabled: true },
+    referrer_policy: { enabled: true, value: 'strict-origin-when-cross-origin' },
+  },
+  custom_response_headers: [{ name: 'Timing-Allow-Origin', value: 'https://www.example.com', override: true }],
+  remove_response_headers: ['X-Powered-By'],
+});
+export const updateHeaderPolicyBody = withExample(z.strictObject(policyFields).partial(), { cors: { allow_origins: ['https://www.example.com', 'https://*.example.com'] } });
 export type HeaderPolicyInput = z.output<typeof updateHeaderPolicyBody>;
 export type { HeaderEntry };

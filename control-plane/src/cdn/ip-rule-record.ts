@@ -2,7 +2,7 @@
 // values are the edge snapshot's (shared/src/config/snapshot.ts ipRuleSnapshot).
 import { z } from 'zod';
 import { versioned } from '../http/route.ts';
-import { orNull, timestamp } from '../http/schemas.ts';
+import { orNull, timestamp, withExample } from '../http/schemas.ts';
 import { IP_ACTIONS, type IpRule } from './policies.entities.ts';
 
 export const MAX_IP_RULES = 1000;
@@ -26,12 +26,12 @@ const ipRuleFields = {
   priority: z.number().int().min(1).max(1000).describe('Lower values are evaluated first'),
 };
 
-export const createIpRuleBody = z.strictObject({
+export const createIpRuleBody = withExample(z.strictObject({
   ...ipRuleFields,
   cidr: z.string().max(64).describe('An IPv4 or IPv6 address or range (a bare address is /32 or /128); host bits must be clear'),
   description: ipRuleFields.description.default(null),
   priority: ipRuleFields.priority.default(100),
-});
+}), { action: 'block', cidr: '203.0.113.0/24', description: 'Scraper network seen in the access logs', priority: 10 });
 export type CreateIpRuleInput = z.output<typeof createIpRuleBody>;
 
 export const updateIpRuleBody = z.strictObject(ipRuleFields).partial().extend({

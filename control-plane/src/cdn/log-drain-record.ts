@@ -5,7 +5,7 @@
 // destination_config column holds exactly what replies show.
 import { z } from 'zod';
 import { versioned } from '../http/route.ts';
-import { lineText, orNull, timestamp, uuid } from '../http/schemas.ts';
+import { lineText, orNull, timestamp, uuid, withExample } from '../http/schemas.ts';
 import { DESTINATION_TYPES, DRAIN_STATUSES, LOG_FORMATS, type DestinationType } from './policies.entities.ts';
 import { nameField, tokenField } from './fields.ts';
 import { MASKED_VALUE } from './origin-record.ts';
@@ -162,12 +162,16 @@ const common = {
 /** Elasticsearch indexes JSON documents: a W3C log line is no document. */
 export const ELASTICSEARCH_FORMATS = ['json', 'ndjson'] as const;
 
-export const createLogDrainBody = z.discriminatedUnion('destination_type', DESTINATION_TYPES.map((type) => z.strictObject({
+export const createLogDrainBody = withExample(z.discriminatedUnion('destination_type', DESTINATION_TYPES.map((type) => z.strictObject({
   ...common,
   ...(type === 'elasticsearch' ? { log_format: z.enum(ELASTICSEARCH_FORMATS).default('ndjson').describe('Elasticsearch indexes JSON documents: json or ndjson (the same documents)') } : {}),
   destination_type: z.literal(type),
   destination_config: destinationConfigSchemas[type],
-})) as unknown as [z.ZodObject, ...z.ZodObject[]]);
+})) as unknown as [z.ZodObject, ...z.ZodObject[]]), {
+  name: 'Access logs to the collector', destination_type: 'http', log_format: 'ndjson',
+  destination_config: { url: 'https://logs.example.com/ingest', auth_header: 'Bearer replace-with-your-token' },
+  fields: ['timestamp', 'client_ip', 'method', 'host', 'path', 'status', 'bytes_sent', 'cache_status', 'duration_ms', 'country'],
+});
 export type CreateLogDrainInput = {
   name: string; destination_type: DestinationType; destination_config: DestinationConfig; log_format: (typeof LOG_FORMATS)[number];
   fields: (typeof LOG_FIELDS)[number][]; endpoint_ids?: string[];

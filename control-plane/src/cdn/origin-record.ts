@@ -3,7 +3,7 @@
 // audit trail) carries MASKED_VALUE in their place.
 import { z } from 'zod';
 import { versioned } from '../http/route.ts';
-import { orNull, timestamp, timestampOrNull, uuid } from '../http/schemas.ts';
+import { orNull, timestamp, timestampOrNull, uuid, withExample } from '../http/schemas.ts';
 import { HEALTH_STATUSES, ORIGIN_SCHEMES, RETRY_ON, type Origin } from './cdn.entities.ts';
 import { idOf, nameField, tagsField, tokenField } from './fields.ts';
 
@@ -116,13 +116,18 @@ function createChecks(body: z.output<typeof originShape>, ctx: z.RefinementCtx):
 }
 
 /** Create (distribution-scoped): name and host (or url) required. */
-export const createOriginBody = originShape.extend({ name: nameField() }).superRefine(createChecks);
+const originExample: z.input<typeof originShape> & { name: string } = {
+  name: 'Media storage', scheme: 'https', host: 'media.example.com', port: 443, path_prefix: '/vod',
+  health_check_url: 'https://media.example.com/healthz', health_check_interval_seconds: 30, timeout_ms: 15000, max_retries: 2,
+  retry_on: ['connect_failure', '5xx'], custom_headers: { 'X-Origin-Auth': 'replace-with-your-secret' }, tags: ['vod'],
+};
+export const createOriginBody = withExample(originShape.extend({ name: nameField() }).superRefine(createChecks), originExample);
 /** Create (top level): the same, and optionally the endpoint it joins. */
-export const createTopLevelOriginBody = originShape.extend({
+export const createTopLevelOriginBody = withExample(originShape.extend({
   name: nameField(),
   distribution_id: uuid().optional().describe('The endpoint the origin joins; left out, it joins the first endpoint or route that uses it'),
-}).superRefine(createChecks);
+}).superRefine(createChecks), originExample);
 export type OriginInput = z.output<typeof originShape> & { distribution_id?: string };
 
 /** Update: every field optional; health_check_url may be null. */
-export const updateOriginBody = originShape.superRefine(urlOrParts);
+export const updateOriginBody = withExample(originShape.superRefine(urlOrParts), { timeout_ms: 20000, max_retries: 3, retry_on: ['connect_failure', '5xx', '429'] });

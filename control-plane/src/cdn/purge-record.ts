@@ -15,7 +15,7 @@
 import { z } from 'zod';
 import { pathGlobProblem } from '../../../shared/src/match/glob.ts';
 import { normalizePath } from '../../../shared/src/match/path.ts';
-import { orNull, timestamp, timestampOrNull, uuid } from '../http/schemas.ts';
+import { orNull, timestamp, timestampOrNull, uuid, withExample } from '../http/schemas.ts';
 import { idOf } from './fields.ts';
 import { PURGE_TYPES, WORK_STATUSES, type PurgeRequest, type StoredPurge } from './purge-entity.ts';
 
@@ -96,10 +96,11 @@ const checkPurge = (urls: boolean) => (body: { purge_type?: string; type?: strin
   });
 };
 
-export const purgeBody = z.strictObject(purgeFields).partial().superRefine(checkPurge(false));
-export const topLevelPurgeBody = z.strictObject({
+export const purgeBody = withExample(z.strictObject(purgeFields).partial().superRefine(checkPurge(false)),
+  { purge_type: 'path', paths: ['/vod/intro/master.m3u8', '/vod/intro/poster.jpg'] });
+export const topLevelPurgeBody = withExample(z.strictObject({
   ...purgeFields,
   distribution_id: uuid().describe('The distribution (endpoint) to purge. Left out: the endpoint serving the host of the full URLs in paths, or every endpoint'),
-}).partial().superRefine(checkPurge(true));
+}).partial().superRefine(checkPurge(true)), { distribution_id: '5e8a1c3f-7b2d-4f6e-a9c0-1d4b7e2f8a36', purge_type: 'wildcard', paths: ['/vod/intro/*'] });
 export type TopLevelPurgeInput = z.output<typeof topLevelPurgeBody>;
 export type PurgeInput = z.output<typeof purgeBody>;

@@ -2,7 +2,7 @@
 // edge snapshot's (shared/src/config/snapshot.ts routeSnapshot).
 import { z } from 'zod';
 import { versioned } from '../http/route.ts';
-import { orNull, queryBoolean, timestamp, uuid } from '../http/schemas.ts';
+import { orNull, queryBoolean, timestamp, uuid, withExample } from '../http/schemas.ts';
 import type { CdnRoute } from './cdn.entities.ts';
 import { idOf, methodField, nameField, patternField } from './fields.ts';
 import { REDIRECT_STATUSES, REDIRECT_TYPES } from '../../../shared/src/match/redirect.ts';
@@ -67,11 +67,17 @@ const routeFields = {
     + '(with the endpoint\'s algorithms and min_size_bytes); null follows the endpoint'),
 };
 
-export const createRouteBody = z.strictObject(routeFields).partial().required({ name: true, origin_id: true, match: true });
-export const createTopLevelRouteBody = createRouteBody.extend({
+const createRouteShape = z.strictObject(routeFields).partial().required({ name: true, origin_id: true, match: true });
+const routeExample: z.input<typeof createRouteShape> = {
+  name: 'Live streams', origin_id: '9c2e5b7a-1f4d-4a8e-b3c6-0d7f2e9a5b81', priority: 10,
+  match: { paths: ['/live/**'], methods: ['GET', 'HEAD'] }, strip_prefix: '/live',
+  redirect_rules: [{ type: 'path', status_code: 301, match_path: '/live/old/*', redirect_to: '/live/$1' }],
+};
+export const createRouteBody = withExample(createRouteShape, routeExample);
+export const createTopLevelRouteBody = withExample(createRouteShape.extend({
   distribution_id: uuid().optional().describe('Left out: the distribution of origin_id'),
-});
-export const updateRouteBody = z.strictObject(routeFields).partial();
+}), routeExample);
+export const updateRouteBody = withExample(z.strictObject(routeFields).partial(), { priority: 5, match: { paths: ['/live/**', '/events/**'] } });
 export type RouteInput = z.output<typeof updateRouteBody>;
 
 export const routeFilters = { origin_id: uuid().optional(), enabled: queryBoolean().optional() };

@@ -3,7 +3,7 @@
 // every other reply, list and audit entry carries no trace of it.
 import { z } from 'zod';
 import { versioned } from '../http/route.ts';
-import { timestamp, timestampOrNull } from '../http/schemas.ts';
+import { timestamp, timestampOrNull, withExample } from '../http/schemas.ts';
 import { SIGNING_ALGORITHMS, SIGNING_KEY_STATUSES, type SigningKey } from './policies.entities.ts';
 import { nameField } from './fields.ts';
 
@@ -55,7 +55,7 @@ export function presentSigningKey(k: SigningKey, now: Date) {
 
 const queryParamName = z.string().regex(/^[A-Za-z0-9_.~-]{1,64}$/, 'Must be a query parameter name of 1 to 64 letters, digits, _ . ~ -');
 
-export const createSigningKeyBody = z.strictObject({
+export const createSigningKeyBody = withExample(z.strictObject({
   name: nameField(),
   algorithm: z.enum(SIGNING_ALGORITHMS).default('HMAC-SHA256'),
   secret: z.string().min(32).max(256).regex(/^[\x21-\x7e]+$/, 'Must be printable ASCII without spaces')
@@ -63,7 +63,9 @@ export const createSigningKeyBody = z.strictObject({
   token_param: queryParamName.default('token'),
   expires_param: queryParamName.default('expires'),
   ip_binding_enabled: z.boolean().default(false).describe('Signed URLs also bind the client address'),
-}).refine((b) => b.token_param !== b.expires_param, { path: ['expires_param'], message: 'Must differ from token_param' });
+}).refine((b) => b.token_param !== b.expires_param, { path: ['expires_param'], message: 'Must differ from token_param' }),
+// No secret: the server generates one and shows it once.
+{ name: 'Player URLs', algorithm: 'HMAC-SHA256', token_param: 'token', expires_param: 'expires', ip_binding_enabled: false });
 export type CreateSigningKeyInput = z.output<typeof createSigningKeyBody>;
 
 export const rotateSigningKeyBody = z.strictObject({

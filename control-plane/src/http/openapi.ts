@@ -111,7 +111,9 @@ export function buildOpenApi(routes: RouteDefinition[], info: { title: string; v
         content: { 'multipart/form-data': { schema: multipartSchema(route), ...(Object.keys(encoding).length ? { encoding } : {}) } },
       };
     } else if (route.body) {
-      operation.requestBody = { required: true, content: { 'application/json': { schema: toSchema(route.body, 'input') } } };
+      // A declared example (schemas.ts withExample) is the media type's example: what "Try it out" prefills.
+      const { example, ...schema } = toSchema(route.body, 'input');
+      operation.requestBody = { required: true, content: { 'application/json': { schema, ...(example === undefined ? {} : { example }) } } };
     }
     paths[path] ??= {};
     paths[path][route.method] = operation;
@@ -119,7 +121,12 @@ export function buildOpenApi(routes: RouteDefinition[], info: { title: string; v
   return {
     openapi: '3.1.0',
     info: { title: info.title, version: info.version },
-    ...(info.serverUrl ? { servers: [{ url: info.serverUrl }] } : {}),
+    // First the server the document was read from (a relative URL): /docs' "Try it out" then calls the
+    // origin the page came from, which its Content-Security-Policy allows, whatever name reached it.
+    servers: [
+      { url: '/', description: 'This server (where this document was read)' },
+      ...(info.serverUrl ? [{ url: info.serverUrl, description: 'PUBLIC_URL' }] : []),
+    ],
     paths,
     components: {
       schemas: { Error: errorBody },
