@@ -100,6 +100,7 @@ export async function startControlPlane(config: Config, options: ControlPlaneOpt
 
   const metrics = createHttpMetrics();
   for (const register of capabilityMetrics) register(metrics.registry);
+  jobs.metrics.register(metrics.registry);
   const routes = [...capabilityRoutes, ...(options.extraRoutes ?? [])];
   const koa = createApp(app, {
     routes, access, metrics, version,

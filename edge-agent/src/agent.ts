@@ -176,6 +176,11 @@ export class EdgeAgent implements ControlledAgent {
       configVersion: () => this.table.version,
       purgeSequence: () => this.purgeSequence,
       originHealth: () => this.prober.report().map((o) => ({ originId: o.originId, consecutiveFailures: o.consecutiveFailures, healthy: o.status === 'healthy' })),
+      cutOff: () => this.cutOff,
+      defaultCertificateExpiry: () => {
+        const cert = this.certificates.default;
+        return cert ? Date.parse(cert.x509.validTo) : null;
+      },
     });
     this.logs = new LogDrains({ nodeName: options.nodeName ?? `edge-${options.region ?? 'local'}`, logger: this.logger, ...options.logDrains });
     this.logs.registerMetrics(this.metrics.registry);

@@ -495,6 +495,7 @@ export async function retryInvoicesNow(app: BillingServices, rc: RequestContext,
   const summary: ClockSummary = { resumed: 0, canceled: 0, expired: 0, invoiced: 0, paid: 0, declined: 0, uncollectible: 0 };
   // The system charges and settles (its transitions and notices are the clock's), under the request's id for tracing.
   if (invoiceIds.length) await chargeDueInvoices(app, { ...withFreshUnitOfWork(rc), actor: null, access: null }, app.clock.now(), summary, invoiceIds);
+  app.billingMetrics?.clock(summary);
   return summary;
 }
 
@@ -508,6 +509,7 @@ export const billingClockJob = defineJob({
   retry: { attempts: 3, baseDelayMs: 10_000 },
   async handler(rc, _payload, app) {
     const summary = await runBillingClock(app, rc);
+    app.billingMetrics?.clock(summary);
     if (Object.values(summary).some((n) => n > 0)) rc.log.info(summary, 'billing clock');
   },
 });

@@ -3,6 +3,8 @@
 // Its start hook provides the payment gateway (chosen by PAYMENT_GATEWAY) to
 // every part of billing, so the payment-method routes and the billing engine
 // charge through the same object. Money is integer minor units (money.ts).
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Registry } from 'prom-client';
 import type { CoreServices } from '../core/services.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import { Plan, Subscription } from './billing.entities.ts';
@@ -21,6 +23,7 @@ import { adminSubscriptionRoutes } from './admin-subscription-routes.ts';
 import { billingClockJob } from './billing-clock.ts';
 import { highestProfileLimit } from './profile-limit.ts';
 import type { BillingServices } from './services.ts';
+import { BillingMetrics } from './billing-metrics.ts';
 
 export type { BillingServices } from './services.ts';
 export { findDefaultPaymentMethod, findUserPaymentMethod } from './subscription-payment-method.ts';
@@ -38,8 +41,11 @@ export const billing = {
   async start(core: CoreServices) {
     // `core` is the application's services object, which receives what this hook returns (the gateway) once it has run.
     const app = core as BillingServices;
+    const billingMetrics = new BillingMetrics(() => core.db.orm.em.fork() as EntityManager, core.log.child({ component: 'billing' }));
     return {
+      metrics: (registry: Registry) => billingMetrics.register(registry),
       services: {
+        billingMetrics,
         // Accounts' profile limit comes from the plans the user subscribes to.
         profileLimit: highestProfileLimit,
         // An account's deletion ends its live subscriptions at once, without refund.

@@ -4,10 +4,13 @@
 // renewals) charge through the same one.
 import type { CoreServices } from '../core/services.ts';
 import { routesFor } from '../http/route.ts';
+import type { BillingMetrics } from './billing-metrics.ts';
 import type { PaymentGateway } from './gateway/payment-gateway.ts';
 
 export interface BillingServices extends CoreServices {
   paymentGateway: PaymentGateway;
+  /** Counts what the billing clock does (absent where billing runs without a control plane: tests, benchmarks). */
+  billingMetrics?: BillingMetrics;
 }
 
 export const defineBillingRoute = routesFor<BillingServices>();

@@ -11,10 +11,13 @@ import { systemHostLookup } from './origin-host.ts';
 import { originRoutes } from './origin-routes.ts';
 import { routeRoutes } from './route-routes.ts';
 import { cacheRuleRoutes } from './cache-rule-routes.ts';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Registry } from 'prom-client';
 import type { CoreServices } from '../core/services.ts';
 import { AcmeAccount, CustomDomain, InternalCa } from './domain-entity.ts';
 import { PrefetchJob, PurgeRequest } from './purge-entity.ts';
 import { certificateCheckJob } from './certificate-job.ts';
+import { certificateGauge } from './certificate-metrics.ts';
 import { domainRoutes } from './domain-routes.ts';
 import { headerPolicyRoutes } from './header-policy-routes.ts';
 import { internalCaIssuer } from './certificate-issuer.ts';
@@ -40,6 +43,10 @@ export const cdn = {
     const issuer = directoryUrl
       ? (await import('./acme-issuer.ts')).acmeIssuer(services.secretBox, { directoryUrl, email, caBundle })
       : internalCaIssuer(services.secretBox);
-    return { services: { cdnHostLookup: systemHostLookup, cdnDomainResolver: systemDomainResolver(), cdnCertificateIssuer: issuer } };
+    const certificates = certificateGauge(() => services.db.orm.em.fork() as EntityManager, services.clock, services.log.child({ component: 'cdn' }));
+    return {
+      services: { cdnHostLookup: systemHostLookup, cdnDomainResolver: systemDomainResolver(), cdnCertificateIssuer: issuer },
+      metrics: (registry: Registry) => registry.registerMetric(certificates),
+    };
   },
 };

@@ -3,8 +3,9 @@
 // registry at scrape time, so a request costs one Map lookup and three
 // additions (prom-client's own observe hashes and validates the labels on
 // every call). The buckets are the edge agent's (shared/src/metrics/buckets.ts).
-import { Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { Registry, type Metric } from 'prom-client';
 import { RESPONSE_TIME_BUCKETS_MS, responseTimeBucket } from '../../../shared/src/metrics/buckets.ts';
+import { collectDefaultMetrics } from '../../../shared/src/metrics/default-metrics.ts';
 
 export interface HttpMetrics {
   registry: Registry;
@@ -25,7 +26,7 @@ const NAME = 'http_request_duration_seconds';
 export function createHttpMetrics(): HttpMetrics {
   // A registry per app, so tests that start several apps in one process don't collide.
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
+  collectDefaultMetrics(registry);
   // route pattern → (status × 64 + method; node:http knows fewer than 64 methods) → series: the route strings are the declarations' own,
   // so each lookup hashes nothing new and builds no key string.
   const series = new Map<string, Map<number, Series>>();

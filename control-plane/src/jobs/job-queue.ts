@@ -22,6 +22,7 @@ import {
   type JobDefinition, type Recurrence,
 } from './define.ts';
 import { Job, type JobState } from './job.entity.ts';
+import { JobMetrics } from './job-metrics.ts';
 
 export interface JobQueueOptions {
   db: Database;
@@ -91,6 +92,8 @@ const KEEP_FAILED_MS = 30 * 24 * 3600_000;
 
 export class JobQueue {
   readonly workerId = `${os.hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  /** Attempts by type and outcome on this replica (registered on /metrics by the composition root). */
+  readonly metrics = new JobMetrics();
   readonly #options: JobQueueOptions;
   readonly #definitions = new Map<string, JobDefinition>();
   readonly #active = new Map<string, { done: Promise<Outcome>; token: string; abort: AbortController }>();
@@ -124,6 +127,7 @@ export class JobQueue {
       checkDefinition(definition);
       if (this.#definitions.has(definition.type)) throw new Error(`job type ${JSON.stringify(definition.type)} is registered twice`);
       this.#definitions.set(definition.type, definition);
+      this.metrics.declare(definition.type);
     }
     this.#schedulesSynced = undefined;
   }
@@ -400,7 +404,10 @@ export class JobQueue {
       }
       reaped += 1;
       const log = this.#options.log.child({ job_id: row.id, job_type: row.type, attempt: row.attempts });
-      if (row.state === 'failed') log.error('job failed: its lease expired on its last attempt');
+      if (row.state === 'failed') {
+        log.error('job failed: its lease expired on its last attempt');
+        if (this.#definitions.has(row.type)) this.metrics.failedByLease(row.type);
+      }
       else log.warn('job lease expired: back in the queue for another worker');
     }
     return { claimed, reaped };
@@ -408,7 +415,11 @@ export class JobQueue {
 
   #start(row: ClaimRow): { done: Promise<Outcome> } {
     const abort = new AbortController();
-    const done = this.#run(row, abort).finally(() => {
+    const started = performance.now();
+    const done = this.#run(row, abort).then((outcome) => {
+      if (this.#definitions.has(row.type)) this.metrics.attempt(row.type, outcome, (performance.now() - started) / 1000);
+      return outcome;
+    }).finally(() => {
       this.#active.delete(row.id);
       this.#wake?.();
     });

@@ -3,6 +3,7 @@
 // path touches prom-client); origin latency is observed directly (only misses).
 import client from 'prom-client';
 import { RESPONSE_TIME_BUCKETS_MS } from '../../../shared/src/metrics/buckets.ts';
+import { collectDefaultMetrics } from '../../../shared/src/metrics/default-metrics.ts';
 import { CACHE_STATUSES, type TrafficCounters } from './traffic.ts';
 
 export interface MetricsSources {
@@ -11,6 +12,10 @@ export interface MetricsSources {
   configVersion: () => number;
   purgeSequence: () => number;
   originHealth: () => { originId: string; consecutiveFailures: number; healthy: boolean }[];
+  /** Whether the agent is cut off from the control plane (no stream for 3 heartbeat intervals). */
+  cutOff: () => boolean;
+  /** When the default certificate (TLS_CERT_FILE) expires, in ms since the epoch; null without one. */
+  defaultCertificateExpiry: () => number | null;
 }
 
 export interface AgentMetrics {
@@ -25,7 +30,7 @@ const STATUS_CLASS = ['', '1xx', '2xx', '3xx', '4xx', '5xx'];
 
 export function createMetrics(sources: MetricsSources): AgentMetrics {
   const registry = new client.Registry();
-  client.collectDefaultMetrics({ register: registry, prefix: 'edge_agent_' });
+  collectDefaultMetrics(registry, 'edge_agent_');
 
   registry.registerMetric({
     name: 'edge_requests_total',
@@ -158,6 +163,26 @@ export function createMetrics(sources: MetricsSources): AgentMetrics {
     collect() {
       this.reset();
       for (const o of sources.originHealth()) this.set({ origin: o.originId }, o.healthy ? 1 : 0);
+    },
+  });
+  new client.Gauge({
+    name: 'edge_control_plane_cut_off',
+    help: '1 while the agent is cut off from the control plane (no stream for 3 heartbeat intervals): purges made meanwhile cannot reach it',
+    registers: [registry],
+    aggregator: 'max',
+    collect() {
+      this.set(sources.cutOff() ? 1 : 0);
+    },
+  });
+  new client.Gauge({
+    name: 'edge_tls_default_certificate_expiry_timestamp_seconds',
+    help: 'Unix time at which the default certificate (TLS_CERT_FILE) expires; absent without one',
+    registers: [registry],
+    aggregator: 'min',
+    collect() {
+      this.reset();
+      const expiry = sources.defaultCertificateExpiry();
+      if (expiry !== null) this.set(Math.floor(expiry / 1000));
     },
   });
   const tlsHandshakeFailures = new client.Counter({
