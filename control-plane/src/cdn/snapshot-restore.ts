@@ -25,6 +25,10 @@ import { drainSecrets, sealDrainSecrets, splitConfig } from './log-drain-service
 import type { DestinationType, LogDrain, SigningKey } from './policies.entities.ts';
 import type { CdnServices } from './services.ts';
 import { sealSigningSecret, signingSecrets } from './signing-key-service.ts';
+import {
+  cacheRuleFields, endpointFields, headerPolicyFields, ipRuleFields, logDrainFields, originFields, restoredColumns, routeFields, signingKeyFields,
+  sortedKeys, toRow, type ResourceFields,
+} from './snapshot-fields.ts';
 
 type Row = Record<string, any>;
 export type RestoreServices = Pick<CdnServices, 'secretBox' | 'clock'>;
@@ -34,30 +38,25 @@ export type RestoreCounts = Record<string, { upserted: number; deleted: number }
 
 const json = (value: unknown) => JSON.stringify(value);
 
-/** A JSON value with every object's keys sorted (free-form maps that did not come from jsonb). */
-export function sortedKeys(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(sortedKeys);
-  if (value && typeof value === 'object') return Object.fromEntries(Object.keys(value).sort().map((k) => [k, sortedKeys((value as Row)[k])]));
-  return value;
-}
-
 /** JSON text independent of object key order. */
 const canonicalJson = (value: unknown) => JSON.stringify(sortedKeys(value));
 /** A compared column, or an expression naming its columns as `$column`, of `alias`. */
 const qualified = (item: string, alias: string) => (item.includes('$') ? item.replaceAll('$', `${alias}.`) : `${alias}.${item}`);
 
 /**
- * `insert … on conflict (id) do update` of the rows: `kept` columns take the
- * row's value on insert and are left alone on update; a row is rewritten only
- * when one of `compared` (columns, or expressions naming them `$column`) differs.
+ * `insert … on conflict (id) do update` of the rows (objects keyed by the
+ * resource's restored columns): its `kept` columns take their value on insert
+ * and are left alone on update; a row is rewritten only when one of `compared`
+ * (columns, or expressions naming them `$column`) differs.
  */
 async function upsert(
-  em: EntityManager, table: string, columns: Columns, rows: Row[],
-  options: { kept?: Record<string, string>; updates?: Record<string, string>; compared?: string[] } = {},
+  em: EntityManager, resource: ResourceFields, rows: Row[],
+  options: { updates?: Record<string, string>; compared?: string[] } = {},
 ): Promise<number> {
   if (!rows.length) return 0;
+  const { table, kept } = resource;
+  const columns: Columns = restoredColumns(resource);
   const names = Object.keys(columns);
-  const kept = options.kept ?? {};
   const insertNames = [...names, ...Object.keys(kept), 'created_at', 'updated_at', 'version'];
   const insertValues = [...names.map((n) => `x.${n}`), ...Object.values(kept), 'now()', 'now()', '1'];
   const settable = names.filter((n) => n !== 'id');
@@ -80,8 +79,6 @@ async function deleteWhere(em: EntityManager, sql: string, params: unknown[]): P
   const rows = await em.execute<{ n: number }[]>(`with gone as (${sql} returning 1) select count(*)::int as n from gone`, params);
   return rows[0]?.n ?? 0;
 }
-
-const defaultPort = (scheme: string) => (scheme === 'http' ? 80 : 443);
 
 /**
  * Restores the working configuration to `snapshot` (validated by
@@ -119,46 +116,19 @@ export async function restoreSnapshot(app: RestoreServices, em: EntityManager, s
   );
 
   // 2. Endpoints, then what refers to them.
-  const endpointRows = endpoints.map((e) => ({
-    id: e.id, name: e.name, default_origin_id: e.default_origin_id, hostname: e.hostname, status: e.enabled ? 'deploying' : 'disabled',
-    http_version: e.http_version, ipv6_enabled: e.ipv6_enabled, response_headers_policy_id: e.response_headers_policy_id, tls_config: e.tls_config,
-    compression: e.compression, geo_restriction: e.geo_restriction, custom_error_pages: e.custom_error_pages, shield_region: e.shield_region,
-    token_auth_enabled: e.signing_keys.length > 0, ip_default_action: e.ip_default_action,
-  }));
-  const upsertedEndpoints = await upsert(em, 'cdn_endpoint', {
-    id: 'uuid', name: 'varchar', default_origin_id: 'uuid', hostname: 'varchar', status: 'text', http_version: 'text', ipv6_enabled: 'boolean',
-    response_headers_policy_id: 'uuid', tls_config: 'jsonb', compression: 'jsonb', geo_restriction: 'jsonb', custom_error_pages: 'jsonb',
-    shield_region: 'varchar', token_auth_enabled: 'boolean', ip_default_action: 'text',
-  }, endpointRows, {
-    kept: { tags: `'[]'::jsonb` },
+  const upsertedEndpoints = await upsert(em, endpointFields, endpoints.map((e) => toRow(endpointFields, e)), {
     // Enabled stays as it is (deploying or active), disabled follows the snapshot.
     updates: { status: `case when excluded.status = 'disabled' then 'disabled' when cdn_endpoint.status = 'disabled' then 'deploying' else cdn_endpoint.status end` },
-    compared: ['name', 'default_origin_id', 'hostname', `($status = 'disabled')`, 'http_version', 'ipv6_enabled', 'response_headers_policy_id', 'tls_config', 'compression',
-      'geo_restriction', 'custom_error_pages', 'shield_region', 'token_auth_enabled', 'ip_default_action'],
+    compared: Object.keys(restoredColumns(endpointFields)).filter((c) => c !== 'id').map((c) => (c === 'status' ? `($status = 'disabled')` : c)),
   });
 
-  const upsertedOrigins = await upsert(em, 'cdn_origin', {
-    id: 'uuid', distribution_id: 'uuid', name: 'varchar', scheme: 'text', host: 'varchar', port: 'int', path_prefix: 'varchar', enabled: 'boolean',
-    health_check_url: 'varchar', health_check_interval_seconds: 'int', verify_tls: 'boolean', allow_private_network: 'boolean', ssrf_protection: 'boolean',
-    timeout_ms: 'int', connect_timeout_ms: 'int', max_retries: 'smallint', retry_on: 'jsonb', forward_host_header: 'boolean', custom_headers: 'jsonb',
-  }, origins.map(({ endpoint, item: o }) => ({ ...o, port: o.port ?? defaultPort(o.scheme), distribution_id: endpoint.id })), {
-    kept: { health_status: `'unknown'`, tags: `'[]'::jsonb` },
-  });
-
-  const upsertedRoutes = await upsert(em, 'cdn_route', {
-    id: 'uuid', distribution_id: 'uuid', origin_id: 'uuid', name: 'varchar', enabled: 'boolean', priority: 'int', match: 'jsonb', strip_prefix: 'varchar',
-    response_headers_policy_id: 'uuid', redirect_rules: 'jsonb', compression_enabled: 'boolean',
-  }, routes.map(({ endpoint, item }) => ({ ...item, distribution_id: endpoint.id })));
+  const children = (resource: ResourceFields, items: { endpoint: EndpointSnapshot; item: Row }[]) => items.map(({ endpoint, item }) => toRow(resource, item, endpoint));
+  const upsertedOrigins = await upsert(em, originFields, children(originFields, origins));
+  const upsertedRoutes = await upsert(em, routeFields, children(routeFields, routes));
   count('cdn_route', upsertedRoutes, deletedRoutes);
-
-  const upsertedRules = await upsert(em, 'cdn_cache_rule', {
-    id: 'uuid', distribution_id: 'uuid', name: 'varchar', enabled: 'boolean', priority: 'int', match: 'jsonb', ttl_seconds: 'int', browser_ttl_seconds: 'int',
-    cache_key: 'jsonb', bypass: 'jsonb', stale_while_revalidate_seconds: 'int', stale_if_error_seconds: 'int', negative_ttl_seconds: 'int', cache_status_header: 'boolean',
-  }, cacheRules.map(({ endpoint, item }) => ({ ...item, distribution_id: endpoint.id })));
+  const upsertedRules = await upsert(em, cacheRuleFields, children(cacheRuleFields, cacheRules));
   count('cdn_cache_rule', upsertedRules, deletedRules);
-
-  const upsertedIpRules = await upsert(em, 'cdn_ip_rule', { id: 'uuid', endpoint_id: 'uuid', action: 'text', cidr: 'varchar', priority: 'int' },
-    ipRules.map(({ endpoint, item }) => ({ ...item, endpoint_id: endpoint.id })), { kept: { description: 'null' } });
+  const upsertedIpRules = await upsert(em, ipRuleFields, children(ipRuleFields, ipRules));
   count('cdn_ip_rule', upsertedIpRules, deletedIpRules);
 
   count('cdn_signing_key', await restoreSigningKeys(app, em, signingKeys), deletedKeys);
@@ -208,15 +178,9 @@ async function restoreSigningKeys(app: RestoreServices, em: EntityManager, keys:
     }
     secretSealed ??= sealSigningSecret(app, item.id, first!.secret);
     retired ??= older.filter((s) => s.valid_until !== null).map((s) => ({ secret_sealed: sealSigningSecret(app, item.id, s.secret), valid_until: s.valid_until! }));
-    return {
-      id: item.id, endpoint_id: endpoint.id, algorithm: item.algorithm, status: 'active', secret_sealed: secretSealed, retired_secrets: retired,
-      token_param: item.token_param, expires_param: item.expires_param, ip_binding_enabled: item.ip_binding_enabled,
-    };
+    return toRow(signingKeyFields, item, endpoint, { secret_sealed: secretSealed, retired_secrets: retired });
   });
-  return upsert(em, 'cdn_signing_key', {
-    id: 'uuid', endpoint_id: 'uuid', algorithm: 'text', status: 'text', secret_sealed: 'text', retired_secrets: 'jsonb', token_param: 'varchar',
-    expires_param: 'varchar', ip_binding_enabled: 'boolean',
-  }, rows, { kept: { name: `'Restored key'`, rotated_at: 'null' } });
+  return upsert(em, signingKeyFields, rows);
 }
 
 /**
@@ -303,10 +267,7 @@ async function restoreDomains(app: RestoreServices, em: EntityManager, domains: 
 }
 
 async function restorePolicies(em: EntityManager, policies: ResponseHeadersPolicySnapshot[]): Promise<number> {
-  return upsert(em, 'cdn_response_headers_policy', {
-    id: 'uuid', name: 'varchar', cors: 'jsonb', security_headers: 'jsonb', custom_response_headers: 'jsonb', custom_request_headers: 'jsonb',
-    remove_response_headers: 'jsonb', remove_request_headers: 'jsonb',
-  }, policies, { kept: { description: `''` } });
+  return upsert(em, headerPolicyFields, policies.map((p) => toRow(headerPolicyFields, p)));
 }
 
 /** Drains: credentials split off the snapshot's destination_config and sealed again unless unchanged. */
@@ -324,13 +285,7 @@ async function restoreDrains(app: RestoreServices, em: EntityManager, drains: Lo
         // unreadable: sealed again below
       }
     }
-    return {
-      id: d.id, name: d.name, destination_type: type, destination_config: shown, destination_secrets_sealed: sealed ?? sealDrainSecrets(app, d.id, secrets),
-      log_format: d.log_format, fields: d.fields, endpoint_ids: d.endpoint_ids, status: d.status,
-    };
+    return toRow(logDrainFields, d, {}, { destination_config: shown, destination_secrets_sealed: sealed ?? sealDrainSecrets(app, d.id, secrets) });
   });
-  return upsert(em, 'cdn_log_drain', {
-    id: 'uuid', name: 'varchar', destination_type: 'text', destination_config: 'jsonb', destination_secrets_sealed: 'text', log_format: 'text', fields: 'jsonb',
-    endpoint_ids: 'jsonb', status: 'text',
-  }, rows, { kept: { last_error: 'null' } });
+  return upsert(em, logDrainFields, rows);
 }

@@ -14,7 +14,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
-import { endpointSnapshot, logDrainSnapshot, responseHeadersPolicySnapshot } from '../../../shared/src/config/snapshot.ts';
+import { endpointSnapshot, logDrainSnapshot, responseHeadersPolicySnapshot, type ResponseHeadersPolicySnapshot } from '../../../shared/src/config/snapshot.ts';
 import { encodeResource, type EncodedResource, type ResourceType } from '../../../shared/src/config/resources.ts';
 import { errorPageProblems, headerPolicyProblems } from '../../../shared/src/config/response-policies.ts';
 import { canonicalCidr } from '../../../shared/src/match/cidr.ts';
@@ -27,7 +27,10 @@ import { ADMITTING_ACTIONS } from '../cdn/policy-checks.ts';
 import { matchProblems, redirectProblems } from '../cdn/route-service.ts';
 import type { CdnServices } from '../cdn/services.ts';
 import { signingSecrets } from '../cdn/signing-key-service.ts';
-import { sortedKeys } from '../cdn/snapshot-restore.ts';
+import {
+  cacheRuleFields, customDomainFields, endpointFields, headerPolicyFields, ipRuleFields, logDrainFields, originFields, routeFields, selectList,
+  signingKeyFields, sortedKeys, toEntry, type ResourceFields,
+} from '../cdn/snapshot-fields.ts';
 import type { ValidationProblem } from './config-entities.ts';
 
 type Row = Record<string, any>;
@@ -42,25 +45,22 @@ export interface CompiledConfiguration {
 /** The services a compile uses: unsealing secrets, the clock (grace periods), the CDN domain. */
 export type CompileServices = Pick<CdnServices, 'secretBox' | 'clock' | 'config'>;
 
-// One statement per table; children in the order the edge evaluates them (priority, then id).
+// One statement per table (its columns from the table of fields); children in the order the edge evaluates them (priority, then id).
 const QUERIES = {
-  endpoints: { sql: `select id, name, hostname, status, default_origin_id, http_version, ipv6_enabled, response_headers_policy_id, tls_config, compression,
-    geo_restriction, custom_error_pages, shield_region, token_auth_enabled, ip_default_action from cdn_endpoint`, order: 'id' },
-  origins: { sql: `select id, distribution_id, name, scheme, host, port, path_prefix, enabled, health_check_url, health_check_interval_seconds, verify_tls,
-    allow_private_network, ssrf_protection, timeout_ms, connect_timeout_ms, max_retries, retry_on, forward_host_header, custom_headers from cdn_origin`, order: 'id' },
-  routes: { sql: `select id, distribution_id, origin_id, name, enabled, priority, match, strip_prefix, response_headers_policy_id, redirect_rules, compression_enabled
-    from cdn_route`, order: 'priority, id' },
-  cacheRules: { sql: `select id, distribution_id, name, enabled, priority, match, ttl_seconds, browser_ttl_seconds, cache_key, bypass, stale_while_revalidate_seconds,
-    stale_if_error_seconds, negative_ttl_seconds, cache_status_header from cdn_cache_rule`, order: 'priority, id' },
-  signingKeys: { sql: `select id, endpoint_id, algorithm, status, secret_sealed, retired_secrets, token_param, expires_param, ip_binding_enabled from cdn_signing_key`, order: 'id' },
+  endpoints: { fields: endpointFields, order: 'id' },
+  origins: { fields: originFields, order: 'id' },
+  routes: { fields: routeFields, order: 'priority, id' },
+  cacheRules: { fields: cacheRuleFields, order: 'priority, id' },
+  signingKeys: { fields: signingKeyFields, order: 'id' },
   // Equal priorities oldest first: the order the API lists them in, and the edge keeps the snapshot's order among equals.
-  ipRules: { sql: `select id, endpoint_id, action, cidr, priority from cdn_ip_rule`, order: 'priority, created_at, id' },
+  ipRules: { fields: ipRuleFields, order: 'priority, created_at, id' },
   // Only validated claims are served (issue 21 item 7): a custom certificate checked at creation, or a managed one issued.
-  domains: { sql: `select id, endpoint_id, hostname, certificate_pem, private_key_sealed from cdn_custom_domain where certificate_pem is not null`, order: 'hostname, id' },
-  policies: { sql: `select id, name, cors, security_headers, custom_response_headers, custom_request_headers, remove_response_headers, remove_request_headers
-    from cdn_response_headers_policy`, order: 'id' },
-  drains: { sql: `select id, name, destination_type, destination_config, destination_secrets_sealed, log_format, fields, endpoint_ids, status from cdn_log_drain`, order: 'id' },
-} as const;
+  domains: { fields: customDomainFields, where: 'certificate_pem is not null', order: 'hostname, id' },
+  policies: { fields: headerPolicyFields, order: 'id' },
+  drains: { fields: logDrainFields, order: 'id' },
+} satisfies Record<string, Query>;
+
+interface Query { fields: ResourceFields; where?: string; order: string }
 
 /** Rows grouped by a parent id, keeping the query's order. */
 function groupBy(rows: Row[], key: string): Map<string, Row[]> {
@@ -74,39 +74,6 @@ function groupBy(rows: Row[], key: string): Map<string, Row[]> {
   }
   return groups;
 }
-
-const originEntry = (o: Row) => ({
-  id: o.id, name: o.name, scheme: o.scheme, host: o.host, port: o.port, path_prefix: o.path_prefix, enabled: o.enabled,
-  health_check_url: o.health_check_url, health_check_interval_seconds: o.health_check_interval_seconds, verify_tls: o.verify_tls,
-  allow_private_network: o.allow_private_network, ssrf_protection: o.ssrf_protection, timeout_ms: o.timeout_ms, connect_timeout_ms: o.connect_timeout_ms,
-  max_retries: o.max_retries, retry_on: o.retry_on, forward_host_header: o.forward_host_header, custom_headers: o.custom_headers,
-});
-
-const routeEntry = (r: Row) => ({
-  id: r.id, name: r.name, origin_id: r.origin_id, enabled: r.enabled, priority: r.priority,
-  match: { hosts: r.match.hosts ?? [], paths: r.match.paths ?? [], methods: r.match.methods ?? [] },
-  strip_prefix: r.strip_prefix, response_headers_policy_id: r.response_headers_policy_id,
-  redirect_rules: (r.redirect_rules as Row[]).map((x) => ({ type: x.type, status_code: x.status_code, match_path: x.match_path, redirect_to: x.redirect_to })),
-  compression_enabled: r.compression_enabled,
-});
-
-const cacheRuleEntry = (c: Row) => ({
-  id: c.id, name: c.name, enabled: c.enabled, priority: c.priority,
-  match: { paths: c.match.paths ?? [], methods: c.match.methods ?? [], content_types: c.match.content_types ?? [] },
-  ttl_seconds: c.ttl_seconds, browser_ttl_seconds: c.browser_ttl_seconds,
-  cache_key: {
-    include_headers: c.cache_key.include_headers ?? [], include_query_params: c.cache_key.include_query_params ?? [],
-    exclude_query_params: c.cache_key.exclude_query_params ?? [], include_cookies: c.cache_key.include_cookies ?? [],
-  },
-  bypass: { if_cookie_present: c.bypass.if_cookie_present ?? [], if_header_present: c.bypass.if_header_present ?? [], if_query_param_present: c.bypass.if_query_param_present ?? [] },
-  stale_while_revalidate_seconds: c.stale_while_revalidate_seconds, stale_if_error_seconds: c.stale_if_error_seconds,
-  negative_ttl_seconds: c.negative_ttl_seconds, cache_status_header: c.cache_status_header,
-});
-
-const policyEntry = (p: Row) => ({
-  id: p.id, name: p.name, cors: p.cors, security_headers: p.security_headers, custom_response_headers: p.custom_response_headers,
-  custom_request_headers: p.custom_request_headers, remove_response_headers: p.remove_response_headers, remove_request_headers: p.remove_request_headers,
-});
 
 /**
  * Bodies (by sha256) that passed their snapshot schema in this process: the
@@ -123,7 +90,9 @@ const zodMessages = (error: z.ZodError) => error.issues.map((i) => `${i.path.len
  * read), and validates it.
  */
 export async function compileConfiguration(app: CompileServices, em: EntityManager): Promise<CompiledConfiguration> {
-  const run = (query: { sql: string; order: string }) => em.execute<Row[]>(`${query.sql} order by ${query.order}`);
+  const run = (query: Query) => em.execute<Row[]>(
+    `select ${selectList(query.fields)} from ${query.fields.table}${query.where ? ` where ${query.where}` : ''} order by ${query.order}`,
+  );
   const [endpoints, origins, routes, cacheRules, signingKeys, ipRules, domains, policies, drains] = await Promise.all([
     run(QUERIES.endpoints), run(QUERIES.origins), run(QUERIES.routes), run(QUERIES.cacheRules), run(QUERIES.signingKeys),
     run(QUERIES.ipRules), run(QUERIES.domains), run(QUERIES.policies), run(QUERIES.drains),
@@ -131,8 +100,8 @@ export async function compileConfiguration(app: CompileServices, em: EntityManag
   const problems: ValidationProblem[] = [];
   const problem = (resource_type: string, resource_id: string, message: string) => problems.push({ resource_type, resource_id, message });
   const resources: EncodedResource[] = [];
-  const add = (type: ResourceType, entry: Row & { id: string }, schema: z.ZodType) => {
-    const resource = encodeResource(type, entry);
+  const add = (type: ResourceType, entry: Row, schema: z.ZodType) => {
+    const resource = encodeResource(type, entry as { id: string });
     if (!schemaChecked.has(resource.sha256)) {
       const parsed = schema.safeParse(entry);
       if (parsed.success) schemaChecked.set(resource.sha256, true);
@@ -187,11 +156,11 @@ export async function compileConfiguration(app: CompileServices, em: EntityManag
         problem('route', r.id, `Response headers policy ${r.response_headers_policy_id} does not exist`);
       }
       for (const p of [...routeMatchProblems(r.match), ...routeRedirectProblems(r.redirect_rules)]) problem('route', r.id, `${p.field}: ${p.message}`);
-      return routeEntry(r);
+      return toEntry(routeFields, r);
     });
     const cacheRuleEntries = (cacheRulesByEndpoint.get(e.id) ?? []).map((c) => {
       for (const p of cacheProblems({ match: c.match, cache_key: c.cache_key, bypass: c.bypass })) problem('cache_rule', c.id, `${p.field}: ${p.message}`);
-      return cacheRuleEntry(c);
+      return toEntry(cacheRuleFields, c);
     });
 
     // Signed URLs are checked by the edge when an endpoint's entry has signing keys: only with token authentication on.
@@ -200,7 +169,7 @@ export async function compileConfiguration(app: CompileServices, em: EntityManag
     const signingKeyEntries = e.token_auth_enabled ? keys.flatMap((k) => {
       try {
         const secrets = signingSecrets(app as CdnServices, k as unknown as SigningKey);
-        return [{ id: k.id, algorithm: k.algorithm, secrets, token_param: k.token_param, expires_param: k.expires_param, ip_binding_enabled: k.ip_binding_enabled }];
+        return [toEntry(signingKeyFields, k, { secrets })];
       } catch {
         problem('signing_key', k.id, 'Its secret cannot be decrypted (was SECRETS_KEY changed?)');
         return [];
@@ -211,7 +180,7 @@ export async function compileConfiguration(app: CompileServices, em: EntityManag
     const ipRuleEntries = (ipRulesByEndpoint.get(e.id) ?? []).map((r) => {
       const range = canonicalCidr(r.cidr);
       if ('problem' in range) problem('ip_rule', r.id, `cidr: ${range.problem}`);
-      return { id: r.id, action: r.action, cidr: r.cidr, priority: r.priority };
+      return toEntry(ipRuleFields, r);
     });
     if (e.ip_default_action === 'deny' && !ipRuleEntries.some((r) => (ADMITTING_ACTIONS as readonly string[]).includes(r.action))) {
       problem('endpoint', e.id, 'ip_default_action is deny but no allow or challenge IP rule admits anyone: every viewer would be refused');
@@ -233,29 +202,21 @@ export async function compileConfiguration(app: CompileServices, em: EntityManag
           problem('custom_domain', d.id, 'Its private key cannot be decrypted (was SECRETS_KEY changed?)');
         }
       } else if (d.certificate_pem) problem('custom_domain', d.id, 'It has a certificate without a private key');
-      return { hostname: d.hostname, certificate_pem: privateKey ? d.certificate_pem : null, private_key_pem: privateKey };
+      return toEntry(customDomainFields, d, { certificate_pem: privateKey ? d.certificate_pem : null, private_key_pem: privateKey });
     });
 
-    add('endpoint', {
-      id: e.id, name: e.name, hostname: e.hostname, enabled: e.status !== 'disabled', default_origin_id: e.default_origin_id,
-      http_version: e.http_version, ipv6_enabled: e.ipv6_enabled, response_headers_policy_id: e.response_headers_policy_id,
-      tls_config: { minimum_protocol_version: e.tls_config.minimum_protocol_version, cipher_policy: e.tls_config.cipher_policy, http_to_https_redirect: e.tls_config.http_to_https_redirect },
-      compression: { enabled: e.compression.enabled, algorithms: e.compression.algorithms, min_size_bytes: e.compression.min_size_bytes },
-      geo_restriction: { enabled: e.geo_restriction.enabled, policy: e.geo_restriction.policy, countries: e.geo_restriction.countries, action: e.geo_restriction.action },
-      custom_error_pages: (e.custom_error_pages as Row[]).map((p) => ({ error_code: p.error_code, response_page_path: p.response_page_path, response_code: p.response_code, ttl_seconds: p.ttl_seconds })),
-      shield_region: e.shield_region,
+    add('endpoint', toEntry(endpointFields, e, {
       custom_domains: customDomains,
-      origins: own.map(originEntry),
+      origins: own.map((o) => toEntry(originFields, o)),
       routes: routeEntries,
       cache_rules: cacheRuleEntries,
       signing_keys: signingKeyEntries,
       ip_rules: ipRuleEntries,
-      ip_default_action: e.ip_default_action,
-    }, endpointSnapshot);
+    }), endpointSnapshot);
   }
 
   for (const p of policies) {
-    const entry = policyEntry(p);
+    const entry = toEntry(headerPolicyFields, p) as ResponseHeadersPolicySnapshot;
     for (const x of headerPolicyProblems(entry)) problem('response_headers_policy', p.id, `${x.field}: ${x.message}`);
     add('response_headers_policy', entry, responseHeadersPolicySnapshot);
   }
@@ -269,11 +230,7 @@ export async function compileConfiguration(app: CompileServices, em: EntityManag
     } catch {
       problem('log_drain', d.id, 'Its credentials cannot be decrypted (was SECRETS_KEY changed?)');
     }
-    add('log_drain', {
-      id: d.id, name: d.name, destination_type: d.destination_type, destination_config: config, log_format: d.log_format,
-      // The edge needs to know only whether to deliver: `error` is observed delivery state, not configuration.
-      fields: d.fields, endpoint_ids: d.endpoint_ids, status: d.status === 'paused' ? 'paused' : 'active',
-    }, logDrainSnapshot);
+    add('log_drain', toEntry(logDrainFields, d, { destination_config: config }), logDrainSnapshot);
   }
 
   resources.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
