@@ -19,7 +19,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { query, RELAXED_LIMITS } from '../test/support/auth.ts';
 import { caller, cdnCallers } from '../test/support/cdn.ts';
 import { startTestControlPlane } from '../test/support/control-plane.ts';
-import { compileConfiguration } from '../control-plane/src/edge/config-compiler.ts';
+import { compileConfiguration } from '../control-plane/src/cdn-config/index.ts';
 import { numberFlag } from './lib/cli.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));

@@ -12,7 +12,8 @@ import { billing, type BillingServices } from './billing/index.ts';
 import { cdn, type CdnServices } from './cdn/index.ts';
 import { cdnAdmin } from './cdn-admin/index.ts';
 import { cdnAnalytics, type AnalyticsServices } from './cdn-analytics/index.ts';
-import { edge, type EdgeServices } from './edge/index.ts';
+import { cdnConfig, type CdnConfigServices } from './cdn-config/index.ts';
+import { edgeChannel, type EdgeChannelServices } from './edge-channel/index.ts';
 import type { PersonalDataProvider } from './core/personal-data.ts';
 import { Deployment } from './db/deployment.ts';
 import type { CoreServices } from './core/services.ts';
@@ -24,7 +25,7 @@ import { Job, JobSchedule, type JobDefinition, type JobServices } from './jobs/i
 import { jobPersonalData } from './jobs/personal-data.ts';
 
 /** Everything the capabilities' services may reach: the platform's and those capabilities add. */
-export type AppServices = CoreServices & JobServices & AccountsServices & AuthServices & BillingServices & CdnServices & EdgeServices & HealthServices & AnalyticsServices;
+export type AppServices = CoreServices & JobServices & AccountsServices & AuthServices & BillingServices & CdnServices & CdnConfigServices & EdgeChannelServices & HealthServices & AnalyticsServices;
 
 export interface CapabilityStart {
   /** Services the capability adds for the others (merged into AppServices). */
@@ -48,7 +49,7 @@ export interface Capability {
   start?: (services: AppServices) => Promise<CapabilityStart>;
 }
 
-export const capabilities: readonly Capability[] = [accounts, notifications, auth, billing, admin, cdn, cdnAdmin, cdnAnalytics, edge, health];
+export const capabilities: readonly Capability[] = [accounts, notifications, auth, billing, admin, cdn, cdnAdmin, cdnAnalytics, cdnConfig, edgeChannel, health];
 
 /** Every entity of the control plane: the framework's own (audit, jobs, the deployment's identity) and each capability's. */
 export const entities: EntityClass<object>[] = [AuditEntry, Job, JobSchedule, Deployment, ...capabilities.flatMap((c) => c.entities ?? [])];

@@ -13,11 +13,12 @@ import {
 import { configDigest, encodeResource, type EncodedResource } from '../../shared/src/config/resources.ts';
 import { edgeControlService } from '../../shared/src/proto/edge-control.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { PurgeAckBuffer } from '../../control-plane/src/edge/channel-purge-feed.ts';
-import type { PurgeAckRow } from '../../control-plane/src/edge/channel-purges.ts';
-import { ChannelWriter as Writer, type ChannelWriterOptions, type PartBatch } from '../../control-plane/src/edge/channel-writer.ts';
-import type { AgentTokenVerifier, ConfigSource, ManifestEntry, PublishedVersion } from '../../control-plane/src/edge/contracts.ts';
-import { CONFIG_PUBLISHED_CHANNEL } from '../../control-plane/src/edge/contracts.ts';
+import { CONFIG_PUBLISHED_CHANNEL, type ConfigSource, type ManifestEntry, type PublishedVersion } from '../../control-plane/src/cdn-config/index.ts';
+import type { AgentTokenVerifier } from '../../control-plane/src/edge-channel/index.ts';
+// The channel's writer and the purge feed's acks are the channel's own parts, reached directly for the tests of their timing.
+import { PurgeAckBuffer } from '../../control-plane/src/edge-channel/channel-purge-feed.ts';
+import type { PurgeAckRow } from '../../control-plane/src/edge-channel/channel-purges.ts';
+import { ChannelWriter as Writer, type ChannelWriterOptions, type PartBatch } from '../../control-plane/src/edge-channel/channel-writer.ts';
 import type { KeyValueStore } from '../../control-plane/src/store/index.ts';
 
 /** Published versions kept in memory; a resource's version is the version in which its body last changed. */

@@ -14,7 +14,7 @@ import { countRows, query } from '../../../test/support/auth.ts';
 import { eventually } from '../../../test/support/eventually.ts';
 import { embeddedEnv, runToEnd, startControlPlaneProcess } from '../../../test/support/processes.ts';
 import { detectServices } from '../../../test/support/services.ts';
-import { AGENT_TOKEN_REVOKED_CHANNEL } from '../edge/contracts.ts';
+import { AGENT_TOKEN_REVOKED_CHANNEL } from '../edge-channel/index.ts';
 import { deploymentNamespace } from '../db/deployment.ts';
 import { createStore, namespacePrefix } from '../store/index.ts';
 

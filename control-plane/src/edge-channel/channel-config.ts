@@ -31,7 +31,7 @@ import { encodeResponse } from '../../../shared/src/proto/edge-control.ts';
 import { agentText, safeNumber, type ChannelContext, type Feed, type WelcomeFields } from './channel-feed.ts';
 import type { AgentStream } from './channel-stream.ts';
 import type { FleetChange, PartBatch, WriterPart } from './channel-writer.ts';
-import { CONFIG_PUBLISHED_CHANNEL, type ConfigSource, type PublishedVersion } from './contracts.ts';
+import { CONFIG_PUBLISHED_CHANNEL, type ConfigSource, type PublishedVersion } from '../cdn-config/index.ts';
 import { reconcileDeployments } from './nodes-service.ts';
 
 /** The prefix of Ack.error by which an agent asks for a full push instead of a delta (agreed with the agent). */

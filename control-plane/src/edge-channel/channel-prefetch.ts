@@ -25,7 +25,7 @@ import { idList, ids, recordset } from '../db/bulk.ts';
 import { UUID, agentText, type ChannelContext, type Feed } from './channel-feed.ts';
 import type { AgentStream } from './channel-stream.ts';
 import type { ChannelWriter, FleetChange, PartBatch, WriterPart } from './channel-writer.ts';
-import type { ConfigSource } from './contracts.ts';
+import type { ConfigSource } from '../cdn-config/index.ts';
 import { ONLINE } from './nodes-service.ts';
 
 /** How long a prefetch job waits for a node that can take it; then it fails, naming why for each URL. */

@@ -1,4 +1,4 @@
-// Starts the configuration side of the edge capability: the ConfigSource the
+// Starts the configuration versions capability: the ConfigSource the
 // channel reads (services.edgeConfig) and, with CDN_PUBLISH_MODE=auto, the
 // loop that publishes configuration writes (DESIGN.md §5). Every replica
 // looks at the revision counter every CDN_PUBLISH_POLL_MS (one cheap row
@@ -9,11 +9,11 @@
 // and tries again at its next turn. close() stops it and waits for a turn in
 // progress.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { EdgeServices } from './services.ts';
+import type { CdnConfigServices } from './services.ts';
 import { ConfigStore } from './config-store.ts';
 import { autoPublish, readRevision, type ConfigServices } from './config-service.ts';
 
-export async function startConfig(services: Omit<ConfigServices, 'edgeConfig'> & Partial<Pick<EdgeServices, 'edgeConfig'>>) {
+export async function startConfig(services: Omit<ConfigServices, 'edgeConfig'> & Partial<Pick<CdnConfigServices, 'edgeConfig'>>) {
   const edgeConfig = new ConfigStore(services);
   const app = services as ConfigServices;
   const log = services.log.child({ component: 'config-publisher' });

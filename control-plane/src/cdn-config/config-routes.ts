@@ -7,7 +7,7 @@ import { configVersionRecord, configVersionResource, publishBody, rollbackBody, 
 import {
   CONFIG_LOCK_TIMEOUT_MS, findVersion, listVersions, publishConfiguration, rollbackConfiguration, validateConfiguration, withPropagation,
 } from './config-service.ts';
-import { defineEdgeRoute as defineRoute } from './services.ts';
+import { defineConfigRoute as defineRoute } from './services.ts';
 
 const tags = ['CDN: configuration versions'];
 const base = '/v1/cdn/config';

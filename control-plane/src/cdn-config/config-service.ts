@@ -28,20 +28,19 @@ import { compileConfiguration, type CompiledConfiguration } from './config-compi
 import { ConfigVersion, type ConfigVersionStatus, type ValidationProblem } from './config-entities.ts';
 import { manifestToStored, type ConfigStore } from './config-store.ts';
 import { CONFIG_PUBLISHED_CHANNEL, type ManifestEntry, type PropagationCounts, type PublishedVersion } from './contracts.ts';
-import type { EdgeServices } from './services.ts';
+import type { CdnConfigServices } from './services.ts';
 
 /** How long a publish, validate or rollback waits for configuration writes in flight before 409. */
 export const CONFIG_LOCK_TIMEOUT_MS = 10_000;
 const AUTO_DESCRIPTION = 'Published automatically after configuration changes';
 
 /** What the configuration side needs: the platform's services and its own store (services.edgeConfig). */
-export type ConfigServices = Pick<EdgeServices, 'db' | 'log' | 'clock' | 'config' | 'secretBox' | 'edgeConfig'> & {
+export type ConfigServices = Pick<CdnConfigServices, 'db' | 'log' | 'clock' | 'config' | 'secretBox' | 'edgeConfig' | 'edgeFleet'> & {
   /** Only to announce a published version (CONFIG_PUBLISHED_CHANNEL); a command run outside a control plane has no more. */
-  store: Pick<EdgeServices['store'], 'publish'>;
-  edgeFleet?: EdgeServices['edgeFleet'];
+  store: Pick<CdnConfigServices['store'], 'publish'>;
 };
 
-export function configStore(app: Pick<EdgeServices, 'edgeConfig'>): ConfigStore {
+export function configStore(app: Pick<CdnConfigServices, 'edgeConfig'>): ConfigStore {
   return app.edgeConfig as ConfigStore;
 }
 

@@ -1,9 +1,10 @@
-// The two seams inside the edge capability. The configuration side (config
-// versions: compile, validate, publish, roll back) gives the channel a
-// ConfigSource to diff and push from; the channel side (agents, edge nodes,
-// acknowledgements) gives the configuration side a FleetView to count how far
-// a version has propagated. Each side is started by its own start function
-// and neither imports the other's internals.
+// The seam between configuration versions (this capability) and the control
+// channel (edge-channel). This side gives the channel a ConfigSource to diff
+// and push from, and announces each version it makes active; the channel
+// gives this side a FleetView (services.edgeFleet, once it has started) to
+// count how far a version has propagated. The channel imports these types
+// from this capability's index.ts; this capability imports nothing of the
+// channel.
 
 /** One resource of a published version: the version it last changed in and the SHA-256 of its body. */
 export interface ManifestEntry {
@@ -55,12 +56,3 @@ export interface FleetView {
    */
   propagation(versionNumber: number): Promise<PropagationCounts>;
 }
-
-/** Checks the agent token an agent presents in its stream's metadata (`authorization: Bearer agt_...`). */
-export interface AgentTokenVerifier {
-  /** The token's id when it is active (not revoked, not expired); null otherwise. Never logs the token. */
-  verify(token: string): Promise<{ id: string } | null>;
-}
-
-/** Published when an agent token is revoked, with {"id": <token uuid>}: every replica closes that token's streams at once. */
-export const AGENT_TOKEN_REVOKED_CHANNEL = 'edge:agent-token-revoked';

@@ -6,9 +6,9 @@ import { z } from 'zod';
 import { MINUTE } from '../core/clock.ts';
 import { jobsFor } from '../jobs/index.ts';
 import { PURGE_ACK_RETENTION_MS, prunePurgeAcks } from './channel-purges.ts';
-import type { EdgeServices } from './services.ts';
+import type { EdgeChannelServices } from './services.ts';
 
-const defineJob = jobsFor<EdgeServices>();
+const defineJob = jobsFor<EdgeChannelServices>();
 
 export const purgeAckRetentionJob = defineJob({
   type: 'edge.purge-ack-retention',

@@ -32,7 +32,7 @@ import { TrafficFeed } from './channel-traffic.ts';
 import type { AnalyticsServices } from '../cdn-analytics/services.ts';
 import { ChannelWriter } from './channel-writer.ts';
 import { ONLINE, originHealthReading, propagation } from './nodes-service.ts';
-import type { EdgeChannel, EdgeServices } from './services.ts';
+import type { EdgeChannel, EdgeChannelServices } from './services.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
@@ -51,7 +51,7 @@ const SERVER_OPTIONS: grpc.ServerOptions = {
 };
 
 export interface ChannelStart {
-  services: Pick<EdgeServices, 'edgeFleet' | 'edgeChannel'> & Pick<HealthServices, 'edgeConfigHealth'> & Pick<CdnServices, 'cdnOriginHealth' | 'cdnPurgeTargets' | 'cdnShieldRegions'>;
+  services: Pick<EdgeChannelServices, 'edgeFleet' | 'edgeChannel'> & Pick<HealthServices, 'edgeConfigHealth'> & Pick<CdnServices, 'cdnOriginHealth' | 'cdnPurgeTargets' | 'cdnShieldRegions'>;
   close: () => Promise<void>;
   /** Registers the channel's metrics on the control plane's /metrics registry. */
   metrics: (registry: Registry) => void;
@@ -63,24 +63,24 @@ function credentials(certFile: string | undefined, keyFile: string | undefined):
 }
 
 /** The session layer with its feeds and writer. */
-function channelHub(services: EdgeServices, log: Logger, em: () => EntityManager): { hub: ChannelHub; metrics: ChannelMetrics } {
+function channelHub(services: EdgeChannelServices, log: Logger, em: () => EntityManager): { hub: ChannelHub; metrics: ChannelMetrics } {
   const replicaId = `${os.hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   let hub: ChannelHub | null = null;
   const metrics = new ChannelMetrics(() => hub?.streamCount ?? 0);
   const context = new ChannelContext({ em, clock: services.clock, log, writer: new ChannelWriter({ em, clock: services.clock, log, replicaId }), metrics });
   // The seams are read when used: the services that provide them may start after the channel, and tests replace them.
-  const source = () => (services as Partial<EdgeServices>).edgeConfig;
+  const source = () => (services as Partial<EdgeChannelServices>).edgeConfig;
   const feeds = [new ConfigFeed(context, source), new PurgeFeed(context, { timeoutMs: services.config.EDGE_PURGE_TIMEOUT_MS }), new PrefetchFeed(context, source), new OriginHealthFeed(context), new LogDrainFeed(context),
-    new TrafficFeed(context, () => (services as Partial<EdgeServices & AnalyticsServices>).trafficRollups, services.config.EDGE_TRAFFIC_REPORT_INTERVAL_MS),
+    new TrafficFeed(context, () => (services as Partial<EdgeChannelServices & AnalyticsServices>).trafficRollups, services.config.EDGE_TRAFFIC_REPORT_INTERVAL_MS),
     new ShieldFeed(context, services.deriveKey(SHIELD_HOP_PURPOSE))];
   hub = new ChannelHub({
     context, store: services.store, config: services.config, feeds, replicaId,
-    tokens: () => (services as Partial<EdgeServices>).edgeAgentTokens,
+    tokens: () => (services as Partial<EdgeChannelServices>).edgeAgentTokens,
   });
   return { hub, metrics };
 }
 
-export async function startChannel(services: EdgeServices): Promise<ChannelStart> {
+export async function startChannel(services: EdgeChannelServices): Promise<ChannelStart> {
   const { config } = services;
   const log = services.log.child({ component: 'edge-channel' });
   const em = () => services.db.orm.em.fork() as EntityManager;

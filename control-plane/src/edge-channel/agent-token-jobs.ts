@@ -5,9 +5,9 @@ import { z } from 'zod';
 import { MINUTE } from '../core/clock.ts';
 import { jobsFor } from '../jobs/index.ts';
 import { announceExpiredAgentTokens } from './agent-token-service.ts';
-import type { EdgeServices } from './services.ts';
+import type { EdgeChannelServices } from './services.ts';
 
-const defineJob = jobsFor<EdgeServices>();
+const defineJob = jobsFor<EdgeChannelServices>();
 
 export const agentTokenExpirySweepJob = defineJob({
   type: 'edge.agent-token-expiry-sweep',

@@ -1,8 +1,10 @@
-// What the edge capability adds to the platform's services, and the route
-// declaration of its routes.
+// What the control channel capability adds to the platform's services, what
+// it reads that the configuration side adds, and the route declaration of its
+// routes.
 import type { CdnServices } from '../cdn/services.ts';
+import type { ConfigSource, FleetView } from '../cdn-config/index.ts';
 import { routesFor } from '../http/route.ts';
-import type { AgentTokenVerifier, ConfigSource, FleetView } from './contracts.ts';
+import type { AgentTokenVerifier } from './contracts.ts';
 
 /** What of the channel's hub (channel-hub.ts) is reachable from the services: waits and sweeps tests drive. */
 export interface ChannelHubControls {
@@ -28,10 +30,10 @@ export interface EdgeChannel {
   hub: ChannelHubControls;
 }
 
-export interface EdgeServices extends CdnServices {
-  /** Published configuration versions, for the channel to diff and push (configuration side). */
+export interface EdgeChannelServices extends CdnServices {
+  /** Published configuration versions, which the channel diffs and pushes (the configuration side, cdn-config, provides it; read when used). */
   edgeConfig: ConfigSource;
-  /** How far versions have propagated across the edge nodes (channel side). */
+  /** How far versions have propagated across the edge nodes (the channel provides it to the configuration side). */
   edgeFleet: FleetView;
   /** Checks the agent tokens agents present on their streams. */
   edgeAgentTokens: AgentTokenVerifier;
@@ -39,4 +41,4 @@ export interface EdgeServices extends CdnServices {
   edgeChannel?: EdgeChannel;
 }
 
-export const defineEdgeRoute = routesFor<EdgeServices>();
+export const defineEdgeRoute = routesFor<EdgeChannelServices>();

@@ -12,7 +12,7 @@ import type { RequestContext } from '../core/request-context.ts';
 import { idList, ids, recordset } from '../db/bulk.ts';
 import type { ListOptions } from '../cdn/fields.ts';
 import { paginate } from '../http/paging.ts';
-import type { ConfigSource, PropagationCounts } from './contracts.ts';
+import type { ConfigSource, PropagationCounts } from '../cdn-config/index.ts';
 import { EdgeNode, type EdgeNodeStatus } from './nodes-entity.ts';
 
 /** SQL condition of a node that counts as online (serving, reachable through a stream). */
@@ -69,7 +69,7 @@ export async function listShieldRegions(em: EntityManager): Promise<ShieldRegion
   }));
 }
 
-/** FleetView.propagation: counted over the nodes online now (contracts.ts). */
+/** FleetView.propagation: counted over the nodes online now (cdn-config/contracts.ts). */
 export async function propagation(em: EntityManager, versionNumber: number): Promise<PropagationCounts> {
   const [row] = await em.execute<{ total: number; synced: number; failed: number }[]>(
     `select count(*)::int as total,
