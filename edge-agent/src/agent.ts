@@ -12,7 +12,7 @@ import { normalizePath } from '../../shared/src/match/path.ts';
 import { ConfigStore } from './control/config-store.ts';
 import { SealError, type StateKey } from './control/sealing.ts';
 import {
-  ConfigRefusedError, type ConfigPushResult, type ControlledAgent, type HealthReport, type PrefetchResult, type PurgeCommand,
+  ConfigRefusedError, type ConfigPushResult, type ControlledAgent, type HealthReport, type PrefetchResult, type PurgeCommand, type TokenRefusal,
 } from './control/controlled-agent.ts';
 import { ConfigPushError, ResourceSet, type ConfigPush, type ConfigSource, type StagedConfig } from './control/resource-set.ts';
 import { LogDrains } from './logs/drains.ts';
@@ -130,6 +130,8 @@ export class EdgeAgent implements ControlledAgent {
   private readonly keepConfigBodies: boolean;
   /** Cut off from the control plane for longer than the control client's bound (controlPlaneLost). */
   private cutOff = false;
+  /** The control plane refuses the agent's token (controlPlaneRefused): /healthz says so, with 503. */
+  private tokenRefusal: TokenRefusal | null = null;
   private table: RoutingTable = EMPTY_TABLE;
   private snapshot: ConfigSnapshot | null = null;
   private readonly resources = new ResourceSet();
@@ -429,6 +431,14 @@ export class EdgeAgent implements ControlledAgent {
     else this.logger.warn('cut off from the control plane: the cache keeps serving; purges made meanwhile are applied when it is back (CACHE_WHEN_DISCONNECTED=serve)');
   }
 
+  /**
+   * The control client's word that the control plane refuses the agent's token, or welcomed it again (null). The
+   * client logs it (once per run of refusals); the agent shows it on /healthz, which answers 503 meanwhile.
+   */
+  controlPlaneRefused(refusal: TokenRefusal | null): void {
+    this.tokenRefusal = refusal;
+  }
+
   /** Whether the agent is cut off from the control plane (controlPlaneLost). */
   get controlPlaneCutOff(): boolean {
     return this.cutOff;
@@ -546,11 +556,16 @@ export class EdgeAgent implements ControlledAgent {
     };
   }
 
-  /** What /healthz shows. */
+  /**
+   * What /healthz shows. `status` is `unauthorized` while the control plane refuses the agent's token (it then gets
+   * no configuration or purges, and a node whose token was revoked is taken out of service: 503), else the report's.
+   */
   healthView(report: HealthReport = this.healthReport()): Record<string, unknown> {
     return {
-      status: report.status, config_version: report.configVersion, purge_sequence: report.purgeSequence, cache_objects: report.cacheObjects, cache_bytes: report.cacheBytes,
+      status: this.tokenRefusal ? 'unauthorized' : report.status,
+      config_version: report.configVersion, purge_sequence: report.purgeSequence, cache_objects: report.cacheObjects, cache_bytes: report.cacheBytes,
       control_plane_cut_off: this.cutOff,
+      control_plane_token_refused: this.tokenRefusal,
     };
   }
 
@@ -689,8 +704,9 @@ export class EdgeAgent implements ControlledAgent {
           },
         );
       } else if (path === '/healthz') {
-        res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
-        res.end(JSON.stringify(views.health?.() ?? this.healthView()));
+        const view = views.health?.() ?? this.healthView();
+        res.writeHead(view.status === 'unauthorized' ? 503 : 200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+        res.end(JSON.stringify(view));
       } else {
         res.writeHead(404, { 'content-type': 'text/plain' });
         res.end('not found\n');

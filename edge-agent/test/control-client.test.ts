@@ -443,6 +443,36 @@ t.test('a refused token is retried at the backoff cap, with an error log and wit
   t.notOk(logs.some((l) => l.includes('wrong-token')), 'token not in the logs');
 });
 
+t.test('a refused token is logged once and shown on /healthz (503, unauthorized) until a stream is welcomed again', async (t) => {
+  const { fake, client, edge, logs } = await setup(t);
+  const metrics = await edge.agent.listenMetrics(0, '127.0.0.1');
+  const health = async () => {
+    const res = await fetch(`http://127.0.0.1:${metrics.port}/healthz`);
+    return { code: res.status, body: await res.json() as { status: string; control_plane_token_refused: { code: string; reason: string; since: string } | null } };
+  };
+  const errors = () => logs.filter((l) => l.includes('"level":50') && l.includes('refused the agent token'));
+  client.start();
+  await fake.waitFor(() => client.connected, 'connected');
+  t.match(await health(), { code: 200, body: { status: 'ok', control_plane_token_refused: null } });
+
+  // The token stops being accepted (as a revocation does): the live stream ends with UNAUTHENTICATED, then every attempt is refused.
+  fake.token = 'another-token-0123456789abcdef';
+  fake.streams.at(-1)!.call.emit('error', { code: status.UNAUTHENTICATED, details: 'agent token revoked' });
+  await fake.waitFor(() => fake.streams.length >= 4, 'three refused attempts after the revocation');
+  const refused = await health();
+  t.equal(refused.code, 503, 'not healthy: it gets no configuration or purges, and a revoked node leaves service');
+  t.match(refused.body, { status: 'unauthorized', control_plane_token_refused: { code: 'UNAUTHENTICATED', reason: 'invalid agent token', since: String } });
+  t.equal(errors().length, 1, 'one error for the run of refusals, none per retry');
+  t.match(errors()[0], 'agent token revoked', 'naming why');
+  t.ok(logs.some((l) => l.includes('"level":20') && l.includes('still refused')), 'the retries log at debug');
+  t.notOk(logs.some((l) => l.includes(TOKEN)), 'the token is never logged');
+
+  fake.token = TOKEN;
+  await fake.waitFor(() => client.connected, 'welcomed again');
+  t.match(await health(), { code: 200, body: { status: 'ok', control_plane_token_refused: null } });
+  t.ok(logs.some((l) => l.includes('accepts the agent token again')));
+});
+
 t.test('a delta after a restart of the agent applies on the persisted resources', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'edge-control-test-'));
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));

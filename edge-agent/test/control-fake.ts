@@ -31,7 +31,8 @@ export interface WelcomeFields {
 export class FakeControlPlane {
   readonly server = new Server();
   port = 0;
-  readonly token: string;
+  /** The token it accepts (a test changes it to refuse, or accept again, the agent's). */
+  token: string;
   readonly streams: FakeStream[] = [];
   /** Fields of the Welcome answered to each Hello (null: no Welcome, the test answers itself). */
   welcome: WelcomeFields | null = { heartbeatIntervalMs: 60_000, trafficReportIntervalMs: 60_000 };

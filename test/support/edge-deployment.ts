@@ -81,12 +81,22 @@ export async function startEdgeAgent(t: Teardown, deployment: Pick<Deployment, '
   return agent;
 }
 
-export interface AgentHealth { purge_sequence: number; config_version: number; cache_objects: number; control_plane_cut_off: boolean }
+export interface AgentHealth {
+  /** ok, degraded, or unauthorized while the control plane refuses the agent's token (/healthz then answers 503). */
+  status: string;
+  purge_sequence: number; config_version: number; cache_objects: number; control_plane_cut_off: boolean;
+  control_plane_token_refused: { code: string; reason: string; since: string } | null;
+}
+
+/** The agent's /healthz URL, on the metrics port its start line names. */
+export function agentHealthUrl(agent: Pick<AgentProcess, 'logs'>): string {
+  const port = Number(/"metrics_port":(\d+)/.exec(agent.logs.find((l) => l.includes('"metrics_port"'))!)![1]);
+  return `http://127.0.0.1:${port}/healthz`;
+}
 
 /** The agent's /healthz (its applied configuration version and purge sequence, whether it is cut off from the control plane). */
 export async function agentHealth(agent: Pick<AgentProcess, 'logs'>): Promise<AgentHealth> {
-  const port = Number(/"metrics_port":(\d+)/.exec(agent.logs.find((l) => l.includes('"metrics_port"'))!)![1]);
-  return (await fetch(`http://127.0.0.1:${port}/healthz`)).json() as Promise<AgentHealth>;
+  return (await fetch(agentHealthUrl(agent))).json() as Promise<AgentHealth>;
 }
 
 export interface ViewerReply { status: number; headers: http.IncomingHttpHeaders; body: string }

@@ -28,7 +28,7 @@ import type { Logger } from 'pino';
 import type { ConfigUpdate, ConnectRequest, ConnectResponse, PrefetchJob, Purge, Welcome } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { CONTROL_FLOW_CONTROL_WINDOW_BYTES, edgeControlService } from '../../../shared/src/proto/edge-control.ts';
 import { Backoff, DEFAULT_BACKOFF, type BackoffOptions } from './backoff.ts';
-import { ConfigRefusedError, type ConfigPushResult, type ControlledAgent } from './controlled-agent.ts';
+import { ConfigRefusedError, type ConfigPushResult, type ControlledAgent, type TokenRefusal } from './controlled-agent.ts';
 import type { TrafficRollup } from '../metrics/traffic.ts';
 import {
   configAck, configPushOf, heartbeatMessage, shieldMapOf, helloMessage, prefetchAck, purgeAck, purgeCommandOf, trafficReportMessage, type NodeStatus,
@@ -143,6 +143,8 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
   private heartbeatMs = DEFAULT_HEARTBEAT_INTERVAL_MS;
   /** Runs out when the agent has been without a stream for the cut-off bound. */
   private cutOffTimer: NodeJS.Timeout | null = null;
+  /** The control plane refuses the token (since the first refusal of the run); null once a stream is welcomed. */
+  private refusal: TokenRefusal | null = null;
 
   constructor(options: ControlClientOptions) {
     super();
@@ -256,11 +258,23 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
     const refused = code === GrpcStatus.UNAUTHENTICATED || code === GrpcStatus.PERMISSION_DENIED;
     const delay = refused ? this.backoff.atCap() : this.backoff.next();
     const fields = { code: GrpcStatus[code] ?? code, details, retry_in_ms: delay, attempt: this.backoff.attempts };
-    if (refused) this.logger.error(fields, 'the control plane refused the agent token; retrying (check AGENT_TOKEN)');
+    if (refused) this.tokenRefused(String(fields.code), details, fields);
     else this.logger.warn(fields, wasUp ? 'disconnected from the control plane' : 'cannot connect to the control plane');
     this.emit('disconnected', { code, details, retryInMs: delay });
     this.retryTimer = setTimeout(() => this.connect(), delay);
     this.retryTimer.unref();
+  }
+
+  /**
+   * A refusal of the token: logged once per run of refusals (an error naming the reason, never the token), the retries
+   * after it at debug; the agent is told each time, so /healthz shows the latest reason and when the refusals began.
+   */
+  private tokenRefused(code: string, reason: string, fields: Record<string, unknown>): void {
+    const first = this.refusal === null;
+    this.refusal = { code, reason, since: this.refusal?.since ?? new Date().toISOString() };
+    this.agent.controlPlaneRefused(this.refusal);
+    if (first) this.logger.error(fields, 'the control plane refused the agent token (revoked, expired or wrong): retrying at the backoff cap; /healthz answers 503 until it is accepted (check AGENT_TOKEN)');
+    else this.logger.debug(fields, 'the agent token is still refused');
   }
 
   private onMessage(session: Session, msg: ConnectResponse): void {
@@ -331,6 +345,11 @@ export class ControlClient extends EventEmitter<ControlClientEvents> {
     this.agent.beginPurgeCatchUp(Number(welcome.purgeSequence));
     // Back: what it missed is applied before its cache answers alone again (the catch-up above).
     this.agent.controlPlaneLost(false);
+    if (this.refusal !== null) {
+      this.logger.info({ refused_since: this.refusal.since }, 'the control plane accepts the agent token again');
+      this.refusal = null;
+      this.agent.controlPlaneRefused(null);
+    }
     this.logger.info({
       control_plane: this.options.url, node_id: this.options.nodeId, config_version: this.agent.controlConfigVersion,
       active_config_version: Number(welcome.configVersion), purge_sequence: this.agent.appliedPurgeSequence,

@@ -40,6 +40,14 @@ export interface HealthReport {
   shieldLatencies?: readonly ShieldLatency[];
 }
 
+/** The control plane refused the agent's token (revoked, expired or wrong): the gRPC status, what it said, since when. */
+export interface TokenRefusal {
+  code: string;
+  reason: string;
+  /** ISO 8601: the first refusal of this run of refusals. */
+  since: string;
+}
+
 /** A configuration the agent will not serve; `message` is what the control client puts in its nack. */
 export class ConfigRefusedError extends Error {
   override name = 'ConfigRefusedError';
@@ -80,6 +88,8 @@ export interface ControlledAgent {
   prefetch(endpointId: string, urls: readonly string[]): Promise<PrefetchResult>;
   /** Cut off from the control plane for longer than the client's bound (true), or connected again (false). */
   controlPlaneLost(lost: boolean): void;
+  /** The control plane refuses the agent's token (a refusal), or welcomed a stream again (null). */
+  controlPlaneRefused(refusal: TokenRefusal | null): void;
   healthReport(): HealthReport;
   /** The shield map the control plane sent (each region's shield nodes, the hop keys). */
   applyShieldMap(map: ShieldMapUpdate): void;

@@ -27,7 +27,7 @@ import client from 'prom-client';
 import { fullPushOf, type EdgeAgent } from '../agent.ts';
 import type { AgentConfig } from '../config.ts';
 import {
-  ConfigRefusedError, type ConfigPushResult, type ControlledAgent, type HealthReport, type PrefetchResult, type PurgeCommand, type PurgeResult,
+  ConfigRefusedError, type ConfigPushResult, type ControlledAgent, type HealthReport, type PrefetchResult, type PurgeCommand, type PurgeResult, type TokenRefusal,
 } from '../control/controlled-agent.ts';
 import type { ConfigPush } from '../control/resource-set.ts';
 import type { DrainState } from '../logs/drains.ts';
@@ -317,6 +317,11 @@ export class WorkerPool implements ControlledAgent {
   controlPlaneLost(lost: boolean): void {
     this.agent.controlPlaneLost(lost);
     this.broadcast({ t: 'cutOff', lost });
+  }
+
+  /** Shown on the primary's /healthz only: the workers serve as they do while cut off. */
+  controlPlaneRefused(refusal: TokenRefusal | null): void {
+    this.agent.controlPlaneRefused(refusal);
   }
 
   /** Every worker fills its own cache; a URL counts as fetched when every worker fetched it. */
