@@ -139,6 +139,8 @@ t.test('npm start with flags on a fresh data directory: every printed URL and co
   const message = await waitForMessage(outbox, { to: JSON.parse(registerCommand.body!).email, subject: /^Confirm your e-mail address/ });
   const link = message.links.find((l) => l.includes('/verify-email?token='))!;
   t.match(link, `http://localhost:${port}/verify-email?token=`, 'the link points at this control plane');
+  const linksFile = /its link is the last one in (\S+):/.exec(printed)![1]!;
+  t.equal((await fs.readFile(linksFile, 'utf8')).trimEnd().split('\n').at(-1), link, 'the printed links file ends with the link');
   const page = await openPage(link.replace('//localhost:', '//127.0.0.1:'));
   t.equal(page.status, 200);
   // The page asks for the password chosen at registration (issue 20 item 4: a password set before verification is kept only when the verifier shows it).

@@ -18,6 +18,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ConfigError, configVariables, flagsToEnv, loadConfig, type Config } from '../control-plane/src/config/config.ts';
 import type { Command } from '../control-plane/src/db/command-channel.ts';
 import { YOUNG_GENERATION_FLAG } from '../control-plane/src/heap-tuning.ts';
+import { OUTBOX_LINKS_FILE } from '../control-plane/src/mail/outbox.ts';
 
 // The agent's settings that make sense here (its DATA_DIR is DATA_DIR/agent, its LOG_LEVEL and HOST are shared).
 const agentVariables = ['HTTP_PORT', 'HTTPS_PORT', 'METRICS_PORT', 'WORKERS', 'CACHE_MEMORY_BYTES', 'CACHE_DISK_BYTES', 'CACHE_MAX_OBJECT_BYTES', 'REGION'];
@@ -298,7 +299,10 @@ const httpsDemo = demoHostname.endsWith('.localhost')
   : `curl -sI --cacert ${tlsFiles.ca} --resolve ${demoHostname}:${agentHttpsPort}:127.0.0.1 https://${demoHostname}:${agentHttpsPort}/docs/swagger-ui.css`;
 const defaultDataDir = path.resolve('.data') === dataDir;
 const sameData = defaultDataDir ? '' : ` --data-dir ${JSON.stringify(dataDir)}`;
-const outbox = config.SMTP_URL ? 'is sent through SMTP_URL' : `is written to ${path.join(dataDir, 'outbox')}`;
+const outboxDir = path.join(dataDir, 'outbox');
+const outbox = config.SMTP_URL
+  ? 'is sent through SMTP_URL; open its link'
+  : `is written to ${outboxDir}; its link is the last one in ${path.join(outboxDir, OUTBOX_LINKS_FILE)}: open it`;
 console.log(`
 Ready.
   Control plane      ${base}/
@@ -316,6 +320,6 @@ ${firstAdmin()}
 Next steps:
   Register a user:   curl -s -X POST ${base}/v1/auth/register -H 'content-type: application/json' \\
                        -d '{"email":"me@example.com","password":"Change-me-123","accept_terms":true}'
-                     The verification e-mail ${outbox}; open its link and enter the password to confirm the address.
+                     The verification e-mail ${outbox} and enter the password to confirm the address.
   Another admin:     npm run admin:create -- --email you@example.com${sameData}
 Ctrl-C stops both processes.`);

@@ -1,8 +1,8 @@
 import t from 'tap';
-import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { extractLinks, findLatestMessage, readOutbox, readRawMessage, waitForMessage, writeOutboxMessage } from './outbox.ts';
+import { extractLinks, findLatestMessage, OUTBOX_LINKS_FILE, readOutbox, readRawMessage, waitForMessage, writeOutboxMessage } from './outbox.ts';
 
 const tempDir = async (t: { teardown(fn: () => unknown): void }) => {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'outbox-'));
@@ -31,7 +31,7 @@ t.test('messages are written as .eml plus sidecar and read back oldest first', a
   const b = await write(dir, 'bob@example.test', 'Second', 'no links');
   const c = await write(dir, 'Ann@Example.test', 'Third', 'https://x.test/reset-password?token=T2');
   const files = (await readdir(dir)).sort();
-  t.equal(files.length, 6);
+  t.equal(files.length, 7, 'an .eml and a sidecar per message, and links.txt');
   t.notOk(files.some((f) => f.endsWith('.tmp')));
   t.equal((await stat(dir)).mode & 0o777, 0o700);
   t.equal((await stat(path.join(dir, a.eml))).mode & 0o777, 0o600);
@@ -47,6 +47,29 @@ t.test('messages are written as .eml plus sidecar and read back oldest first', a
   t.equal((await findLatestMessage(dir, { to: 'ann@example.test', subject: 'First' }))?.id, a.id);
   t.equal((await findLatestMessage(dir, { to: 'ann@example.test', subject: /^Fir/ }))?.id, a.id);
   t.equal(await findLatestMessage(dir, { to: 'carl@example.test' }), undefined);
+});
+
+t.test('links.txt keeps a plain-text copy of each message\'s links, appended in write order', async (t) => {
+  const dir = await tempDir(t);
+  const a = await write(dir, 'ann@example.test', 'Confirm your e-mail address', 'Open https://x.test/verify-email?token=T1.\nOr https://x.test/help');
+  const b = await write(dir, 'bob@example.test', 'Welcome', 'no links');
+  const c = await write(dir, 'ann@example.test', 'Reset your password', 'https://x.test/reset-password?token=T2');
+  const file = path.join(dir, OUTBOX_LINKS_FILE);
+  t.equal((await stat(file)).mode & 0o777, 0o600, 'the links carry live tokens: private like the messages');
+  t.equal(await readFile(file, 'utf8'), [
+    `${a.created_at}  to ann@example.test  "Confirm your e-mail address"  (${a.eml})`,
+    'https://x.test/verify-email?token=T1',
+    'https://x.test/help',
+    '',
+    `${b.created_at}  to bob@example.test  "Welcome"  (${b.eml})`,
+    '(no links)',
+    '',
+    `${c.created_at}  to ann@example.test  "Reset your password"  (${c.eml})`,
+    'https://x.test/reset-password?token=T2',
+    '',
+    '',
+  ].join('\n'));
+  t.same((await readOutbox(dir)).map((e) => e.subject), ['Confirm your e-mail address', 'Welcome', 'Reset your password'], 'the messages read as before');
 });
 
 t.test('ordering holds within one millisecond', async (t) => {

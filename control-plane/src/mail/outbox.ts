@@ -1,7 +1,8 @@
 // Development/test outbox: each message as an .eml file plus a JSON sidecar
-// that tests and developers can read without parsing MIME.
+// that tests and developers can read without parsing MIME, and its links
+// appended to links.txt, a plain-text file a developer reads with tail.
 import { randomBytes } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -60,9 +61,20 @@ export async function writeOutboxMessage(
     eml: `${id}.eml`,
   };
   await writeAtomic(path.join(dir, entry.eml), raw);
-  // Sidecar last: once it exists, the .eml is complete too.
+  // One append per message (O_APPEND: whole blocks, also from several processes sharing the folder).
+  await appendFile(path.join(dir, OUTBOX_LINKS_FILE), linksBlock(entry), { mode: 0o600 });
+  // Sidecar last: once it exists, the .eml and the links are written too.
   await writeAtomic(path.join(dir, `${id}.json`), JSON.stringify(entry, null, 2) + '\n');
   return entry;
+}
+
+/** The plain-text copy of every message's links, oldest first, next to the messages. */
+export const OUTBOX_LINKS_FILE = 'links.txt';
+
+/** A message's block in links.txt: when, to whom and the subject on one line, then each link on a line of its own, then a blank line. */
+export function linksBlock(entry: Pick<OutboxEntry, 'created_at' | 'to' | 'subject' | 'links' | 'eml'>): string {
+  const header = `${entry.created_at}  to ${entry.to}  "${entry.subject.replace(/[\r\n]+/g, ' ')}"  (${entry.eml})`;
+  return [header, ...(entry.links.length ? entry.links : ['(no links)']), '', ''].join('\n');
 }
 
 /** All messages in the outbox, oldest first. An absent folder is an empty outbox. */
