@@ -153,3 +153,27 @@ t.test('flush sends a partial batch at once (shutdown)', async (t) => {
   await drain.flush(5_000);
   t.same(arrived(receiver), ['r-0', 'r-1', 'r-2']);
 });
+
+t.test('lines of any length and alphabet arrive whole and in order, batches within their record and byte limits', async (t) => {
+  const receiver = await startReceiver(t);
+  // 4 KiB chunks: lines are written a few dozen at a time, and a line that does not fit starts the next chunk.
+  const drain = httpDrain(receiver, limits({ batchMaxRecords: 50, batchMaxBytes: 4096, flushIntervalMs: 20 }));
+  t.teardown(() => drain.close());
+  const path = (i: number) => `/item/${i}/${'ü€😀x'.repeat(i % 23)}`;
+  for (let i = 0; i < 400; i++) drain.push({ ...record(i), path: path(i) });
+  await eventually(() => arrived(receiver).length === 400, 'arrived(receiver).length === 400');
+  const lines = receiver.requests.flatMap((r) => r.body.toString().trim().split('\n').map((l) => JSON.parse(l) as { request_id: string; path: string }));
+  t.same(lines.map((l) => l.request_id), Array.from({ length: 400 }, (_, i) => `r-${i}`), 'every record once, in order');
+  t.same(lines.map((l) => l.path), Array.from({ length: 400 }, (_, i) => path(i)), 'each line whole (UTF-8)');
+  t.ok(receiver.requests.every((r) => r.body.length <= 4096 && r.body.toString().trim().split('\n').length <= 50), 'no batch over its limits');
+});
+
+t.test('what a drain holds is counted in bytes as written, lines not yet written into their chunk included', async (t) => {
+  const receiver = await startReceiver(t);
+  const drain = httpDrain(receiver, limits(), {}, 'paused');
+  t.teardown(() => drain.close());
+  const records = Array.from({ length: 5 }, (_, i) => ({ ...record(i), path: `/é/${i}` }));
+  for (const r of records) drain.push(r);
+  const expected = records.reduce((n, r) => n + Buffer.byteLength(JSON.stringify({ request_id: r.request_id, path: r.path, status: r.status })) + 1, 0);
+  t.same(drain.snapshot(), { ...drain.snapshot(), bufferedRecords: 5, bufferedBytes: expected });
+});

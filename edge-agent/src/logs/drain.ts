@@ -30,6 +30,9 @@ export interface DrainLimits {
 
 export const MiB = 1024 * 1024;
 
+/** Lines rendered before they are written into their chunk in one go. */
+const PENDING_LINES = 32;
+
 /** Per destination type: streaming intakes get small, frequent batches; object stores larger, rarer objects. */
 export function defaultLimits(type: DrainSpec['destination_type'], bufferBytes: number, flushIntervalMs?: number): DrainLimits {
   const objects = type === 's3' || type === 'gcs';
@@ -154,6 +157,28 @@ export class Drain {
     }
   }
 
+  /**
+   * Lines rendered into the last chunk's room but not yet written there: they are written together, one native
+   * write for up to PENDING_LINES lines (a write per line cost more than rendering it). The chunk already counts
+   * them (count, times, ids) and has room for their upper bound (3 bytes per UTF-16 unit); its `used` and
+   * queuedBytes do not count them until written, which happens before anything reads the bytes (cut, buffered)
+   * and before another chunk is started.
+   */
+  private pendingText = '';
+  private pendingLines = 0;
+  private pendingBound = 0;
+
+  private writePending(): void {
+    if (this.pendingLines === 0) return;
+    const chunk = this.chunks.at(-1)!;
+    const written = chunk.buf.write(this.pendingText, chunk.used, 'utf8');
+    chunk.used += written;
+    this.queuedBytes += written;
+    this.pendingText = '';
+    this.pendingLines = 0;
+    this.pendingBound = 0;
+  }
+
   /** Queues one record (dropped and counted when the buffer is full). Never throws, never waits. */
   push(record: AccessRecord): void {
     if (this.closed) return;
@@ -161,6 +186,22 @@ export class Drain {
     // A line's UTF-8 length is at most 3 bytes per UTF-16 unit: measured only when that bound does not fit.
     let bytes = line.length * 3 + 1;
     let chunk = this.chunks.at(-1);
+    if (chunk !== undefined && chunk.count < this.limits.batchMaxRecords && chunk.buf.length - chunk.used >= this.pendingBound + bytes
+      && this.queuedBytes + (this.inflight?.body.length ?? 0) + this.pendingBound + bytes <= this.limits.bufferBytes) {
+      // The common case: the line joins the pending ones, within the chunk's room and the buffer's bound.
+      this.pendingText += line;
+      this.pendingText += '\n';
+      this.pendingBound += bytes;
+      this.pendingLines++;
+      chunk.count++;
+      chunk.times.push(record.timestamp);
+      if (this.destination.needsIds) chunk.ids.push(record.request_id);
+      this.queuedRecords++;
+      if (this.pendingLines >= PENDING_LINES) this.writePending();
+      this.queued();
+      return;
+    }
+    this.writePending();
     const room = chunk === undefined ? -1 : chunk.buf.length - chunk.used;
     if (room < bytes || (chunk !== undefined && chunk.count >= this.limits.batchMaxRecords)) {
       bytes = Buffer.byteLength(line) + 1;
@@ -192,6 +233,11 @@ export class Drain {
     if (this.destination.needsIds) chunk.ids.push(record.request_id);
     this.queuedBytes += written + 1;
     this.queuedRecords++;
+    this.queued();
+  }
+
+  /** After a record was queued: a full batch goes now, otherwise the batch timer runs. */
+  private queued(): void {
     if (this.queuedRecords >= this.limits.batchMaxRecords || this.queuedBytes >= this.limits.batchMaxBytes) void this.pump();
     else if (this.timer === null) {
       this.timer = setTimeout(() => {
@@ -223,6 +269,7 @@ export class Drain {
 
   /** Buffered bytes and records (queued and in flight). */
   get buffered(): { bytes: number; records: number } {
+    this.writePending();
     return { bytes: this.queuedBytes + (this.inflight?.body.length ?? 0), records: this.queuedRecords + (this.inflight?.count ?? 0) };
   }
 
@@ -235,6 +282,7 @@ export class Drain {
 
   /** Cuts the next batch from the queue: whole chunks, within the batch limits (at least one). */
   private cut(): Batch {
+    this.writePending();
     let n = 0;
     let bytes = 0;
     let records = 0;

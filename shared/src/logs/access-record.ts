@@ -121,6 +121,42 @@ const JSON_VALUES: Record<LogField, (r: AccessRecord) => string> = {
   shield: (r) => jsonString(r.shield),
 };
 
+/**
+ * Fields with few distinct values (methods, cache statuses, ids, the node's name): each renderer remembers
+ * the last value's literal, so a repeated value is not checked for escapes again.
+ */
+function repeating(get: (r: AccessRecord) => string | null): () => (r: AccessRecord) => string {
+  return () => {
+    let last: string | null | undefined;
+    let text = '';
+    return (r) => {
+      const s = get(r);
+      if (s !== last) {
+        last = s;
+        text = jsonString(s);
+      }
+      return text;
+    };
+  };
+}
+
+const JSON_REPEATING: Partial<Record<LogField, () => (r: AccessRecord) => string>> = {
+  method: repeating((r) => r.method),
+  host: repeating((r) => r.host),
+  protocol: repeating((r) => r.protocol),
+  cache_status: repeating((r) => r.cache_status),
+  endpoint_id: repeating((r) => r.endpoint_id),
+  route_id: repeating((r) => r.route_id),
+  cache_rule_id: repeating((r) => r.cache_rule_id),
+  origin_id: repeating((r) => r.origin_id),
+  country: repeating((r) => r.country),
+  tls_version: repeating((r) => r.tls_version),
+  denied_by: repeating((r) => r.denied_by),
+  denial_reason: repeating((r) => r.denial_reason),
+  edge_node: repeating((r) => r.edge_node),
+  shield: repeating((r) => r.shield),
+};
+
 // ---- W3C extended ------------------------------------------------------------
 
 const W3C_UNSAFE = /[\u0000-\u0020"%\u007f-\uffff]/;
@@ -190,7 +226,7 @@ export function lineRenderer(format: LogFormat, fields: readonly string[]): Line
     };
   }
   const keys = chosen.map((f, i) => `${i === 0 ? '{' : ','}"${f}":`);
-  const values = chosen.map((f) => JSON_VALUES[f]);
+  const values = chosen.map((f) => JSON_REPEATING[f]?.() ?? JSON_VALUES[f]);
   return (r) => {
     let s = '';
     for (let i = 0; i < values.length; i++) s += keys[i] + values[i]!(r);
