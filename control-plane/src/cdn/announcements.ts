@@ -1,5 +1,5 @@
 // What the CDN capability announces once it is stored, for whoever delivers it
-// to the edge (the control channel, in the edge capability, subscribes on
+// to the edge (the control channel, edge-channel, subscribes on
 // every replica). Messages go through the platform's store pub/sub (Redis
 // across replicas, in-process when embedded) after the commit. A lost message
 // delays delivery but loses nothing: the channel also polls for what it has

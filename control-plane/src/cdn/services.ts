@@ -27,17 +27,17 @@ export interface CdnServices extends CoreServices {
   cdnCertificateIssuer: CertificateIssuer;
   /**
    * The worst case of an origin's health over the edge nodes online now, null when none reported it
-   * (the edge capability's control channel provides it; without it every origin reads `unknown`).
+   * (the control channel, edge-channel, provides it; without it every origin reads `unknown`).
    */
   cdnOriginHealth?: (originId: string) => Promise<OriginHealthReading | null>;
   /**
    * How many edge nodes a purge submitted now goes to, as an SQL expression evaluated in the statement
-   * that stores it (the edge capability's control channel provides it: the nodes online); without it 0.
+   * that stores it (the control channel, edge-channel, provides it: the nodes online); without it 0.
    */
   cdnPurgeTargets?: string;
   /**
-   * The shield regions: the regions of edge nodes willing to shield (the edge capability's control channel provides it). An endpoint's
-   * shield_region must be one of them; without it (no edge capability) any region id is accepted.
+   * The shield regions: the regions of edge nodes willing to shield (the control channel, edge-channel, provides it). An endpoint's
+   * shield_region must be one of them; without it (no control channel) any region id is accepted.
    */
   cdnShieldRegions?: () => Promise<string[]>;
 }
