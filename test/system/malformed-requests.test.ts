@@ -19,29 +19,14 @@ import { startDeployment, type Deployment } from '../support/edge-deployment.ts'
 import {
   operationsOf, sample, setPath, type JsonSchema, type OpenApiDocument, type Operation,
 } from '../support/openapi-samples.ts';
+import { seededRandom, type SeededRandom } from '../support/seeded-random.ts';
 import { detectServices } from '../support/services.ts';
 
 const services = await detectServices();
 const SEED = Number(process.env.MALFORMED_SEED ?? 26);
 const TOTAL = Number(process.env.MALFORMED_REQUESTS ?? 10_000);
 
-/** mulberry32: the same seed gives the same requests. */
-function generator(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = Math.imul(a ^ (a >>> 15), 1 | a);
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-  return {
-    chance: (p: number) => next() < p,
-    int: (min: number, max: number) => min + Math.floor(next() * (max - min + 1)),
-    pick: <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)]!,
-    text: (n: number) => Array.from({ length: n }, () => 'abcdefghijklmnopqrstuvwxyz0123456789-_'[Math.floor(next() * 38)]).join(''),
-  };
-}
-type Random = ReturnType<typeof generator>;
+type Random = SeededRandom;
 
 interface Malformed { kind: string; path: string; query: string; body?: string | Buffer; contentType?: string }
 
@@ -213,7 +198,7 @@ async function run(t: import('tap').Test, deployment: Deployment) {
   const operations = operationsOf(doc);
   t.ok(operations.length >= 100, `${operations.length} operations in the document`);
   const before = await rowCounts(deployment.database.url);
-  const r = generator(SEED);
+  const r = seededRandom(SEED);
   t.comment(`seed ${SEED} (MALFORMED_SEED=${SEED} runs it again), ${TOTAL} requests over ${operations.length} operations`);
 
   const byKind: Record<string, number> = {};

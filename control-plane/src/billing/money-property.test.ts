@@ -17,6 +17,7 @@
 import t from 'tap';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { createUserDirect, query, RELAXED_LIMITS } from '../../../test/support/auth.ts';
+import { seededRandom, type SeededRandom } from '../../../test/support/seeded-random.ts';
 import { DAY, HOUR, ManualClock, MINUTE, SECOND } from '../core/clock.ts';
 import { systemContext, type RequestContext } from '../core/request-context.ts';
 import { ApiError } from '../http/errors.ts';
@@ -34,22 +35,6 @@ const SEED = Number(process.env.PROPERTY_SEED ?? Math.floor(Math.random() * 2 **
 const SEQUENCES = Number(process.env.PROPERTY_SEQUENCES ?? 300);
 const STEPS = 6;
 const BATCH = 30;
-
-/** mulberry32: a small, seedable generator (the same seed gives the same sequences). */
-function generator(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = Math.imul(a ^ (a >>> 15), 1 | a);
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-  return {
-    chance: (p: number) => next() < p,
-    int: (min: number, max: number) => min + Math.floor(next() * (max - min + 1)),
-    pick: <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)]!,
-  };
-}
 
 const clock = new ManualClock(Date.parse('2026-02-01T00:00:00Z'));
 const cp = await startTestControlPlane(t, { env: RELAXED_LIMITS, clock });
@@ -107,7 +92,7 @@ for (const [discount_type, discount_value] of [['percent', 50], ['percent', 15],
 
 interface Account {
   id: string;
-  random: ReturnType<typeof generator>;
+  random: SeededRandom;
   methods: string[];
   giftMinor: number;
   subscriptionId: string | null;
@@ -231,7 +216,7 @@ async function check(accounts: readonly Account[], step: string): Promise<void> 
   }
 }
 
-const master = generator(SEED);
+const master = seededRandom(SEED);
 const timing = { setup: 0, steps: 0, checks: 0, clock: 0 };
 const timed = async <T>(phase: keyof typeof timing, work: () => Promise<T>): Promise<T> => {
   const started = performance.now();
@@ -245,7 +230,7 @@ for (let first = 0; first < SEQUENCES && !failures.length; first += BATCH) {
   const indexes = Array.from({ length: Math.min(SEQUENCES, first + BATCH) - first }, (_, k) => first + k);
   const accounts = await timed('setup', () => Promise.all(indexes.map(async (i): Promise<Account> => {
     const user = await createUserDirect(cp);
-    const random = generator(SEED ^ Math.imul(i + 1, 0x9e3779b1));
+    const random = seededRandom(SEED ^ Math.imul(i + 1, 0x9e3779b1));
     const token = random.chance(0.15) ? 'tok_chargeDeclined' : random.chance(0.3) ? 'tok_fr' : 'tok_visa';
     const method = await attachPaymentMethod(app, userContext(user.id), { payment_method_token: token, set_as_default: true });
     return { id: user.id, random, methods: [method.id], giftMinor: 0, subscriptionId: null };
