@@ -6,6 +6,6 @@ import { agentKilledMidPurge } from './fault-scenarios.ts';
 import { assertReport } from './fault-report.ts';
 
 const services = await detectServices();
-t.test('an agent killed mid-purge never serves the purged copy once back, and the purge completes', { skip: !services.postgresUrl && 'needs PostgreSQL', timeout: 120_000 }, async (t) => {
+t.test('an agent killed in the middle of a run of purges never serves a purged copy once back, and every purge completes', { skip: !services.postgresUrl && 'needs PostgreSQL', timeout: 120_000 }, async (t) => {
   assertReport(t, await agentKilledMidPurge(t, services.postgresUrl!, services.redisUrl));
 });
