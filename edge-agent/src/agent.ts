@@ -27,7 +27,7 @@ import { compileRoutingTable, type RoutingTable } from './proxy/routing.ts';
 import { CertificateTable, type DefaultCertificate } from './tls/certificates.ts';
 import { Http2Listener } from './tls/http2-server.ts';
 import { HttpsListener } from './tls/listener.ts';
-import { ShieldDirectory, type ShieldMapUpdate } from './shield/directory.ts';
+import { ShieldDirectory, type ShieldMapUpdate } from './proxy/shield-directory.ts';
 
 export interface EdgeAgentOptions {
   dataDir: string;
@@ -113,7 +113,7 @@ export class EdgeAgent implements ControlledAgent {
   readonly traffic = new TrafficCounters();
   readonly metrics: AgentMetrics;
   readonly proxy: Proxy;
-  /** Origin shield: the shield map, the hop keys, the latency to other regions' shields (shield/directory.ts). */
+  /** Origin shield: the shield map, the hop keys, the latency to other regions' shields (proxy/shield-directory.ts). */
   readonly shield: ShieldDirectory;
   /** Connections to shield nodes (apart from the origins': they follow the shield map, not the configuration). */
   private readonly shieldPools = new OriginPools({ connectionsPerOrigin: 64 });

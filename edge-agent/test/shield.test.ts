@@ -9,7 +9,7 @@
 // to other regions' shields is measured.
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import { ShieldDirectory } from '../src/shield/directory.ts';
+import { ShieldDirectory } from '../src/proxy/shield-directory.ts';
 import { startReceiver, bodyText } from '../../test/support/log-receivers.ts';
 import { eventually } from '../../test/support/eventually.ts';
 import { HOST, startAgent, startOrigin } from './helpers.ts';

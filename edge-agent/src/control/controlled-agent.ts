@@ -7,7 +7,7 @@ import type { DrainState } from '../logs/drains.ts';
 import type { TrafficRollup } from '../metrics/traffic.ts';
 import type { OriginHealthState } from '../proxy/health.ts';
 import type { ConfigPush } from './resource-set.ts';
-import type { ShieldLatency, ShieldMapUpdate } from '../shield/directory.ts';
+import type { ShieldLatency, ShieldMapUpdate } from '../proxy/shield-directory.ts';
 
 export type PurgeType = 'path' | 'wildcard' | 'tag' | 'all';
 

@@ -7,7 +7,7 @@ import {
   TrafficReportSchema, TrafficRollupSchema, TrafficSliceSchema, CountryCountSchema, UrlCountSchema, ShieldLatencySchema,
   type ConfigUpdate, type ConnectRequest, type Purge, type ShieldMap,
 } from '../../../shared/gen/edge/v1/control_pb.ts';
-import type { ShieldMapUpdate } from '../shield/directory.ts';
+import type { ShieldMapUpdate } from '../proxy/shield-directory.ts';
 import type { HealthReport, PrefetchResult, PurgeCommand, PurgeType as AgentPurgeType } from './controlled-agent.ts';
 import type { TrafficRollup } from '../metrics/traffic.ts';
 import type { ConfigPush } from './resource-set.ts';

@@ -16,7 +16,7 @@ import type { Exit } from './exit.ts';
 import { applyRequestEdits } from '../policy/headers.ts';
 import { connectionListedFields, headerString, HOP_BY_HOP, passthroughHeaders } from './http-util.ts';
 import { fetchOrigin, OriginError, ViewerBodyTimeoutError, type OriginPools, type OriginRequest, type OriginResponse } from './origin-client.ts';
-import { SHIELD_HEADER, type ShieldDirectory, type ShieldNode } from '../shield/directory.ts';
+import { SHIELD_HEADER, type ShieldDirectory, type ShieldNode } from './shield-directory.ts';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
 /**
@@ -87,7 +87,7 @@ function writeInterimHttp2(res: ServerResponse, status: number, headers: Record<
   (res as unknown as { stream: { additionalHeaders(h: Record<string, string | string[] | number>): void } }).stream.additionalHeaders(fields);
 }
 
-/** Origin shield (shield/directory.ts): the map, keys and connections to shield nodes. */
+/** Origin shield (shield-directory.ts): the map, keys and connections to shield nodes. */
 export interface ShieldDeps {
   directory: ShieldDirectory;
   pools: OriginPools;

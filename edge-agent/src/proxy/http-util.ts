@@ -29,7 +29,7 @@ const NOT_STORED = new Set(['age', 'surrogate-control', 'cache-tag', 'surrogate-
 export const VIEWER_OVERRIDE_FIELDS = new Set([
   'forwarded', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'x-forwarded-prefix', 'x-real-ip',
   'x-original-host', 'x-original-url', 'x-rewrite-url', 'x-http-method-override',
-  // A shield hop's mark (shield/directory.ts): read by a shield before this, never passed on.
+  // A shield hop's mark (shield-directory.ts): read by a shield before this, never passed on.
   'x-edge-shield',
 ]);
 

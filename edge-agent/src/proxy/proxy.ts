@@ -28,7 +28,7 @@ import { serveFromCache } from './serve-cached.ts';
 import { ResponseShaper } from './shaping.ts';
 import { CacheFiller, type FillResult } from './storing.ts';
 import type { CertificateTable } from '../tls/certificates.ts';
-import { SHIELD_HEADER } from '../shield/directory.ts';
+import { SHIELD_HEADER } from './shield-directory.ts';
 import type { ShieldDeps } from './forward.ts';
 
 export interface ProxyOptions {
@@ -58,7 +58,7 @@ export interface ProxyDeps {
   options: ProxyOptions;
   /** The names served over TLS: a request on a TLS connection must be for a name its handshake covers (421 otherwise). */
   tls?: CertificateTable | null;
-  /** Origin shield: the map and keys (shield/directory.ts), and the connections to shield nodes. */
+  /** Origin shield: the map and keys (shield-directory.ts), and the connections to shield nodes. */
   shield?: ShieldDeps | null;
 }
 
@@ -167,7 +167,7 @@ export class Proxy {
     this.withEntry(rx, primary, key, entry);
   };
 
-  /** A request carrying a valid shield hop header (shield/directory.ts) is another agent's: marked on the exchange. */
+  /** A request carrying a valid shield hop header (shield-directory.ts) is another agent's: marked on the exchange. */
   private acceptHop(ex: Exchange): void {
     const raw = ex.req.rawHeaders;
     let header: string | undefined;

@@ -32,7 +32,7 @@ import {
 import type { ConfigPush } from '../control/resource-set.ts';
 import type { DrainState } from '../logs/drains.ts';
 import type { TrafficRollup } from '../metrics/traffic.ts';
-import type { ShieldMapUpdate } from '../shield/directory.ts';
+import type { ShieldMapUpdate } from '../proxy/shield-directory.ts';
 import type { CertificatePair, DefaultCertificate } from '../tls/certificates.ts';
 import { mergeDrainStates, RollupAccumulator } from './merge.ts';
 import type { FromWorker, ListeningPorts, ToWorker } from './protocol.ts';

@@ -5,7 +5,7 @@ import type { ConfigPush } from '../control/resource-set.ts';
 import type { PrefetchResult, PurgeCommand, ConfigPushResult } from '../control/controlled-agent.ts';
 import type { DrainState } from '../logs/drains.ts';
 import type { TrafficRollup } from '../metrics/traffic.ts';
-import type { ShieldMapUpdate } from '../shield/directory.ts';
+import type { ShieldMapUpdate } from '../proxy/shield-directory.ts';
 import type { CertificatePair } from '../tls/certificates.ts';
 
 export interface PurgeState {

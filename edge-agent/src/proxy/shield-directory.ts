@@ -18,7 +18,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { connect } from 'node:net';
 import type { OriginSnapshot } from '../../../shared/src/config/snapshot.ts';
-import type { CompiledOrigin } from '../proxy/routing.ts';
+import type { CompiledOrigin } from './routing.ts';
 
 /** The request header that marks a shield hop. */
 export const SHIELD_HEADER = 'x-edge-shield';
