@@ -169,6 +169,15 @@ async function main(): Promise<void> {
   children.push(agent2);
   mkdirSync(join(work, 'nginx-cache'), { recursive: true });
   const conf = join(work, 'nginx.conf');
+  // The same cache behind both of nginx's servers (plaintext, and TLS with HTTP/2).
+  const cachedLocation = `location / {
+      proxy_pass http://127.0.0.1:${ORIGIN_PORT};
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_cache bench;
+      proxy_cache_valid 200 1h;
+      add_header X-Cache-Status $upstream_cache_status;
+    }`;
   writeFileSync(conf, `
 worker_processes 1;
 daemon off;
@@ -185,28 +194,14 @@ http {
   client_body_temp_path ${work}/nginx-body; proxy_temp_path ${work}/nginx-proxy; fastcgi_temp_path ${work}/nginx-fcgi; uwsgi_temp_path ${work}/nginx-uwsgi; scgi_temp_path ${work}/nginx-scgi;
   server {
     listen 127.0.0.1:${NGINX_PORT};
-    location / {
-      proxy_pass http://127.0.0.1:${ORIGIN_PORT};
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_cache bench;
-      proxy_cache_valid 200 1h;
-      add_header X-Cache-Status $upstream_cache_status;
-    }
+    ${cachedLocation}
   }
   server {
     listen 127.0.0.1:${NGINX_TLS_PORT} ssl http2;
     ssl_certificate ${certFile};
     ssl_certificate_key ${keyFile};
     ssl_protocols TLSv1.2 TLSv1.3;
-    location / {
-      proxy_pass http://127.0.0.1:${ORIGIN_PORT};
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_cache bench;
-      proxy_cache_valid 200 1h;
-      add_header X-Cache-Status $upstream_cache_status;
-    }
+    ${cachedLocation}
   }
 }
 `);
