@@ -1,7 +1,7 @@
 import t from 'tap';
 import { startTestControlPlane, type TestControlPlane } from '../../../test/support/control-plane.ts';
 import { openPage } from '../../../test/support/pages.ts';
-import { bearer, createAdmin, login, OTHER_PASSWORD, PASSWORD, register, RESET_SUBJECT, uniqueEmail, VERIFY_SUBJECT, outboxDir } from '../../../test/support/auth.ts';
+import { bearer, createAdmin, login, OTHER_PASSWORD, PASSWORD, query, register, RESET_SUBJECT, uniqueEmail, VERIFY_SUBJECT, outboxDir } from '../../../test/support/auth.ts';
 import { waitForMessage } from '../mail/outbox.ts';
 import { makeEndpoint } from '../../../test/support/cdn.ts';
 import { DEMO_ENDPOINT_NAME, PAGES_CSP } from './pages.ts';
@@ -48,6 +48,14 @@ t.test('the index names the demo endpoint\'s real CDN hostname once an endpoint 
   t.match(html, `<p id="demo-endpoint">The demo endpoint <code>demo</code> is served at <code>${endpoint.hostname}</code>`);
   t.match(html, `Host: ${endpoint.hostname}`);
   t.equal((await cp.request('GET', '/', { headers: { accept: '*/*' } })).body.demo_endpoint_hostname, endpoint.hostname);
+
+  // The index does not depend on reading it: a failing query leaves the hostname out.
+  await query(cp, 'alter table cdn_endpoint rename to cdn_endpoint_away');
+  t.teardown(() => query(cp, 'alter table if exists cdn_endpoint_away rename to cdn_endpoint'));
+  const without = await fetch(cp.url + '/', { headers: { accept: 'text/html' } });
+  t.equal(without.status, 200);
+  t.notMatch(await without.text(), /id="demo-endpoint"/);
+  await query(cp, 'alter table cdn_endpoint_away rename to cdn_endpoint');
 });
 
 t.test('the verify-email link opens a page that confirms the address through the API, once', async (t) => {

@@ -91,11 +91,19 @@ ${status}
   },
 };
 
-/** The demo endpoint's CDN hostname, as the edge:demo-endpoint command finds it; undefined when there is none. */
+/**
+ * The demo endpoint's CDN hostname, as the edge:demo-endpoint command finds it; undefined when there is none, or when
+ * the database cannot say (the index still answers, without it: readiness is where the database's state is reported).
+ */
 async function demoHostname(ctx: Context): Promise<string | undefined> {
-  const [endpoint] = await (ctx.state as RequestState).em.find(Endpoint, { name: DEMO_ENDPOINT_NAME },
-    { orderBy: { created_at: 'asc', id: 'asc' }, limit: 1, fields: ['hostname', 'status'] });
-  return endpoint?.hostname;
+  const state = ctx.state as RequestState;
+  try {
+    const [endpoint] = await state.em.find(Endpoint, { name: DEMO_ENDPOINT_NAME }, { orderBy: { created_at: 'asc', id: 'asc' }, limit: 1, fields: ['hostname'] });
+    return endpoint?.hostname;
+  } catch (error) {
+    state.log.warn({ err: (error as Error).message }, 'the index could not read the demo endpoint');
+    return undefined;
+  }
 }
 
 function demoParagraph(hostname: string | undefined): string {
