@@ -38,7 +38,8 @@ if (file) {
 
 /** The environment that preloads this module in a child process, reading its offset from `offsetFile`. */
 export function clockShiftEnv(offsetFile: string): Record<string, string> {
-  const preload = `--import=${new URL(import.meta.url).pathname}`;
+  // The module's file: URL (percent-encoded, so a path with spaces survives NODE_OPTIONS' splitting).
+  const preload = `--import=${import.meta.url}`;
   return { NODE_OPTIONS: [process.env.NODE_OPTIONS, preload].filter(Boolean).join(' '), TEST_CLOCK_OFFSET_FILE: offsetFile };
 }
 
