@@ -6,7 +6,7 @@
 // and reports what was served during it, what failed, how long recovery took
 // and whether every acknowledged write survived.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -179,6 +179,8 @@ export async function agentKilledMidPurge(t: Teardown, postgresUrl: string, redi
 
   victim = await startEdgeAgent(t, deployment, deployment.grpcPort, 'edge-victim', diskEnv);
   const startedAt = Date.now();
+  // Registered after the processes that write there (tap runs teardowns in the order given).
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
   const keptFirst = await viewerGet(victim.port, endpoint.hostname, '/kept.ts');
   // From its first second, viewers ask for the purged objects: none may get the old copy.
   let stale = 0;
@@ -245,6 +247,7 @@ export async function replicaKilled(t: Teardown, postgresUrl: string, redisUrl: 
   const balancer = await startTcpBalancer([{ host: '127.0.0.1', port: a.grpcPort }, { host: '127.0.0.1', port: bGrpc }]);
   t.teardown(() => balancer.close());
   const agents = await Promise.all(['edge-1', 'edge-2', 'edge-3'].map((name) => startEdgeAgent(t, a, balancer.port, name)));
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
   // B's API, as the superadmin logged in on A (the replicas share the signing keys).
   const bApi = async (method: string, path: string, json?: unknown) => {
     const res = await fetch(`${b.url}${path}`, {
