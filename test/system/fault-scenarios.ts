@@ -141,6 +141,8 @@ export async function agentKilledMidPurge(t: Teardown, postgresUrl: string, redi
   const origin = await versionedOrigin(t);
   const deployment = await startDeployment(t, { postgresUrl, env: { ...(redisUrl ? { REDIS_URL: redisUrl } : {}), EDGE_PURGE_TIMEOUT_MS: '60000' } });
   const dataDir = mkdtempSync(join(tmpdir(), 'sp-agent-killed-'));
+  // Registered before the processes that write there: teardowns run last registered first, so it runs once they are gone.
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
   const diskEnv = { DATA_DIR: dataDir, CACHE_DISK_BYTES: String(64 * 1024 * 1024) };
   const steady = await startEdgeAgent(t, deployment, deployment.grpcPort, 'edge-steady');
   let victim = await startEdgeAgent(t, deployment, deployment.grpcPort, 'edge-victim', diskEnv);
@@ -179,8 +181,6 @@ export async function agentKilledMidPurge(t: Teardown, postgresUrl: string, redi
 
   victim = await startEdgeAgent(t, deployment, deployment.grpcPort, 'edge-victim', diskEnv);
   const startedAt = Date.now();
-  // Registered after the processes that write there (tap runs teardowns in the order given).
-  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
   const keptFirst = await viewerGet(victim.port, endpoint.hostname, '/kept.ts');
   // From its first second, viewers ask for the purged objects: none may get the old copy.
   let stale = 0;
@@ -237,6 +237,7 @@ export async function agentKilledMidPurge(t: Teardown, postgresUrl: string, redi
 export async function replicaKilled(t: Teardown, postgresUrl: string, redisUrl: string): Promise<FaultReport> {
   const origin = await versionedOrigin(t);
   const dataDir = mkdtempSync(join(tmpdir(), 'sp-replicas-'));
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true })); // after the processes (last registered, first run)
   const shared = { REDIS_URL: redisUrl, SECRETS_KEY: randomBytes(32).toString('hex'), EDGE_PURGE_TIMEOUT_MS: '60000' };
   const a: Deployment = await startDeployment(t, { postgresUrl, env: { ...shared, DATA_DIR: join(dataDir, 'a') } });
   const b = await startControlPlaneProcess(t, {
@@ -247,7 +248,6 @@ export async function replicaKilled(t: Teardown, postgresUrl: string, redisUrl: 
   const balancer = await startTcpBalancer([{ host: '127.0.0.1', port: a.grpcPort }, { host: '127.0.0.1', port: bGrpc }]);
   t.teardown(() => balancer.close());
   const agents = await Promise.all(['edge-1', 'edge-2', 'edge-3'].map((name) => startEdgeAgent(t, a, balancer.port, name)));
-  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
   // B's API, as the superadmin logged in on A (the replicas share the signing keys).
   const bApi = async (method: string, path: string, json?: unknown) => {
     const res = await fetch(`${b.url}${path}`, {
