@@ -83,7 +83,9 @@ t.test('Hello registers the node online and Welcome carries the intervals, the l
     replica_id: cp.app.edgeChannel!.replicaId, agent_token_id: TOKEN_ID, failed_config_version: null, config_error: null,
   });
   t.ok(row!.connected_at && row!.last_seen_at, 'connected_at and last_seen_at set');
-  t.same(agent.kinds(), ['welcome'], 'an agent already on the active version gets no configuration');
+  // Every stream gets the shield map after Welcome (channel-shield.ts), a moment later: awaited so the check sees all of the opening.
+  await agent.next('shieldMap');
+  t.same(agent.kinds(), ['welcome', 'shieldMap'], 'an agent already on the active version gets no configuration');
 });
 
 t.test('a second stream of the same node replaces the first (ABORTED); the node stays online', async (t) => {
