@@ -240,45 +240,6 @@ http {
       console.log(`${size.padEnd(5)} ${t.name.padEnd(18)} ${r.rps.toFixed(0).padStart(8)} req/s  p50 ${r.p50.toFixed(2)} ms  p99 ${r.p99.toFixed(2)} ms  ${r.cpuUsPerRequest.toFixed(1)} µs CPU/req`);
     }
   }
-  // The edge at full size (issue 23): workers, HTTPS, HTTP/2, each with the server's CPU time per request (all its processes).
-  interface FullRow { label: string; server: 'agent' | 'agent2' | 'nginx'; rps: number; latencyMs: number; latencyKind: string; cpuUs: number }
-  const fullSize: Record<string, FullRow[]> = {};
-  await waitFor(`http://127.0.0.1:${AGENT2_PORT}/1k`, 'bench.local');
-  const pidOfServer = { agent: agentPid, agent2: agent2.pid!, nginx: nginxPid };
-  interface FullCase { label: string; server: FullRow['server']; run: (seconds: number) => Result; latencyKind: string }
-  const once = (c: FullCase): Measured => {
-    const before = treeCpuMs(pidOfServer[c.server]);
-    const r = c.run(DURATION);
-    return { ...r, cpuUsPerRequest: ((treeCpuMs(pidOfServer[c.server]) - before) * 1000) / Math.max(1, r.requests) };
-  };
-  for (const size of ['1k', '100k']) {
-    const https = `https://localhost:${AGENT_TLS_PORT}/${size}`;
-    const nginxHttps = `https://localhost:${NGINX_TLS_PORT}/${size}`;
-    const cases: FullCase[] = [
-      { label: 'agent, 1 worker (HTTP/1.1)', server: 'agent', run: (sec) => wrk(`http://127.0.0.1:${AGENT_PORT}/${size}`, 'bench.local', sec), latencyKind: 'p50' },
-      { label: 'agent, 2 workers (HTTP/1.1)', server: 'agent2', run: (sec) => wrk(`http://127.0.0.1:${AGENT2_PORT}/${size}`, 'bench.local', sec), latencyKind: 'p50' },
-      { label: 'agent, HTTPS/1.1', server: 'agent', run: (sec) => wrk(https, 'localhost', sec), latencyKind: 'p50' },
-      { label: 'nginx, HTTPS/1.1', server: 'nginx', run: (sec) => wrk(nginxHttps, 'localhost', sec), latencyKind: 'p50' },
-      { label: 'agent, HTTP/2 (h2load)', server: 'agent', run: (sec) => h2load(https, sec), latencyKind: 'mean' },
-      { label: 'agent, HTTPS/1.1 (h2load --h1)', server: 'agent', run: (sec) => h2load(https, sec, true), latencyKind: 'mean' },
-      { label: 'nginx, HTTP/2 (h2load)', server: 'nginx', run: (sec) => h2load(nginxHttps, sec), latencyKind: 'mean' },
-    ];
-    for (const c of cases) c.run(WARMUP);
-    // ROUNDS rounds, the order rotating each round; medians.
-    const runs = cases.map((): Measured[] => []);
-    for (let round = 0; round < ROUNDS; round++) {
-      for (let i = 0; i < cases.length; i++) {
-        const k = (i + round) % cases.length;
-        runs[k]!.push(once(cases[k]!));
-      }
-    }
-    fullSize[size] = cases.map((c, k) => {
-      const m = median(runs[k]!);
-      console.log(`full size ${size.padEnd(5)} ${c.label.padEnd(34)} ${m.rps.toFixed(0).padStart(8)} req/s  ${c.latencyKind} ${m.p50.toFixed(2)} ms  ${m.cpuUsPerRequest.toFixed(1)} µs CPU/req`);
-      return { label: c.label, server: c.server, rps: m.rps, latencyMs: m.p50, latencyKind: c.latencyKind, cpuUs: m.cpuUsPerRequest };
-    });
-  }
-
   // Policies and compression: each pair measured back to back, sides alternating, ROUNDS times; medians.
   // Besides throughput, each measurement reads the server's CPU time (its threads' schedstat) per request
   // served: what a hit costs the server, which load elsewhere on the host disturbs far less than req/s.
@@ -328,6 +289,47 @@ http {
       { name: 'agent, gzip hit', port: AGENT_PORT, host: 'gz.local', path: `/${size}`, headers: { 'Accept-Encoding': 'gzip' } },
     );
     pairs.push({ label: 'gzip vs identity', object: size, base: 'agent identity hit of the text', other: 'agent gzip hit of the same text', rows });
+  }
+
+  // The edge at full size (issue 23): workers, HTTPS, HTTP/2, each with the server's CPU time per request (all its processes).
+  // Measured last: after TLS and HTTP/2 traffic the 1-worker agent's heap has grown (about +100-170 MB RSS, kept), and its
+  // plain hits then cost 15-35 % more CPU, which would bias the policy and compression pairs measured on the same process.
+  interface FullRow { label: string; server: 'agent' | 'agent2' | 'nginx'; rps: number; latencyMs: number; latencyKind: string; cpuUs: number }
+  const fullSize: Record<string, FullRow[]> = {};
+  await waitFor(`http://127.0.0.1:${AGENT2_PORT}/1k`, 'bench.local');
+  const pidOfServer = { agent: agentPid, agent2: agent2.pid!, nginx: nginxPid };
+  interface FullCase { label: string; server: FullRow['server']; run: (seconds: number) => Result; latencyKind: string }
+  const once = (c: FullCase): Measured => {
+    const before = treeCpuMs(pidOfServer[c.server]);
+    const r = c.run(DURATION);
+    return { ...r, cpuUsPerRequest: ((treeCpuMs(pidOfServer[c.server]) - before) * 1000) / Math.max(1, r.requests) };
+  };
+  for (const size of ['1k', '100k']) {
+    const https = `https://localhost:${AGENT_TLS_PORT}/${size}`;
+    const nginxHttps = `https://localhost:${NGINX_TLS_PORT}/${size}`;
+    const cases: FullCase[] = [
+      { label: 'agent, 1 worker (HTTP/1.1)', server: 'agent', run: (sec) => wrk(`http://127.0.0.1:${AGENT_PORT}/${size}`, 'bench.local', sec), latencyKind: 'p50' },
+      { label: 'agent, 2 workers (HTTP/1.1)', server: 'agent2', run: (sec) => wrk(`http://127.0.0.1:${AGENT2_PORT}/${size}`, 'bench.local', sec), latencyKind: 'p50' },
+      { label: 'agent, HTTPS/1.1', server: 'agent', run: (sec) => wrk(https, 'localhost', sec), latencyKind: 'p50' },
+      { label: 'nginx, HTTPS/1.1', server: 'nginx', run: (sec) => wrk(nginxHttps, 'localhost', sec), latencyKind: 'p50' },
+      { label: 'agent, HTTP/2 (h2load)', server: 'agent', run: (sec) => h2load(https, sec), latencyKind: 'mean' },
+      { label: 'agent, HTTPS/1.1 (h2load --h1)', server: 'agent', run: (sec) => h2load(https, sec, true), latencyKind: 'mean' },
+      { label: 'nginx, HTTP/2 (h2load)', server: 'nginx', run: (sec) => h2load(nginxHttps, sec), latencyKind: 'mean' },
+    ];
+    for (const c of cases) c.run(WARMUP);
+    // ROUNDS rounds, the order rotating each round; medians.
+    const runs = cases.map((): Measured[] => []);
+    for (let round = 0; round < ROUNDS; round++) {
+      for (let i = 0; i < cases.length; i++) {
+        const k = (i + round) % cases.length;
+        runs[k]!.push(once(cases[k]!));
+      }
+    }
+    fullSize[size] = cases.map((c, k) => {
+      const m = median(runs[k]!);
+      console.log(`full size ${size.padEnd(5)} ${c.label.padEnd(34)} ${m.rps.toFixed(0).padStart(8)} req/s  ${c.latencyKind} ${m.p50.toFixed(2)} ms  ${m.cpuUsPerRequest.toFixed(1)} µs CPU/req`);
+      return { label: c.label, server: c.server, rps: m.rps, latencyMs: m.p50, latencyKind: c.latencyKind, cpuUs: m.cpuUsPerRequest };
+    });
   }
 
   const lines: string[] = [];
