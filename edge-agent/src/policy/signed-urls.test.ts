@@ -118,6 +118,19 @@ t.test('a verified signature is remembered per compiled configuration only: the 
   t.equal(reason(before(request(url, '198.51.100.20'))), null);
 });
 
+t.test('a remembered signature answers only for the path and expiry it was verified for', async (t) => {
+  const check = compileSignedUrls([key({ id: 'k1' }), key({ id: 'k2', token_param: 't2', expires_param: 'e2', secrets: [{ secret: OLD, valid_until: null }] })], () => NOW)!;
+  const url = signPath({ path: '/v/remembered.mp4', expires: nowS + 60, secret: SECRET });
+  t.equal(check(request(url)), null, 'verified (and remembered)');
+  const query = url.slice(url.indexOf('?'));
+  t.equal(reason(check(request(`/v/other.mp4${query}`))), 'bad_signature', 'the same token on another path is checked again');
+  const later = query.replace(/expires=(\d+)/, (_m, e: string) => `expires=${Number(e) + 3600}`);
+  t.equal(reason(check(request(`/v/remembered.mp4${later}`))), 'bad_signature', 'with a later expiry too');
+  const t2 = query.replace('expires=', 'e2=').replace('token=', 't2=');
+  t.equal(reason(check(request(`/v/remembered.mp4${t2}`))), 'bad_signature', 'and under another key\'s parameters');
+  t.equal(check(request(url)), null, 'the original still passes');
+});
+
 t.test('no keys: no check', async (t) => {
   t.equal(compileSignedUrls([]), null);
 });

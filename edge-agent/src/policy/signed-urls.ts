@@ -63,37 +63,50 @@ function compileKey(k: SigningKeySnapshot): CompiledKey {
 /**
  * Signatures verified recently (an HMAC costs 3–4 µs here, more than the rest
  * of a cache hit's policy work): one cache for the process, bounded, keyed by
- * the compiled key (a new configuration compiles new keys, so a rotation or a
- * deleted key never reuses an entry), the path, the expiry and the token as
- * sent. Only a matching signature is kept, with the end of its secret's
- * acceptance; the clock and the viewer's address are still checked on every
- * request. A player fetching the same signed URL again (manifests, seeks)
- * costs a map lookup.
+ * the token as sent, each entry naming the compiled key (a new configuration
+ * compiles new keys, so a rotation or a deleted key never reuses an entry),
+ * the path and the expiry it was verified for: a lookup hashes the token alone
+ * and compares the rest, instead of building and hashing a key of all four.
+ * Only a matching signature is kept, with the end of its secret's acceptance;
+ * the clock and the viewer's address are still checked on every request. A
+ * player fetching the same signed URL again (manifests, seeks) costs a map
+ * lookup.
  */
+interface Verified {
+  key: number;
+  path: string;
+  expiresText: string;
+  expires: number;
+  boundIp: string | null;
+  validUntil: number;
+}
 const VERIFIED_MAX = 100_000;
-let verifiedYoung = new Map<string, { validUntil: number }>();
-let verifiedOld = new Map<string, { validUntil: number }>();
+let verifiedYoung = new Map<string, Verified>();
+let verifiedOld = new Map<string, Verified>();
 
 /** Two generations make an approximate LRU at the cost of a Map read or two (lru-cache's bookkeeping cost more than the rest of the check). */
-function verifiedGet(key: string): { validUntil: number } | undefined {
-  const young = verifiedYoung.get(key);
+function verifiedGet(token: string): Verified | undefined {
+  const young = verifiedYoung.get(token);
   if (young !== undefined) return young;
-  const old = verifiedOld.get(key);
-  if (old !== undefined) verifiedSet(key, old);
+  const old = verifiedOld.get(token);
+  if (old !== undefined) verifiedSet(token, old);
   return old;
 }
 
-function verifiedSet(key: string, value: { validUntil: number }): void {
+function verifiedSet(token: string, value: Verified): void {
   if (verifiedYoung.size >= VERIFIED_MAX / 2) {
     verifiedOld = verifiedYoung;
     verifiedYoung = new Map();
   }
-  verifiedYoung.set(key, value);
+  verifiedYoung.set(token, value);
 }
 let compiledKeys = 0;
 
 /** One key's verdict on the request's parameters: null when it accepts them. */
 function verify(key: CompiledKey, ctx: PolicyRequest, token: string, expiresText: string, nowMs: number): SignedUrlFailure | null {
+  // The same token verified before for this key, path and expiry: its format and signature were checked then.
+  const seen = verifiedGet(token);
+  if (seen !== undefined && seen.key === key.id && seen.path === ctx.path && seen.expiresText === expiresText) return acceptance(seen, ctx, nowMs);
   if (!DECIMAL.test(expiresText)) return 'malformed';
   let signature = token;
   let boundIp: string | null = null;
@@ -106,37 +119,43 @@ function verify(key: CompiledKey, ctx: PolicyRequest, token: string, expiresText
   }
   if (signature.length !== key.signatureChars || !BASE64URL.test(signature)) return 'malformed';
   const expires = Number(expiresText);
-  const cacheKey = `${key.id}\n${ctx.path}\n${expiresText}\n${token}`;
-  let matched: { validUntil: number } | null = verifiedGet(cacheKey) ?? null;
-  if (matched === null) {
-    const canonical = canonicalString(ctx.path, expires, boundIp);
-    const given = Buffer.from(signature, 'latin1');
-    for (const secret of key.secrets) {
-      const expected = Buffer.from(createHmac(key.digest, secret.key).update(canonical).digest('base64url'), 'latin1');
-      if (timingSafeEqual(expected, given)) {
-        matched = secret;
-        verifiedSet(cacheKey, { validUntil: secret.validUntil });
-        break;
-      }
+  const canonical = canonicalString(ctx.path, expires, boundIp);
+  const given = Buffer.from(signature, 'latin1');
+  for (const secret of key.secrets) {
+    const expected = Buffer.from(createHmac(key.digest, secret.key).update(canonical).digest('base64url'), 'latin1');
+    if (timingSafeEqual(expected, given)) {
+      const verified: Verified = { key: key.id, path: ctx.path, expiresText, expires, boundIp, validUntil: secret.validUntil };
+      verifiedSet(token, verified);
+      return acceptance(verified, ctx, nowMs);
     }
   }
-  if (matched === null) return 'bad_signature';
-  if (nowMs >= matched.validUntil) return 'retired_secret';
-  if (Math.floor(nowMs / 1000) > expires) return 'expired';
-  if (boundIp !== null && boundIp !== ctx.clientIp) return 'ip_mismatch';
+  return 'bad_signature';
+}
+
+/** What is checked on every request once the signature matched: the secret's acceptance, the expiry, the bound address. */
+function acceptance(v: Verified, ctx: PolicyRequest, nowMs: number): SignedUrlFailure | null {
+  if (nowMs >= v.validUntil) return 'retired_secret';
+  if (Math.floor(nowMs / 1000) > v.expires) return 'expired';
+  if (v.boundIp !== null && v.boundIp !== ctx.clientIp) return 'ip_mismatch';
   return null;
 }
 
 /** The signature parameters of a query, and the query without them (the others as sent and in order), in one pass. */
 interface SignatureParams {
-  /** By name; null for a name sent twice (ambiguous, so malformed). */
-  values: Map<string, string | null>;
+  /** By the index of the name in the compiled list: undefined when absent, null for a name sent twice (ambiguous, so malformed). */
+  values: (string | null | undefined)[];
   malformed: boolean;
   rest: string;
 }
 
-function splitQuery(query: string, names: ReadonlySet<string>): SignatureParams {
-  const values = new Map<string, string | null>();
+/** The index of the name among the few signature parameter names (a scan: there are two per key). */
+function nameIndex(names: readonly string[], name: string): number {
+  for (let i = 0; i < names.length; i++) if (names[i] === name) return i;
+  return -1;
+}
+
+function splitQuery(query: string, names: readonly string[]): SignatureParams {
+  const values: (string | null | undefined)[] = new Array(names.length);
   let malformed = false;
   let rest = '';
   for (let start = 0; start <= query.length;) {
@@ -145,10 +164,11 @@ function splitQuery(query: string, names: ReadonlySet<string>): SignatureParams 
     const eq = query.indexOf('=', start);
     const nameEnd = eq === -1 || eq > end ? end : eq;
     const name = decodeComponent(query.slice(start, nameEnd));
-    if (name !== null && names.has(name)) {
+    const at = name === null ? -1 : nameIndex(names, name);
+    if (at !== -1) {
       const value = decodeComponent(nameEnd === end ? '' : query.slice(nameEnd + 1, end));
       if (value === null) malformed = true;
-      values.set(name, values.has(name) ? null : value);
+      values[at] = values[at] !== undefined ? null : value;
     } else if (end > start || end < query.length) {
       rest = rest === '' ? query.slice(start, end) : `${rest}&${query.slice(start, end)}`;
     }
@@ -161,14 +181,15 @@ function splitQuery(query: string, names: ReadonlySet<string>): SignatureParams 
 export function compileSignedUrls(keys: readonly SigningKeySnapshot[], now: () => number = Date.now): RequestPolicy | null {
   if (keys.length === 0) return null;
   const compiled = keys.map(compileKey);
-  const names = new Set(compiled.flatMap((k) => [k.tokenParam, k.expiresParam]));
+  const names = [...new Set(compiled.flatMap((k) => [k.tokenParam, k.expiresParam]))];
+  const slots = compiled.map((k) => ({ key: k, token: names.indexOf(k.tokenParam), expires: names.indexOf(k.expiresParam) }));
   return (ctx) => {
     const params = splitQuery(ctx.query, names);
     const nowMs = now();
     let failure: SignedUrlFailure = 'missing';
-    for (const key of compiled) {
-      const token = params.values.get(key.tokenParam);
-      const expires = params.values.get(key.expiresParam);
+    for (const { key, token: tokenAt, expires: expiresAt } of slots) {
+      const token = params.values[tokenAt];
+      const expires = params.values[expiresAt];
       if (token === undefined && expires === undefined) continue;
       const verdict = params.malformed || token === undefined || expires === undefined || token === null || expires === null
         ? 'malformed'
