@@ -161,7 +161,7 @@ export interface TrustedProxy {
   proxies: ParsedRange[];
 }
 
-/** The viewer as the request policies see it. */
+/** The viewer as the request policies see it (read-only: one may be shared by a connection's requests). */
 export interface Viewer {
   address: ClientAddress | null;
   /** Reached the edge over TLS (this socket, or the trusted proxy's X-Forwarded-Proto). */
@@ -175,6 +175,22 @@ function headerValue(req: IncomingMessage, name: string): string | undefined {
   return Array.isArray(v) ? v.join(',') : v;
 }
 
+const PEER = Symbol('viewer of the connection');
+
+/**
+ * The socket's peer, parsed once per HTTP/1.1 connection (every request of a
+ * keep-alive connection comes from the same address) and shared, read-only,
+ * by its requests. HTTP/2 requests see the session's socket through a proxy
+ * object: parsed per request.
+ */
+function peerOf(req: IncomingMessage): Viewer {
+  const socket = req.socket as IncomingMessage['socket'] & { [PEER]?: Viewer; encrypted?: boolean };
+  if (req.httpVersionMajor === 2) return { address: parseClientAddress(socket.remoteAddress ?? ''), secure: socket.encrypted === true };
+  let viewer = socket[PEER];
+  if (viewer === undefined) viewer = socket[PEER] = { address: parseClientAddress(socket.remoteAddress ?? ''), secure: socket.encrypted === true };
+  return viewer;
+}
+
 /**
  * The viewer's address and scheme. Without a trusted proxy: the socket's
  * peer. With one, and only when the peer is inside TRUSTED_PROXY_CIDRS: the
@@ -184,10 +200,10 @@ function headerValue(req: IncomingMessage, name: string): string | undefined {
  * the peer's address.
  */
 export function resolveViewer(req: IncomingMessage, trust: TrustedProxy | null): Viewer {
-  const socket = req.socket;
-  const peer = parseClientAddress(socket.remoteAddress ?? '');
-  let secure = (socket as { encrypted?: boolean }).encrypted === true;
-  if (trust === null || !isTrusted(peer, trust)) return { address: peer, secure };
+  const socketViewer = peerOf(req);
+  const peer = socketViewer.address;
+  if (trust === null || !isTrusted(peer, trust)) return socketViewer;
+  let secure = socketViewer.secure;
   const proto = headerValue(req, 'x-forwarded-proto');
   if (proto !== undefined) secure = proto.split(',')[0]!.trim().toLowerCase() === 'https';
   const value = headerValue(req, trust.header);

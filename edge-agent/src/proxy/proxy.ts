@@ -31,6 +31,9 @@ import type { CertificateTable } from '../tls/certificates.ts';
 import { SHIELD_HEADER } from './shield-directory.ts';
 import type { ShieldDeps } from './forward.ts';
 
+/** The country of an HTTP/1.1 connection's peer, looked up once (access records and traffic rollups). */
+const COUNTRY = Symbol('country of the connection');
+
 export interface ProxyOptions {
   defaultEndpointId: string | null;
   maxObjectBytes: number;
@@ -85,10 +88,19 @@ export class Proxy {
     this.deps = deps;
     const { options } = deps;
     const trusted = options.trustedProxy ?? null;
+    // Without a trusted proxy header the viewer is the socket's peer: its country is looked up once per HTTP/1.1 connection.
     const country = (ex: Exchange): string | null => {
+      const socket = ex.req.socket as IncomingMessage['socket'] & { [COUNTRY]?: string | null };
+      const perConnection = trusted === null && ex.req.httpVersionMajor !== 2;
+      if (perConnection) {
+        const known = socket[COUNTRY];
+        if (known !== undefined) return known;
+      }
       let client = ex.client;
       if (client === undefined) client = ex.client = resolveViewer(ex.req, trusted).address;
-      return client === null ? null : packagedCountryDatabase().country(client);
+      const found = client === null ? null : packagedCountryDatabase().country(client);
+      if (perConnection) socket[COUNTRY] = found;
+      return found;
     };
     this.exit = new Exit(deps.traffic, deps.logger, options.cacheName, new ResponseShaper({ store: deps.store, pools: deps.pools, logger: deps.logger, cacheName: options.cacheName }),
       deps.logs ?? null, country);
