@@ -10,7 +10,8 @@
 // over TLS, wrk) against plaintext hits and against nginx with TLS, and HTTP/2
 // hits (h2load) against HTTPS/1.1 hits and nginx's HTTP/2, with each server's
 // CPU time per request beside req/s.
-// Run: npx node bench/edge-cache-hit.ts [--duration 10] [--warmup 3] [--rounds 2]
+// Run: npx node bench/edge-cache-hit.ts [--duration 10] [--warmup 3] [--rounds 2] [--sections main,pairs,full]
+// (--sections: which parts run; a partial run records only those, e.g. `--sections main --rounds 3`.)
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { get as httpGet } from 'node:http';
 import { connect } from 'node:net';
@@ -19,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { signPath } from '../shared/src/signing/signed-url.ts';
-import { have, numberFlag, pin } from './lib/cli.ts';
+import { have, listFlag, numberFlag, pin } from './lib/cli.ts';
 import { BENCH_SIGNING_SECRET, benchSnapshot } from './lib/edge-bench-config.ts';
 import { cpuMsOf, loadAverage } from './lib/stats.ts';
 
@@ -29,8 +30,10 @@ const WARMUP = numberFlag('warmup', 3);
 const CONNECTIONS = numberFlag('connections', 64);
 /** Rounds of the policy and compression pairs, alternating the two sides (the median is reported). */
 const ROUNDS = numberFlag('rounds', 2);
+/** main: agent vs plain node:http vs nginx; pairs: policies and compressed hits; full: workers, HTTPS, HTTP/2. */
+const SECTIONS = new Set(listFlag('sections', 'main,pairs,full'));
 const ORIGIN_PORT = 18801, PLAIN_PORT = 18802, AGENT_PORT = 18803, NGINX_PORT = 18804;
-const AGENT_TLS_PORT = 18805, NGINX_TLS_PORT = 18806, AGENT2_PORT = 18807;
+const AGENT_TLS_PORT = 18805, NGINX_TLS_PORT = 18806, AGENT2_PORT = 18807, NGINX_COPY_PORT = 18808;
 
 function ensureTools(): void {
   const missing = ['wrk', 'nginx', 'h2load', 'openssl'].filter((c) => !have(c) && !(c === 'nginx' && have('/usr/sbin/nginx')));
@@ -196,6 +199,12 @@ http {
     listen 127.0.0.1:${NGINX_PORT};
     ${cachedLocation}
   }
+  # Diagnostic: the same cache with the body copied through user space (write/writev), as Node must send it.
+  server {
+    listen 127.0.0.1:${NGINX_COPY_PORT};
+    sendfile off;
+    ${cachedLocation}
+  }
   server {
     listen 127.0.0.1:${NGINX_TLS_PORT} ssl http2;
     ssl_certificate ${certFile};
@@ -210,11 +219,13 @@ http {
   await waitFor(`http://127.0.0.1:${PLAIN_PORT}/1k`, 'x');
   await waitFor(`http://127.0.0.1:${AGENT_PORT}/1k`, 'bench.local');
   await waitFor(`http://127.0.0.1:${NGINX_PORT}/1k`, 'x');
+  await waitFor(`http://127.0.0.1:${NGINX_COPY_PORT}/1k`, 'x');
 
   const targets = [
     { name: 'plain node:http', port: PLAIN_PORT, host: 'plain.local', pid: plainPid },
     { name: 'edge agent', port: AGENT_PORT, host: 'bench.local', pid: agentPid },
     { name: 'nginx proxy_cache', port: NGINX_PORT, host: 'nginx.local', pid: nginxPid },
+    { name: 'nginx proxy_cache, sendfile off', port: NGINX_COPY_PORT, host: 'nginx.local', pid: nginxPid },
   ];
   const heads: string[] = [];
   for (const t of targets) {
@@ -225,7 +236,7 @@ http {
   // Each server measured ROUNDS times, the order rotating each round (whatever else runs on the host lands on
   // all three alike); medians, with the server's CPU time per request (every process of it) beside req/s.
   const results: Record<string, Record<string, Measured>> = {};
-  for (const size of ['1k', '100k']) {
+  for (const size of SECTIONS.has('main') ? ['1k', '100k'] : []) {
     const runs = new Map<string, Measured[]>(targets.map((t) => [t.name, []]));
     for (const t of targets) wrk(`http://127.0.0.1:${t.port}/${size}`, t.host, WARMUP); // warm-up: fills caches, lets V8 optimise
     for (let round = 0; round < ROUNDS; round++) {
@@ -260,7 +271,7 @@ http {
   };
   const expires = Math.floor(Date.now() / 1000) + 365 * 86_400;
   const pairs: { label: string; object: string; base: string; other: string; rows: [Measured, Measured] }[] = [];
-  for (const size of ['1k', '100k']) {
+  for (const size of SECTIONS.has('pairs') ? ['1k', '100k'] : []) {
     const signed = signPath({ path: `/${size}`, expires, secret: BENCH_SIGNING_SECRET });
     const rows = await measurePair(
       { name: 'agent, plain hit', port: AGENT_PORT, host: 'bench.local', path: `/${size}` },
@@ -270,7 +281,7 @@ http {
     console.log(`${size.padEnd(5)} policies: plain ${rows[0].rps.toFixed(0)} req/s ${rows[0].cpuUsPerRequest.toFixed(2)} µs CPU, with policies ${rows[1].rps.toFixed(0)} req/s ${rows[1].cpuUsPerRequest.toFixed(2)} µs CPU (cost ${(rows[1].cpuUsPerRequest / rows[0].cpuUsPerRequest).toFixed(3)}×)`);
   }
   const compressedHeads: string[] = [];
-  for (const size of ['1k.txt', '100k.txt']) {
+  for (const size of SECTIONS.has('pairs') ? ['1k.txt', '100k.txt'] : []) {
     for (const coding of ['gzip', 'br']) {
       const ae = { 'Accept-Encoding': coding };
       await waitFor(`http://127.0.0.1:${AGENT_PORT}/${size}`, 'gz.local', ae);
@@ -304,7 +315,7 @@ http {
     const r = c.run(DURATION);
     return { ...r, cpuUsPerRequest: ((treeCpuMs(pidOfServer[c.server]) - before) * 1000) / Math.max(1, r.requests) };
   };
-  for (const size of ['1k', '100k']) {
+  for (const size of SECTIONS.has('full') ? ['1k', '100k'] : []) {
     const https = `https://localhost:${AGENT_TLS_PORT}/${size}`;
     const nginxHttps = `https://localhost:${NGINX_TLS_PORT}/${size}`;
     const cases: FullCase[] = [
@@ -335,38 +346,50 @@ http {
   const lines: string[] = [];
   lines.push(`## ${new Date().toISOString()} — load ${loadStart} at the start, ${loadAverage()} at the end; Node ${process.version}`, '',
     `wrk -t1 -c${CONNECTIONS}, ${DURATION} s per measurement after ${WARMUP} s warm-up; servers pinned to core 0, wrk to core 1; one worker each; each server measured ${ROUNDS} times, the order rotating each round, medians. The benchmark itself keeps about 2 runnable (a server and its load generator), so a load average near 2 is the run alone. CPU µs/req is the server's CPU time (every thread of every process: nginx's master and worker) per request served: the cost of a hit, which load elsewhere on the host disturbs far less than req/s.`, '', `Response heads (1 KiB hit): ${heads.join('; ')}.`, '');
-  lines.push('| object | server | req/s | p50 ms | p99 ms | CPU µs/req |', '|---|---|---:|---:|---:|---:|');
-  for (const size of Object.keys(results)) for (const [name, r] of Object.entries(results[size])) lines.push(`| ${size === '1k' ? '1 KiB' : '100 KiB'} | ${name} | ${r.rps.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.cpuUsPerRequest.toFixed(1)} |`);
-  lines.push('', '| object | agent / plain node (req/s) | agent / nginx (req/s) | nginx ÷ agent CPU µs/req (hits per core vs nginx) | agent p99 / plain p99 | goal met (≥ 0.90, ≤ 1.5×) |', '|---|---:|---:|---:|---:|---|');
-  for (const size of Object.keys(results)) {
-    const a = results[size]['edge agent'], p = results[size]['plain node:http'], n = results[size]['nginx proxy_cache'];
-    const ok = a.rps / p.rps >= 0.9 && a.p99 / p.p99 <= 1.5;
-    lines.push(`| ${size === '1k' ? '1 KiB' : '100 KiB'} | ${(a.rps / p.rps).toFixed(2)} | ${(a.rps / n.rps).toFixed(2)} | ${(n.cpuUsPerRequest / a.cpuUsPerRequest).toFixed(2)} | ${(a.p99 / p.p99).toFixed(2)} | ${ok ? 'yes' : 'no'} |`);
+  if (!SECTIONS.has('main') || !SECTIONS.has('pairs') || !SECTIONS.has('full')) lines.push(`A partial run: sections ${[...SECTIONS].join(', ')} only.`, '');
+  if (SECTIONS.has('main')) {
+    lines.push('| object | server | req/s | p50 ms | p99 ms | CPU µs/req |', '|---|---|---:|---:|---:|---:|');
+    for (const size of Object.keys(results)) for (const [name, r] of Object.entries(results[size])) lines.push(`| ${size === '1k' ? '1 KiB' : '100 KiB'} | ${name} | ${r.rps.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.cpuUsPerRequest.toFixed(1)} |`);
+    lines.push('', '| object | agent / plain node (req/s) | agent / nginx (req/s) | nginx ÷ agent CPU µs/req (hits per core vs nginx) | agent p99 / plain p99 | goal met (≥ 0.90, ≤ 1.5×) |', '|---|---:|---:|---:|---:|---|');
+    for (const size of Object.keys(results)) {
+      const a = results[size]['edge agent'], p = results[size]['plain node:http'], n = results[size]['nginx proxy_cache'];
+      const ok = a.rps / p.rps >= 0.9 && a.p99 / p.p99 <= 1.5;
+      lines.push(`| ${size === '1k' ? '1 KiB' : '100 KiB'} | ${(a.rps / p.rps).toFixed(2)} | ${(a.rps / n.rps).toFixed(2)} | ${(n.cpuUsPerRequest / a.cpuUsPerRequest).toFixed(2)} | ${(a.p99 / p.p99).toFixed(2)} | ${ok ? 'yes' : 'no'} |`);
+    }
   }
-  lines.push('', '### The edge at full size: workers, HTTPS, HTTP/2 (issue 23)', '',
-    `Same run, each case measured ${ROUNDS} times, the order rotating each round, medians. wrk -t1 -c${CONNECTIONS} for HTTP/1.1 (plain and over TLS, keep-alive), h2load -t1 -c16 -m4 for HTTP/2 (64 streams) and -c16 -m1 --h1 for HTTPS/1.1 in the same tool; ${DURATION} s each after ${WARMUP} s of warm-up; the HTTPS clients connect to localhost, the name they send as SNI. The agent with 1 worker, nginx (one worker) and the load generators are placed as above (server on core 0, load generator on core 1). **The agent with 2 workers runs on both cores** (its primary and two worker processes, SO_REUSEPORT), so it shares core 1 with the load generator: on this 2-core machine its req/s is bounded by what wrk leaves of core 1 and cannot show the doubling a machine with spare cores would; its CPU per request (all three processes) is the comparable figure. The self-signed certificate is ECDSA P-256; both servers negotiate TLS 1.3 with the same client. CPU µs/req is every process of the server (the agent's workers and primary, nginx's master and worker).`, '');
-  lines.push('| object | server | req/s | latency ms | CPU µs/req |', '|---|---|---:|---:|---:|');
-  for (const size of Object.keys(fullSize)) for (const r of fullSize[size]!) lines.push(`| ${size === '1k' ? '1 KiB' : '100 KiB'} | ${r.label} | ${r.rps.toFixed(0)} | ${r.latencyMs.toFixed(2)} (${r.latencyKind}) | ${r.cpuUs.toFixed(1)} |`);
   const row = (size: string, label: string) => fullSize[size]!.find((r) => r.label === label)!;
-  lines.push('', '| object | 2 workers ÷ 1 worker (req/s; CPU/req) | agent HTTPS ÷ agent plain (req/s) | agent HTTPS ÷ nginx HTTPS (req/s; CPU/req) | agent h2 ÷ nginx h2 (req/s; CPU/req) | agent h2 ÷ agent HTTPS/1.1 in h2load (req/s) |', '|---|---:|---:|---:|---:|---:|');
-  for (const size of Object.keys(fullSize)) {
-    const one = row(size, 'agent, 1 worker (HTTP/1.1)'), two = row(size, 'agent, 2 workers (HTTP/1.1)');
-    const tls = row(size, 'agent, HTTPS/1.1'), nginxTls = row(size, 'nginx, HTTPS/1.1');
-    const h2 = row(size, 'agent, HTTP/2 (h2load)'), h1 = row(size, 'agent, HTTPS/1.1 (h2load --h1)'), nginxH2 = row(size, 'nginx, HTTP/2 (h2load)');
-    const r = (a: number, b: number) => (a / b).toFixed(2);
-    lines.push(`| ${size === '1k' ? '1 KiB' : '100 KiB'} | ${r(two.rps, one.rps)}; ${r(two.cpuUs, one.cpuUs)} | ${r(tls.rps, one.rps)} | ${r(tls.rps, nginxTls.rps)}; ${r(tls.cpuUs, nginxTls.cpuUs)} | ${r(h2.rps, nginxH2.rps)}; ${r(h2.cpuUs, nginxH2.cpuUs)} | ${r(h2.rps, h1.rps)} |`);
+  if (SECTIONS.has('full')) {
+    lines.push('', '### The edge at full size: workers, HTTPS, HTTP/2 (issue 23)', '',
+      `Same run, each case measured ${ROUNDS} times, the order rotating each round, medians. wrk -t1 -c${CONNECTIONS} for HTTP/1.1 (plain and over TLS, keep-alive), h2load -t1 -c16 -m4 for HTTP/2 (64 streams) and -c16 -m1 --h1 for HTTPS/1.1 in the same tool; ${DURATION} s each after ${WARMUP} s of warm-up; the HTTPS clients connect to localhost, the name they send as SNI. The agent with 1 worker, nginx (one worker) and the load generators are placed as above (server on core 0, load generator on core 1). **The agent with 2 workers runs on both cores** (its primary and two worker processes, SO_REUSEPORT), so it shares core 1 with the load generator: on this 2-core machine its req/s is bounded by what wrk leaves of core 1 and cannot show the doubling a machine with spare cores would; its CPU per request (all three processes) is the comparable figure. The self-signed certificate is ECDSA P-256; both servers negotiate TLS 1.3 with the same client. CPU µs/req is every process of the server (the agent's workers and primary, nginx's master and worker).`, '');
+    lines.push('| object | server | req/s | latency ms | CPU µs/req |', '|---|---|---:|---:|---:|');
+    for (const size of Object.keys(fullSize)) for (const r of fullSize[size]!) lines.push(`| ${size === '1k' ? '1 KiB' : '100 KiB'} | ${r.label} | ${r.rps.toFixed(0)} | ${r.latencyMs.toFixed(2)} (${r.latencyKind}) | ${r.cpuUs.toFixed(1)} |`);
+    lines.push('', '| object | 2 workers ÷ 1 worker (req/s; CPU/req) | agent HTTPS ÷ agent plain (req/s) | agent HTTPS ÷ nginx HTTPS (req/s; CPU/req) | agent h2 ÷ nginx h2 (req/s; CPU/req) | agent h2 ÷ agent HTTPS/1.1 in h2load (req/s) |', '|---|---:|---:|---:|---:|---:|');
+    for (const size of Object.keys(fullSize)) {
+      const one = row(size, 'agent, 1 worker (HTTP/1.1)'), two = row(size, 'agent, 2 workers (HTTP/1.1)');
+      const tls = row(size, 'agent, HTTPS/1.1'), nginxTls = row(size, 'nginx, HTTPS/1.1');
+      const h2 = row(size, 'agent, HTTP/2 (h2load)'), h1 = row(size, 'agent, HTTPS/1.1 (h2load --h1)'), nginxH2 = row(size, 'nginx, HTTP/2 (h2load)');
+      const r = (a: number, b: number) => (a / b).toFixed(2);
+      lines.push(`| ${size === '1k' ? '1 KiB' : '100 KiB'} | ${r(two.rps, one.rps)}; ${r(two.cpuUs, one.cpuUs)} | ${r(tls.rps, one.rps)} | ${r(tls.rps, nginxTls.rps)}; ${r(tls.cpuUs, nginxTls.cpuUs)} | ${r(h2.rps, nginxH2.rps)}; ${r(h2.cpuUs, nginxH2.cpuUs)} | ${r(h2.rps, h1.rps)} |`);
+    }
   }
   const agentOf = (size: string) => results[size]!['edge agent']!, nginxOf = (size: string) => results[size]!['nginx proxy_cache']!;
   const byRps = (size: string) => agentOf(size).rps / nginxOf(size).rps;
   const byCpu = (size: string) => nginxOf(size).cpuUsPerRequest / agentOf(size).cpuUsPerRequest;
   const verdict = (x: number, goal: number) => `${x.toFixed(2)}× (${x >= goal ? 'met' : 'not met'})`;
-  const twoWorkers1k = row('1k', 'agent, 2 workers (HTTP/1.1)').rps / nginxOf('1k').rps;
-  lines.push('', `Goals. 100 KiB hits at least 0.9× nginx: by req/s (one core each) ${verdict(byRps('100k'), 0.9)}, by hits per core (nginx's CPU µs/req ÷ the agent's) ${verdict(byCpu('100k'), 0.9)}. 1 KiB hits at or above nginx's single worker: one agent worker by req/s ${verdict(byRps('1k'), 1)}, per core ${verdict(byCpu('1k'), 1)}; the agent with 2 workers (both cores, one shared with wrk) against nginx's one worker (core 0) by req/s ${verdict(twoWorkers1k, 1)}.`, '');
+  const copyOf = (size: string) => results[size]!['nginx proxy_cache, sendfile off']!;
+  const plainOf = (size: string) => results[size]!['plain node:http']!;
+  if (SECTIONS.has('main')) {
+    lines.push('', `nginx sends a cached body with sendfile (the kernel reads the page cache; no copy through user space), which Node cannot do for a body in memory (a socket write copies it into the kernel). For comparison, the same nginx with sendfile off copies like Node: the agent ÷ nginx without sendfile is ${(agentOf('100k').rps / copyOf('100k').rps).toFixed(2)}× by req/s and ${(copyOf('100k').cpuUsPerRequest / agentOf('100k').cpuUsPerRequest).toFixed(2)}× per core at 100 KiB (${(agentOf('1k').rps / copyOf('1k').rps).toFixed(2)}× and ${(copyOf('1k').cpuUsPerRequest / agentOf('1k').cpuUsPerRequest).toFixed(2)}× at 1 KiB); plain node:http ÷ nginx with sendfile ${(plainOf('100k').rps / nginxOf('100k').rps).toFixed(2)}× by req/s at 100 KiB.`);
+    const twoWorkers = SECTIONS.has('full') ? `; the agent with 2 workers (both cores, one shared with wrk) against nginx's one worker (core 0) by req/s ${verdict(row('1k', 'agent, 2 workers (HTTP/1.1)').rps / nginxOf('1k').rps, 1)}` : '';
+    lines.push('', `Goals. 100 KiB hits at least 0.9× nginx: by req/s (one core each) ${verdict(byRps('100k'), 0.9)}, by hits per core (nginx's CPU µs/req ÷ the agent's) ${verdict(byCpu('100k'), 0.9)}. 1 KiB hits at or above nginx's single worker: one agent worker by req/s ${verdict(byRps('1k'), 1)}, per core ${verdict(byCpu('1k'), 1)}${twoWorkers}.`, '');
+  }
 
-  lines.push('', `### Edge policies and compressed hits`, '', `Each pair measured back to back in ${ROUNDS} rounds of ${DURATION} s, the two sides alternating; medians. The policy endpoint checks one signed URL (HMAC-SHA256; the agent remembers verified signatures, so a repeated URL skips the HMAC — each new token pays it once, 3-4 µs), walks 1,000 IP block rules (none matches) and applies a headers policy (4 security headers, 1 custom header). Compressed objects are text (about 3-4× compressible); the plain server sends bytes encoded once at start with the same head. Heads: ${compressedHeads.join('; ')}.`, '');
-  lines.push('CPU µs/req is the server process\'s CPU time (schedstat) per request served, the cost of a hit; "cost" is measured ÷ baseline of it (the policy goal: under 1.15×). req/s and p99 move with whatever else runs on the host.', '');
-  lines.push('| object | baseline | measured | baseline CPU µs/req | measured CPU µs/req | cost (CPU ratio) | baseline req/s | measured req/s | baseline p99 ms | measured p99 ms |', '|---|---|---|---:|---:|---:|---:|---:|---:|---:|');
-  for (const p of pairs) lines.push(`| ${p.object} | ${p.base} | ${p.other} | ${p.rows[0].cpuUsPerRequest.toFixed(2)} | ${p.rows[1].cpuUsPerRequest.toFixed(2)} | ${(p.rows[1].cpuUsPerRequest / p.rows[0].cpuUsPerRequest).toFixed(3)} | ${p.rows[0].rps.toFixed(0)} | ${p.rows[1].rps.toFixed(0)} | ${p.rows[0].p99.toFixed(2)} | ${p.rows[1].p99.toFixed(2)} |`);
+  if (SECTIONS.has('pairs')) {
+    lines.push('', `### Edge policies and compressed hits`, '', `Each pair measured back to back in ${ROUNDS} rounds of ${DURATION} s, the two sides alternating; medians. The policy endpoint checks one signed URL (HMAC-SHA256; the agent remembers verified signatures, so a repeated URL skips the HMAC — each new token pays it once, 3-4 µs), walks 1,000 IP block rules (none matches) and applies a headers policy (4 security headers, 1 custom header). Compressed objects are text (about 3-4× compressible); the plain server sends bytes encoded once at start with the same head. Heads: ${compressedHeads.join('; ')}.`, '');
+    lines.push('CPU µs/req is the server process\'s CPU time (schedstat) per request served, the cost of a hit; "cost" is measured ÷ baseline of it (the policy goal: under 1.15×). req/s and p99 move with whatever else runs on the host.', '');
+    lines.push('| object | baseline | measured | baseline CPU µs/req | measured CPU µs/req | cost (CPU ratio) | baseline req/s | measured req/s | baseline p99 ms | measured p99 ms |', '|---|---|---|---:|---:|---:|---:|---:|---:|---:|');
+    for (const p of pairs) lines.push(`| ${p.object} | ${p.base} | ${p.other} | ${p.rows[0].cpuUsPerRequest.toFixed(2)} | ${p.rows[1].cpuUsPerRequest.toFixed(2)} | ${(p.rows[1].cpuUsPerRequest / p.rows[0].cpuUsPerRequest).toFixed(3)} | ${p.rows[0].rps.toFixed(0)} | ${p.rows[1].rps.toFixed(0)} | ${p.rows[0].p99.toFixed(2)} | ${p.rows[1].p99.toFixed(2)} |`);
+  }
   const text = lines.join('\n') + '\n';
   console.log('\n' + text);
   // Newest run first, the earlier runs kept below it.
