@@ -280,6 +280,19 @@ http {
     pairs.push({ label: 'policies', object: size, base: 'agent plain hit', other: 'agent hit with signing key + 1,000 IP rules + header policy', rows });
     console.log(`${size.padEnd(5)} policies: plain ${rows[0].rps.toFixed(0)} req/s ${rows[0].cpuUsPerRequest.toFixed(2)} µs CPU, with policies ${rows[1].rps.toFixed(0)} req/s ${rows[1].cpuUsPerRequest.toFixed(2)} µs CPU (cost ${(rows[1].cpuUsPerRequest / rows[0].cpuUsPerRequest).toFixed(3)}×)`);
   }
+  // The policy line's parts on their own (1 KiB): which of them the cost comes from.
+  for (const part of SECTIONS.has('pairs') ? [
+    { host: 'sig.local', path: signPath({ path: '/1k', expires, secret: BENCH_SIGNING_SECRET }), what: 'agent hit with the signing key only' },
+    { host: 'ip.local', path: '/1k', what: 'agent hit with the 1,000 IP rules only' },
+    { host: 'hdr.local', path: '/1k', what: 'agent hit with the header policy only' },
+  ] : []) {
+    const rows = await measurePair(
+      { name: 'agent, plain hit', port: AGENT_PORT, host: 'bench.local', path: '/1k' },
+      { name: part.what, port: AGENT_PORT, host: part.host, path: part.path },
+    );
+    pairs.push({ label: 'policy part', object: '1k', base: 'agent plain hit', other: part.what, rows });
+    console.log(`1k    ${part.what}: cost ${(rows[1].cpuUsPerRequest / rows[0].cpuUsPerRequest).toFixed(3)}×`);
+  }
   const compressedHeads: string[] = [];
   for (const size of SECTIONS.has('pairs') ? ['1k.txt', '100k.txt'] : []) {
     for (const coding of ['gzip', 'br']) {

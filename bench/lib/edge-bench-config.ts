@@ -3,7 +3,8 @@
 // one origin: bench.local (plain), policy.local (token authentication with one
 // signing key, 1,000 IP rules none of which matches the client, and a response
 // headers policy with four security headers and a custom header) and gz.local
-// (compression on, every size); and localhost, bench.local's twin for the
+// (compression on, every size); sig.local, ip.local and hdr.local (each of
+// policy.local's policies alone); and localhost, bench.local's twin for the
 // HTTPS clients: wrk and h2load send the URL's host as SNI, and the agent
 // completes a handshake only for a name it serves.
 export const BENCH_SIGNING_SECRET = 'bench-signing-secret-0123456789abcdef0123456789';
@@ -36,6 +37,13 @@ export function benchSnapshot(originPort: number): unknown {
         signing_keys: [{ id: 'k', algorithm: 'HMAC-SHA256', secrets: [{ secret: BENCH_SIGNING_SECRET, valid_until: null }] }],
         ip_rules: benchIpRules(),
       },
+      // Each policy of policy.local alone (the policy line's parts, 1 KiB only).
+      {
+        id: 'sig', hostname: 'sig.local', default_origin_id: 'os', origins: origins('os'),
+        signing_keys: [{ id: 'ks', algorithm: 'HMAC-SHA256', secrets: [{ secret: BENCH_SIGNING_SECRET, valid_until: null }] }],
+      },
+      { id: 'ip', hostname: 'ip.local', default_origin_id: 'oi', origins: origins('oi'), ip_rules: benchIpRules() },
+      { id: 'hdr', hostname: 'hdr.local', default_origin_id: 'oh', origins: origins('oh'), response_headers_policy_id: 'p' },
       {
         id: 'gz', hostname: 'gz.local', default_origin_id: 'og', origins: origins('og'),
         compression: { enabled: true, algorithms: ['br', 'gzip'], min_size_bytes: 0 },
