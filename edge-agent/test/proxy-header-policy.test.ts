@@ -5,6 +5,7 @@
 // configured, and the cache key follows what is forwarded), CORS on actual
 // answers and preflights answered at the edge.
 import t from 'tap';
+import { trustedProxy } from '../src/policy/client-address.ts';
 import { HOST, rawRequest, startAgent, startOrigin } from './helpers.ts';
 
 const origin = await startOrigin((req, res) => {
@@ -55,12 +56,14 @@ const edge = await startAgent({
     cache_rules: [{ id: 'keyed', ttl_seconds: 600, match: { paths: ['/keyed/*'] }, cache_key: { include_headers: ['x-secret', 'x-device'] } }],
   }],
   response_headers_policies: [sitePolicy, apiPolicy, openPolicy, keepOriginCors],
-});
+}, { trustedProxy: trustedProxy('x-forwarded-for', '127.0.0.1/32') });
+/** What a TLS-terminating proxy in front of the agent says of a viewer that came over HTTPS (HSTS goes over HTTPS only). */
+const https = { 'x-forwarded-proto': 'https' };
 t.teardown(() => edge.close());
 
 t.test('the endpoint policy on a miss and on hits: security headers, custom headers, removals, override false keeping the origin\'s header', async (t) => {
-  const miss = await edge.get('/page');
-  const hit = await edge.get('/page');
+  const miss = await edge.get('/page', https);
+  const hit = await edge.get('/page', https);
   t.equal(miss.headers['x-cache-status'], 'MISS');
   t.equal(hit.headers['x-cache-status'], 'HIT');
   for (const r of [miss, hit]) {
@@ -76,14 +79,27 @@ t.test('the endpoint policy on a miss and on hits: security headers, custom head
     t.equal(r.headers.server, 'origin/1.0', 'override false on a custom header: the origin\'s stays');
     t.equal(r.headers['x-powered-by'], undefined, 'removed');
   }
-  const again = await edge.get('/page');
+  const again = await edge.get('/page', https);
   t.equal(again.headers['x-served-by'], 'edge', 'one value: the stored head was not edited in place');
-  const notModified = await edge.get('/page', { 'if-none-match': '"v1"' });
+  const notModified = await edge.get('/page', { ...https, 'if-none-match': '"v1"' });
   t.equal(notModified.status, 304);
   t.equal(notModified.headers['strict-transport-security'], 'max-age=63072000; includeSubDomains; preload');
-  const range = await edge.get('/page', { range: 'bytes=0-3' });
+  const range = await edge.get('/page', { ...https, range: 'bytes=0-3' });
   t.equal(range.status, 206);
   t.equal(range.headers['x-served-by'], 'edge');
+});
+
+t.test('HSTS goes over HTTPS only (RFC 6797 §7.2): a plain HTTP answer has the policy\'s other fields but no Strict-Transport-Security', async (t) => {
+  await edge.get('/hsts-page', https);
+  const plain = await edge.get('/hsts-page');
+  t.equal(plain.headers['x-cache-status'], 'HIT');
+  t.equal(plain.headers['strict-transport-security'], undefined, 'not over plain HTTP');
+  t.equal(plain.headers['x-content-type-options'], 'nosniff', 'the rest of the policy applies');
+  t.equal(plain.headers['x-served-by'], 'edge');
+  const secure = await edge.get('/hsts-page', https);
+  t.equal(secure.headers['strict-transport-security'], 'max-age=63072000; includeSubDomains; preload', 'the same stored object over HTTPS: sent');
+  const refused = await rawRequest(edge.port, ['GET /a%2fb HTTP/1.1', `Host: ${HOST}`, 'Connection: close']);
+  t.equal(refused.headers['strict-transport-security'], undefined, 'nor on the edge\'s own answers over plain HTTP');
 });
 
 t.test('edge answers get the policy too: a refusal after the endpoint is known', async (t) => {

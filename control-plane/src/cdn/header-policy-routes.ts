@@ -23,7 +23,7 @@ const rules = 'name required; every other member has a default (override flags t
 /** What the edge does with a policy (policy/headers.ts and cors.ts in the agent). */
 const atTheEdge = 'At the edge, on every answer of each endpoint and route that refers to the policy (a route\'s policy replaces its endpoint\'s; '
   + 'after a custom error page and compression, see the endpoint operations): 1. remove_response_headers are dropped; 2. the enabled security headers '
-  + 'are set (strict_transport_security as "max-age=N; includeSubDomains; preload", content_security_policy as Content-Security-Policy or, with '
+  + 'are set (strict_transport_security as "max-age=N; includeSubDomains; preload", on answers to viewers who came over HTTPS only (RFC 6797 §7.2), content_security_policy as Content-Security-Policy or, with '
   + 'report_only, Content-Security-Policy-Report-Only, x_content_type_options as "nosniff", x_frame_options, referrer_policy, permissions_policy and '
   + 'x_xss_protection with their values), then custom_response_headers (one naming the same field wins); override true replaces the origin\'s field, '
   + 'false only fills a missing one; 3. CORS: allow_origins ["*"] without credentials sends Access-Control-Allow-Origin: * on every answer; listed '

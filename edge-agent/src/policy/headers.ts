@@ -38,7 +38,11 @@ export interface CompiledHeaderPolicy {
   readonly fill: readonly (readonly [string, string])[];
   readonly cors: CompiledCors | null;
   readonly request: RequestHeaderEdits | null;
+  /** The policy sets Strict-Transport-Security: sent over HTTPS only (RFC 6797 §7.2; dropped by the exit on plain HTTP). */
+  readonly hsts: boolean;
 }
+
+export const STS = 'strict-transport-security';
 
 /** The security headers a policy enables, as [field, value, override] in the spec's order. */
 function securityFields(s: ResponseHeadersPolicySnapshot['security_headers']): [string, string, boolean][] {
@@ -82,7 +86,7 @@ export function compileHeaderPolicy(p: ResponseHeadersPolicySnapshot): CompiledH
   for (const h of p.custom_request_headers) (h.override ? requestSet : requestFill).push([h.name.toLowerCase(), h.value]);
   const remove = p.remove_request_headers.map((n) => n.toLowerCase());
   const request = remove.length + requestSet.length + requestFill.length > 0 ? { remove, set: requestSet, fill: requestFill } : null;
-  return { id: p.id, drop, set, fill, cors, request };
+  return { id: p.id, drop, set, fill, cors, request, hsts: fields.has(STS) };
 }
 
 /** The answer's head under the policy's request-independent fields (steps 1 to 3 above); a new list. */

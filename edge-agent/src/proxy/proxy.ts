@@ -102,7 +102,7 @@ export class Proxy {
       if (perConnection) socket[COUNTRY] = found;
       return found;
     };
-    this.exit = new Exit(deps.traffic, deps.logger, options.cacheName, new ResponseShaper({ store: deps.store, pools: deps.pools, logger: deps.logger, cacheName: options.cacheName }),
+    this.exit = new Exit(deps.traffic, deps.logger, options.cacheName, new ResponseShaper({ store: deps.store, pools: deps.pools, logger: deps.logger, cacheName: options.cacheName, secure: (ex) => resolveViewer(ex.req, trusted).secure }),
       deps.logs ?? null, country);
     this.forwarder = new Forwarder({
       shield: deps.shield ?? null,

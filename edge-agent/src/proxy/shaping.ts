@@ -9,7 +9,8 @@ import { pipeline, type Readable } from 'node:stream';
 import { addRequestCors } from '../policy/cors.ts';
 import { compressible, compressStream, encodedHead } from '../policy/compression.ts';
 import { pageHead, type ErrorPageRule } from '../policy/error-pages.ts';
-import { headerValue } from '../policy/head.ts';
+import { headerValue, withoutHeaders } from '../policy/head.ts';
+import { STS } from '../policy/headers.ts';
 import { shapeHead, shapes, type RouteShaping } from '../policy/response-shaping.ts';
 import type { CachedObject, CacheStore } from './cache-store.ts';
 import { ErrorPageLoader } from './error-pages.ts';
@@ -22,7 +23,11 @@ export interface ShaperDeps {
   pools: OriginPools;
   logger: Logger;
   cacheName: string;
+  /** Whether the viewer reached the edge over TLS (this connection, or the trusted proxy's X-Forwarded-Proto). */
+  secure: (ex: Exchange) => boolean;
 }
+
+const STS_FIELD: ReadonlySet<string> = new Set([STS]);
 
 /** An answer as the exit holds it. */
 export interface Answer {
@@ -34,8 +39,10 @@ export interface Answer {
 export class ResponseShaper {
   readonly variants: CompressedVariants;
   readonly pages: ErrorPageLoader;
+  private readonly secure: (ex: Exchange) => boolean;
 
   constructor(deps: ShaperDeps) {
+    this.secure = deps.secure;
     this.variants = new CompressedVariants(deps.store, deps.logger);
     this.pages = new ErrorPageLoader(deps);
   }
@@ -78,7 +85,11 @@ export class ResponseShaper {
         }
       } else out = shapeHead(s, status, headers);
     }
-    const cors = s.headers === null ? null : s.headers.cors;
+    const policy = s.headers;
+    if (policy === null) return out;
+    // Where the policy sets HSTS, the field goes over HTTPS only: an HSTS host must not send it over plain HTTP (RFC 6797 §7.2).
+    if (policy.hsts && !this.secure(ex)) out = withoutHeaders(out, STS_FIELD);
+    const cors = policy.cors;
     if (cors !== null && cors.perRequest) out = addRequestCors(cors, ex.vh.origin, out);
     return out;
   }
