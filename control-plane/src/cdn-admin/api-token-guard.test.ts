@@ -144,8 +144,14 @@ t.test('regression: an admin token kept its rights after its issuer was demoted;
   await eventually(async () => (await call('/v1/test/cdn-write', token)).status === 200, 'promoted again, the token writes again', 5_000);
 
   // A role that expires is judged at each call, cached or not: the expiry needs no notification.
+  // Regression (a flaky check): a call right after the update could still use the resolution cached before it, without the expiry.
+  // A sentinel token refused by a later change on the same channel shows the update has been heard.
+  const sentinel = await issue('viewer');
+  t.equal((await call('/v1/test/cdn-read', sentinel.token)).status, 200, 'the sentinel resolved and cached');
   await query(cp, `update user_role set expires_at = ? where user_id = ? and role_name = 'admin'`, [new Date(clock.now().getTime() + 60_000), issuer.id]);
-  await eventually(async () => (await call('/v1/test/cdn-write', token)).status === 200, 'resolved again with the expiry', 5_000);
+  await query(cp, `update cdn_api_token set created_by = null where id = ?`, [sentinel.id]);
+  await eventually(async () => (await call('/v1/test/cdn-read', sentinel.token)).status === 403, 'the role change is heard (a later change is)', 5_000);
+  t.equal((await call('/v1/test/cdn-write', token)).status, 200, 'resolved again, with the expiry');
   clock.skewMs += 2 * 60_000;
   t.teardown(() => { clock.skewMs -= 2 * 60_000; });
   t.equal((await call('/v1/test/cdn-write', token)).status, 403, 'past the role\'s expiry the token lost it too');
