@@ -20,12 +20,14 @@ const origin = await startOrigin((req, res) => {
   res.end(`origin ${req.headers.host} ${req.url}`);
 });
 t.teardown(() => origin.close());
-const endpoint = (id: string, hostname: string) => ({
-  id, hostname, default_origin_id: `${id}-o`,
+const endpoint = (id: string, hostname: string, extra: Record<string, unknown> = {}) => ({
+  id, hostname, default_origin_id: `${id}-o`, ...extra,
   origins: [{ id: `${id}-o`, scheme: 'http', host: '127.0.0.1', port: origin.port, allow_private_network: true, max_retries: 0 }],
 });
 const configFile = join(dir, 'snapshot.json');
-writeFileSync(configFile, JSON.stringify({ version: 1, endpoints: [endpoint('a', 'a.cdn.test')] }));
+/** Every viewer here (loopback) is challenged by an IP rule. */
+const challenged = () => endpoint('c', 'c.cdn.test', { ip_rules: [{ id: 'all', action: 'challenge', cidr: '127.0.0.0/8' }] });
+writeFileSync(configFile, JSON.stringify({ version: 1, endpoints: [endpoint('a', 'a.cdn.test'), challenged()] }));
 const ca = await makeCa('Workers Test CA');
 const writeCertificate = async () => {
   const leaf = await makeLeaf(ca, ['*.cdn.test']);
@@ -49,10 +51,21 @@ t.test('both workers serve the configuration, each with a cache of its own', asy
   }, 'each worker cached /x once');
 });
 
+t.test('regression: an IP-rule challenge passed at one worker passes at every worker (each drew its own cookie secret)', async (t) => {
+  const first = await get('c.cdn.test', '/page');
+  t.equal(first.status, 403);
+  const setCookie = String(first.headers['set-cookie']);
+  const cookie = setCookie.slice(0, setCookie.indexOf(';'));
+  t.match(cookie, /^__edge_challenge=/);
+  // Each on a new connection: the two workers share the listening port and take connections in turn.
+  const back = await Promise.all(Array.from({ length: 20 }, () => viewerGet(agent.port, 'c.cdn.test', '/page', { connection: 'close', cookie })));
+  t.same(back.map((r) => r.status), new Array(20).fill(200), 'every connection passes, whichever worker took it');
+});
+
 t.test('SIGHUP brings a changed config file and a renewed default certificate to every worker', async (t) => {
   const before = await tlsConnect({ port: httpsPort, servername: 'a.cdn.test', ca: ca.pem });
   before.close();
-  writeFileSync(configFile, JSON.stringify({ version: 2, endpoints: [endpoint('a', 'a.cdn.test'), endpoint('b', 'b.cdn.test')] }));
+  writeFileSync(configFile, JSON.stringify({ version: 2, endpoints: [endpoint('a', 'a.cdn.test'), endpoint('b', 'b.cdn.test'), challenged()] }));
   await writeCertificate();
   agent.child.kill('SIGHUP');
   await eventually(async () => (await agentHealth(agent)).config_version === 2, 'the new file is in force');

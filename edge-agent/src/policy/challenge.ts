@@ -5,8 +5,12 @@
 // itself after a second (<meta http-equiv="refresh">, no script) and links
 // back; a browser comes back with the cookie and passes for an hour. Clients
 // that keep no cookies (most scripted scrapers, simple bots) stay at the 403.
-// The cookie is an HMAC under a secret of this agent process (a restart, or
-// another node, asks again): nothing to configure, nothing to store.
+// The cookie is an HMAC under a secret of this agent (a restart, or another
+// node, asks again): nothing to configure, nothing to store. With workers, the
+// primary gives every worker its own secret (workers/primary.ts), so a viewer
+// who passed on one worker passes on the others.
+// Regression: each worker drew its own secret, so a viewer whose next
+// connection landed on another worker was challenged again.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { PolicyAnswer } from './index.ts';
@@ -14,7 +18,18 @@ import type { PolicyAnswer } from './index.ts';
 export const CHALLENGE_COOKIE = '__edge_challenge';
 export const CHALLENGE_TTL_SECONDS = 3600;
 
-const SECRET = randomBytes(32);
+let SECRET = randomBytes(32);
+
+/** This process's challenge secret (the primary hands it to its workers). */
+export function challengeSecret(): Buffer {
+  return SECRET;
+}
+
+/** Adopts the agent's challenge secret (a worker, from its primary). */
+export function useChallengeSecret(secret: Buffer): void {
+  if (secret.length < 32) throw new Error('challenge secret too short');
+  SECRET = Buffer.from(secret);
+}
 const MAC_CHARS = 32;
 
 function mac(endpointId: string, clientIp: string, expires: number): string {

@@ -34,6 +34,7 @@ import type { DrainState } from '../logs/drains.ts';
 import type { TrafficRollup } from '../metrics/traffic.ts';
 import type { ShieldMapUpdate } from '../proxy/shield-directory.ts';
 import type { CertificatePair, DefaultCertificate } from '../tls/certificates.ts';
+import { challengeSecret } from '../policy/challenge.ts';
 import { mergeDrainStates, RollupAccumulator } from './merge.ts';
 import type { FromWorker, ListeningPorts, ToWorker } from './protocol.ts';
 
@@ -151,7 +152,7 @@ export class WorkerPool implements ControlledAgent {
     const { agent } = this;
     return this.request<ListeningPorts>(handle, {
       t: 'init', id: 0, push: agent.fullConfigPush(), purge: agent.purgeState, certificate: this.certificate, ports: this.ports, ticketKeys: this.ticketKeys,
-      shield: agent.shield.map,
+      shield: agent.shield.map, challengeSecret: challengeSecret(),
     }, TIMEOUTS.init).then(
       (ports) => {
         if (this.ports.http === 0) this.ports = ports;

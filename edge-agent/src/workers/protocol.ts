@@ -20,6 +20,8 @@ export type ToWorker =
   | {
     t: 'init'; id: number; push: ConfigPush | null; purge: PurgeState; certificate: CertificatePair | null; ports: { http: number; https: number | null };
     ticketKeys: Buffer; shield: ShieldMapUpdate;
+    /** The agent's IP-rule challenge secret: a cookie one worker set passes at every worker. */
+    challengeSecret: Buffer;
   }
   | { t: 'shield'; map: ShieldMapUpdate }
   | { t: 'prepare'; id: number; push: ConfigPush }

@@ -15,6 +15,7 @@ import { EdgeAgent, type PreparedConfig } from '../agent.ts';
 import { agentLogger, agentOptions } from '../agent-options.ts';
 import { loadConfig } from '../config.ts';
 import { DefaultCertificate } from '../tls/certificates.ts';
+import { useChallengeSecret } from '../policy/challenge.ts';
 import type { FromWorker, ToWorker } from './protocol.ts';
 
 if (!cluster.isWorker) throw new Error('workers/worker.ts runs as a worker of the agent\'s primary process');
@@ -54,6 +55,7 @@ let stopping = false;
 async function handle(msg: ToWorker): Promise<void> {
   switch (msg.t) {
     case 'init': {
+      useChallengeSecret(msg.challengeSecret);
       if (msg.push !== null) agent.applyConfigPush(msg.push);
       agent.adoptPurgeState(msg.purge);
       agent.applyShieldMap(msg.shield);
