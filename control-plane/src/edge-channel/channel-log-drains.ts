@@ -13,7 +13,7 @@ import type { Heartbeat } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { executeBound, recordset } from '../db/bulk.ts';
 import { UUID, agentText, msDate, safeNumber, type ChannelContext, type Feed } from './channel-feed.ts';
 import type { AgentStream } from './channel-stream.ts';
-import type { ChannelWriter, FleetChange, PartBatch, WriterPart } from './channel-writer.ts';
+import { LatestPerNode } from './channel-latest.ts';
 import { ONLINE } from './nodes-service.ts';
 
 /** At most this many drain states are taken from one heartbeat. */
@@ -35,52 +35,19 @@ export interface DrainNodeState {
   reported_at: Date;
 }
 
-class DrainStateBuffer implements WriterPart {
-  readonly #writer: ChannelWriter;
-  #states = new Map<string, DrainNodeState>();
-
-  constructor(writer: ChannelWriter) {
-    this.#writer = writer;
-    writer.add(this);
+/** Writes the states taken and refreshes the drains they touched and those the nodes gone offline reported. */
+async function writeDrainStates(em: EntityManager, states: readonly DrainNodeState[], offline: readonly string[], now: Date): Promise<void> {
+  const drains = new Set<string>();
+  if (states.length) for (const id of await writeStates(em, states)) drains.add(id);
+  if (offline.length) {
+    const rows = await em.execute<{ drain_id: string }[]>(`select distinct drain_id from cdn_log_drain_node where node_id in (select value::uuid from jsonb_array_elements_text(?::jsonb))`, [JSON.stringify(offline)]);
+    for (const r of rows) drains.add(r.drain_id);
   }
-
-  get urgent(): boolean {
-    return false;
-  }
-
-  get routine(): boolean {
-    return this.#states.size > 0;
-  }
-
-  add(state: DrainNodeState): void {
-    this.#states.set(`${state.drain_id}|${state.node_id}`, state);
-    this.#writer.later();
-  }
-
-  take(routine: boolean, fleet: FleetChange): PartBatch | null {
-    const states = routine ? [...this.#states.values()] : [];
-    if (!states.length && !fleet.offline.length) return null;
-    if (routine) this.#states = new Map();
-    return {
-      write: async (em, now) => {
-        const drains = new Set<string>();
-        if (states.length) for (const id of await writeStates(em, states)) drains.add(id);
-        if (fleet.offline.length) {
-          const rows = await em.execute<{ drain_id: string }[]>(`select distinct drain_id from cdn_log_drain_node where node_id in (select value::uuid from jsonb_array_elements_text(?::jsonb))`, [JSON.stringify(fleet.offline)]);
-          for (const r of rows) drains.add(r.drain_id);
-        }
-        if (drains.size) await refreshDrains(em, [...drains], now);
-      },
-      putBack: () => {
-        for (const s of states) if (!this.#states.has(`${s.drain_id}|${s.node_id}`)) this.#states.set(`${s.drain_id}|${s.node_id}`, s);
-        if (states.length) this.#writer.later();
-      },
-    };
-  }
+  if (drains.size) await refreshDrains(em, [...drains], now);
 }
 
 /** Upserts the states (drains and nodes that do not exist are skipped); returns the drains touched. */
-async function writeStates(em: EntityManager, states: DrainNodeState[]): Promise<string[]> {
+async function writeStates(em: EntityManager, states: readonly DrainNodeState[]): Promise<string[]> {
   const rows = await executeBound<{ drain_id: string }>(em,
     `insert into cdn_log_drain_node (drain_id, node_id, status, last_error, records_shipped, records_dropped, batches_sent, buffered_bytes, last_delivered_at, reported_at)
      select x.drain_id, x.node_id, x.status, x.last_error, x.records_shipped, x.records_dropped, x.batches_sent, x.buffered_bytes, x.last_delivered_at, x.reported_at
@@ -134,11 +101,11 @@ export async function refreshDrains(em: EntityManager, drainIds: readonly string
 export class LogDrainFeed implements Feed<Map<string, { signature: string; at: number }>> {
   readonly name = 'log drain delivery';
   readonly #context: ChannelContext;
-  readonly #states: DrainStateBuffer;
+  readonly #states: LatestPerNode<DrainNodeState>;
 
   constructor(context: ChannelContext) {
     this.#context = context;
-    this.#states = new DrainStateBuffer(context.writer);
+    this.#states = new LatestPerNode(context.writer, (s) => `${s.drain_id}|${s.node_id}`, writeDrainStates);
   }
 
   /** Per stream: what was last written of each drain's state (its signature and when). */

@@ -12,7 +12,7 @@ import type { OriginHealthReading } from '../cdn/services.ts';
 import { executeBound, recordset } from '../db/bulk.ts';
 import { UUID, agentText, msDate, type ChannelContext, type Feed } from './channel-feed.ts';
 import type { AgentStream } from './channel-stream.ts';
-import type { ChannelWriter, FleetChange, PartBatch, WriterPart } from './channel-writer.ts';
+import { LatestPerNode } from './channel-latest.ts';
 import { originsReportedBy, refreshOriginStatus } from './nodes-service.ts';
 
 /** At most this many origin probes are taken from one heartbeat. */
@@ -25,48 +25,14 @@ export interface OriginProbe extends OriginHealthReading {
   node_id: string;
 }
 
-/** Probes buffered in the channel's writer until its heartbeat-rate flush; the origins of nodes gone offline are re-aggregated. */
-class OriginProbeBuffer implements WriterPart {
-  readonly #writer: ChannelWriter;
-  #probes = new Map<string, OriginProbe>();
-
-  constructor(writer: ChannelWriter) {
-    this.#writer = writer;
-    writer.add(this);
-  }
-
-  get urgent(): boolean {
-    return false;
-  }
-
-  get routine(): boolean {
-    return this.#probes.size > 0;
-  }
-
-  add(probe: OriginProbe): void {
-    this.#probes.set(`${probe.origin_id}|${probe.node_id}`, probe);
-    this.#writer.later();
-  }
-
-  take(routine: boolean, fleet: FleetChange): PartBatch | null {
-    const probes = routine ? [...this.#probes.values()] : [];
-    if (!probes.length && !fleet.offline.length) return null;
-    if (routine) this.#probes = new Map();
-    return {
-      write: async (em, _now) => {
-        if (probes.length) await writeProbes(em, probes);
-        if (fleet.offline.length) await refreshOriginStatus(em, await originsReportedBy(em, fleet.offline));
-      },
-      putBack: () => {
-        for (const p of probes) if (!this.#probes.has(`${p.origin_id}|${p.node_id}`)) this.#probes.set(`${p.origin_id}|${p.node_id}`, p);
-        if (probes.length) this.#writer.later();
-      },
-    };
-  }
+/** Writes the probes taken; the origins the nodes gone offline reported are re-aggregated. */
+async function writeOriginProbes(em: EntityManager, probes: readonly OriginProbe[], offline: readonly string[]): Promise<void> {
+  if (probes.length) await writeProbes(em, probes);
+  if (offline.length) await refreshOriginStatus(em, await originsReportedBy(em, offline));
 }
 
 /** Upserts the probes (unknown origins and nodes skipped) and refreshes the status of the origins they touched. */
-async function writeProbes(em: EntityManager, probes: OriginProbe[]): Promise<void> {
+async function writeProbes(em: EntityManager, probes: readonly OriginProbe[]): Promise<void> {
   const rows = await executeBound<{ origin_id: string }>(em,
     `insert into cdn_origin_health (origin_id, node_id, status, latency_ms, last_success_at, last_failure_at, failure_reason, consecutive_failures, checked_at)
      select x.origin_id, x.node_id, x.status, x.latency_ms, x.last_success_at, x.last_failure_at, x.failure_reason, x.consecutive_failures, x.checked_at
@@ -88,11 +54,11 @@ async function writeProbes(em: EntityManager, probes: OriginProbe[]): Promise<vo
 export class OriginHealthFeed implements Feed<undefined> {
   readonly name = 'origin health';
   readonly #context: ChannelContext;
-  readonly #probes: OriginProbeBuffer;
+  readonly #probes: LatestPerNode<OriginProbe>;
 
   constructor(context: ChannelContext) {
     this.#context = context;
-    this.#probes = new OriginProbeBuffer(context.writer);
+    this.#probes = new LatestPerNode(context.writer, (p) => `${p.origin_id}|${p.node_id}`, writeOriginProbes);
   }
 
   attach(): undefined {
