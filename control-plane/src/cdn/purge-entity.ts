@@ -33,6 +33,10 @@ export const PurgeRequestSchema = defineEntity({
     // The caller's user id (no foreign key: the record outlives an erased account, whose row stays as a tombstone).
     submitted_by: p.uuid().nullable(),
     completed_at: p.datetime().nullable(),
+    // The submission's Idempotency-Key (caller and key hash) and request fingerprint, claimed by the insert itself
+    // (migration 0047); honoured for 24 hours. Not part of the record.
+    idempotency_key: p.text().nullable().unique('cdn_purge_request_idempotency_key_key'),
+    request_fingerprint: p.text().nullable(),
     created_at: p.datetime().onCreate(() => new Date()),
     updated_at: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
   },

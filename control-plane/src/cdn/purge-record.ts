@@ -38,7 +38,11 @@ export const purgeRecord = z.object({
   created_at: timestamp(),
   updated_at: timestamp(),
 });
-export const presentPurge = (p: PurgeRequest | StoredPurge) => ({ ...p, distribution_id: 'distribution' in p ? idOf(p.distribution) : p.distribution_id, type: p.purge_type });
+export const presentPurge = (p: PurgeRequest | StoredPurge) => {
+  // The submission's idempotency claim (purge-service.ts) is not part of the record.
+  const { idempotency_key: _key, request_fingerprint: _fingerprint, ...record } = p as PurgeRequest & StoredPurge;
+  return { ...record, distribution_id: 'distribution' in p ? idOf(p.distribution) : p.distribution_id, type: p.purge_type };
+};
 
 const FORBIDDEN_IN_PATH = /[\s\u0000-\u001f\u007f]/;
 

@@ -17,17 +17,18 @@ import { defineCdnRoute as defineRoute } from './services.ts';
 const tags = ['CDN: purge'];
 export const PURGES_PER_MINUTE = 120;
 const purgeAccess = { permission: 'cdn.purge' } as const;
-const rateLimits = [{ name: 'cdn-purge', limit: PURGES_PER_MINUTE, windowSeconds: 60, by: 'caller' as const }];
+const rateLimits = [{ name: 'cdn-purge', limit: PURGES_PER_MINUTE, windowSeconds: 60, by: 'caller' as const, leased: true }];
 const rules = 'purge_type is required (`type` is its deprecated alias; both sent and different → 400). path and wildcard purges need `paths` '
   + '(1..500 absolute paths of at most 2048 characters, applying to every hostname of the endpoint; wildcard paths are globs) and refuse `tags`; tag purges need '
   + '`tags` (1..100 of at most 256 characters) and refuse `paths`; all takes neither. Answers 202 with the request `pending`: the edge nodes apply it '
   + `asynchronously in sequence order (poll GET /v1/cdn/purge/{purge_id}). At most ${PURGES_PER_MINUTE} submissions per caller and minute. Audit-logged.`;
-const accepted = (purge: Awaited<ReturnType<typeof submitPurge>>) => reply.accepted(presentPurge(purge), { location: `/v1/cdn/purge/${purge.id}` });
+const accepted = ({ purge, replayed }: Awaited<ReturnType<typeof submitPurge>>) =>
+  reply.accepted(presentPurge(purge), { location: `/v1/cdn/purge/${purge.id}`, ...(replayed ? { 'idempotent-replayed': 'true' } : {}) });
 const historyQuery = pageQuery({ status: z.enum(WORK_STATUSES).optional(), type: z.enum(PURGE_TYPES).optional() });
 const presentPage = (found: { items: Parameters<typeof presentPurge>[0][]; meta: any }) => ({ items: found.items.map(presentPurge), meta: found.meta });
 
 const submitTopLevel = defineRoute({
-  method: 'post', path: '/v1/cdn/cache/purge', tags, access: purgeAccess, idempotent: true, rateLimits,
+  method: 'post', path: '/v1/cdn/cache/purge', tags, access: purgeAccess, idempotent: 'statement', rateLimits,
   summary: 'Submit a purge',
   description: 'distribution_id names the distribution (endpoint) to purge. Without it, path and wildcard purges may give full URLs in paths '
     + '(`https://<host>/path`, a query may follow for path purges): the distribution is the endpoint serving their host, its hostname or a validated custom '
@@ -35,18 +36,18 @@ const submitTopLevel = defineRoute({
     + `nor URLs (plain paths, tags, or all) the purge applies to every endpoint, and its distribution_id reads null. ${rules}`,
   body: topLevelPurgeBody,
   responses: { 202: bare(purgeRecord) },
-  async handler({ body, rc, app }) {
-    return accepted(await submitTopLevelPurge(app, rc, body));
+  async handler({ body, rc, app, idempotency }) {
+    return accepted(await submitTopLevelPurge(app, rc, body, idempotency));
   },
 });
 
 const submitForEndpoint = defineRoute({
-  method: 'post', path: '/v1/cdn/endpoints/:id/purge', tags, access: purgeAccess, idempotent: true, rateLimits,
+  method: 'post', path: '/v1/cdn/endpoints/:id/purge', tags, access: purgeAccess, idempotent: 'statement', rateLimits,
   summary: 'Submit a purge for an endpoint', description: `${rules} \`/v1/cdn/distributions/{id}/purge\` answers alike.`,
   params: idParams, body: purgeBody,
   responses: { 202: bare(purgeRecord) },
-  async handler({ params, body, rc, app }) {
-    return accepted(await submitPurge(app, rc, params.id, body));
+  async handler({ params, body, rc, app, idempotency }) {
+    return accepted(await submitPurge(app, rc, params.id, body, idempotency));
   },
 });
 

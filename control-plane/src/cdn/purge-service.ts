@@ -19,8 +19,10 @@
 // statement, one round trip, committed on its own.
 import { randomUUID } from 'node:crypto';
 import { AUDIT_COLUMNS, auditParameter, auditSelect } from '../audit/audit.ts';
-import type { RequestContext } from '../core/request-context.ts';
-import { found, notFound, validationError, type FieldError } from '../http/errors.ts';
+import { statementsOf, type RequestContext } from '../core/request-context.ts';
+import { ApiError, found, notFound, validationError, type FieldError } from '../http/errors.ts';
+import { REPLAY_WINDOW_MS } from '../http/idempotency.ts';
+import type { StatementIdempotency } from '../http/route.ts';
 import { announce, PURGE_SUBMITTED_CHANNEL, type PurgeAnnouncement } from './announcements.ts';
 import { findEndpoint } from './endpoint-service.ts';
 import { listResources, type ListOptions } from './fields.ts';
@@ -37,23 +39,81 @@ const MAX_ANNOUNCED_BYTES = 64 * 1024;
  * The statement: the sequence is drawn after the lock is taken (nextval is evaluated per joined row,
  * and `locked` yields its row once pg_advisory_xact_lock returns), and the lock is held until the
  * statement's own transaction commits, so purges commit in sequence order. No endpoint: no row, no
- * sequence drawn. `edge_nodes_total` is the nodes the purge goes to now (cdnPurgeTargets).
+ * sequence drawn. `edge_nodes_total` is the nodes the purge goes to now (cdnPurgeTargets). The row
+ * claims the submission's Idempotency-Key (null without one): a key already held stores nothing and
+ * draws no number (a duplicate that committed while this one waited for the lock is not in the
+ * statement's snapshot: then the insert does nothing on the key's unique index, and its number is skipped).
  */
 const submitSql = (targets: string, everyEndpoint: boolean) => `
   with locked as (select pg_advisory_xact_lock(${PURGE_SEQUENCE_LOCK})),
-  endpoint as (${everyEndpoint ? 'select ?::uuid as id' : 'select id from cdn_endpoint where id = ?'}),
+  endpoint as (${everyEndpoint ? 'select ?::uuid as id where' : 'select id from cdn_endpoint where id = ? and'}
+    not exists (select 1 from cdn_purge_request where idempotency_key = ?)),
   stored as (
     insert into cdn_purge_request (id, distribution_id, sequence, purge_type, paths, tags, status, edge_nodes_total, edge_nodes_completed, submitted_by,
-      completed_at, created_at, updated_at)
-    select ?, endpoint.id, nextval('cdn_purge_sequence'), ?, ?::jsonb, ?::jsonb, 'pending', ${targets}, 0, ?, null, ?, ?
+      completed_at, created_at, updated_at, idempotency_key, request_fingerprint)
+    select ?, endpoint.id, nextval('cdn_purge_sequence'), ?, ?::jsonb, ?::jsonb, 'pending', ${targets}, 0, ?, null, ?, ?, ?, ?
     from locked, endpoint
+    on conflict (idempotency_key) do nothing
     returning id, distribution_id, sequence::text as sequence, purge_type, paths, tags, edge_nodes_total
   ),
   audited as (insert into audit_log (${AUDIT_COLUMNS}) ${auditSelect({ also: 'stored', metadata: `jsonb_build_object('sequence', stored.sequence::bigint)` })})
   select * from stored`;
 
-/** Submits a purge of one endpoint, or of every endpoint (`endpointId` null). */
-export async function submitPurge(services: Pick<CdnServices, 'store' | 'clock' | 'cdnPurgeTargets'>, rc: RequestContext, endpointId: string | null, input: PurgeInput): Promise<StoredPurge> {
+/** A purge submitted, or (`replayed`) the one an earlier submission with the same Idempotency-Key stored. */
+export interface SubmittedPurge {
+  purge: StoredPurge;
+  replayed: boolean;
+}
+
+/**
+ * The purge an earlier submission stored under `idempotency` (within REPLAY_WINDOW_MS), as that submission answered it
+ * (pending, no node done yet; edge_nodes_total as stored now); IDEMPOTENCY_KEY_REUSED for another request. null: no live
+ * purge holds the key; RELEASED: the one holding it was past the window and let it go, so the key can be used again.
+ */
+const RELEASED = Symbol('released');
+
+async function claimedPurge(services: Pick<CdnServices, 'clock' | 'db'>, rc: RequestContext, idempotency: StatementIdempotency): Promise<StoredPurge | typeof RELEASED | null> {
+  const statements = statementsOf(rc, services.db);
+  const [row] = await statements.execute<{ id: string; distribution_id: string | null; sequence: string; purge_type: PurgeType; paths: string[]; tags: string[];
+    edge_nodes_total: number; submitted_by: string | null; created_at: Date; request_fingerprint: string | null }[]>(
+    `select id, distribution_id, sequence::text as sequence, purge_type, paths, tags, edge_nodes_total, submitted_by, created_at, request_fingerprint
+     from cdn_purge_request where idempotency_key = ?`, [idempotency.key]);
+  if (!row) return null;
+  const createdAt = new Date(row.created_at);
+  if (createdAt.getTime() <= services.clock.now().getTime() - REPLAY_WINDOW_MS) {
+    await statements.execute(`update cdn_purge_request set idempotency_key = null, request_fingerprint = null where idempotency_key = ? and id = ?`, [idempotency.key, row.id]);
+    return RELEASED;
+  }
+  if (row.request_fingerprint !== idempotency.fingerprint) throw new ApiError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was used with a different request');
+  return {
+    id: row.id, distribution_id: row.distribution_id, sequence: Number(row.sequence), purge_type: row.purge_type, paths: row.paths, tags: row.tags,
+    status: 'pending', edge_nodes_total: row.edge_nodes_total, edge_nodes_completed: 0, submitted_by: row.submitted_by, completed_at: null,
+    created_at: createdAt, updated_at: createdAt,
+  };
+}
+
+/**
+ * Submits a purge of one endpoint, or of every endpoint (`endpointId` null). With an Idempotency-Key the purge row
+ * claims it in the same statement (its unique idempotency_key): a second submission with the key stores nothing and is
+ * answered the first one's purge (or IDEMPOTENCY_KEY_REUSED for another request); a concurrent one waits for the
+ * first's commit on the sequence lock and the key's index entry.
+ */
+export async function submitPurge(services: Pick<CdnServices, 'store' | 'clock' | 'cdnPurgeTargets' | 'db'>, rc: RequestContext, endpointId: string | null, input: PurgeInput,
+  idempotency?: StatementIdempotency): Promise<SubmittedPurge> {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const purge = await storePurge(services, rc, endpointId, input, idempotency);
+    if (purge) return { purge, replayed: false };
+    if (!idempotency) break;
+    const earlier = await claimedPurge(services, rc, idempotency);
+    if (earlier === null) break; // no purge holds the key: the endpoint is missing
+    if (earlier !== RELEASED) return { purge: earlier, replayed: true };
+    // The claim was past its window and is released: the submission runs again.
+  }
+  throw notFound('Endpoint');
+}
+
+async function storePurge(services: Pick<CdnServices, 'store' | 'clock' | 'cdnPurgeTargets' | 'db'>, rc: RequestContext, endpointId: string | null, input: PurgeInput,
+  idempotency: StatementIdempotency | undefined): Promise<StoredPurge | null> {
   const purgeType = (input.purge_type ?? input.type) as PurgeType;
   const id = randomUUID();
   const paths = input.paths ?? [];
@@ -63,11 +123,12 @@ export async function submitPurge(services: Pick<CdnServices, 'store' | 'clock' 
     action: 'purge.submitted', resource_type: 'purge_request', resource_id: id,
     metadata: { distribution_id: endpointId, purge_type: purgeType, paths: paths.length, tags: tags.length },
   }, now);
-  const [row] = await rc.em.execute<{ id: string; distribution_id: string | null; sequence: string; purge_type: PurgeType; paths: string[]; tags: string[]; edge_nodes_total: number }[]>(
+  // A raw statement on the pool (or the caller's transaction): no entity manager forked for it.
+  const [row] = await statementsOf(rc, services.db).execute<{ id: string; distribution_id: string | null; sequence: string; purge_type: PurgeType; paths: string[]; tags: string[]; edge_nodes_total: number }[]>(
     submitSql(services.cdnPurgeTargets ?? '0', endpointId === null),
-    [endpointId, id, purgeType, JSON.stringify(paths), JSON.stringify(tags), rc.actor?.id ?? null, now, now, audit],
+    [endpointId, idempotency?.key ?? null, id, purgeType, JSON.stringify(paths), JSON.stringify(tags), rc.actor?.id ?? null, now, now, idempotency?.key ?? null, idempotency?.fingerprint ?? null, audit],
   );
-  if (!row) throw notFound('Endpoint');
+  if (!row) return null;
   const stored: StoredPurge = {
     id: row.id, distribution_id: row.distribution_id, sequence: Number(row.sequence), purge_type: row.purge_type, paths: row.paths, tags: row.tags,
     status: 'pending', edge_nodes_total: row.edge_nodes_total, edge_nodes_completed: 0, submitted_by: rc.actor?.id ?? null, completed_at: null,
@@ -85,10 +146,11 @@ export async function submitPurge(services: Pick<CdnServices, 'store' | 'clock' 
  * with neither, every endpoint. Full URLs are stored as their path and query. An unknown host, or hosts of
  * several endpoints, is a 400 naming the path.
  */
-export async function submitTopLevelPurge(services: Pick<CdnServices, 'store' | 'clock' | 'cdnPurgeTargets'>, rc: RequestContext, body: TopLevelPurgeInput): Promise<StoredPurge> {
+export async function submitTopLevelPurge(services: Pick<CdnServices, 'store' | 'clock' | 'cdnPurgeTargets' | 'db'>, rc: RequestContext, body: TopLevelPurgeInput,
+  idempotency?: StatementIdempotency): Promise<SubmittedPurge> {
   const { distribution_id: named, ...input } = body;
   const urls = (input.paths ?? []).map(purgeUrl);
-  if (!urls.length || urls[0] === null) return submitPurge(services, rc, named ?? null, input);
+  if (!urls.length || urls[0] === null) return submitPurge(services, rc, named ?? null, input, idempotency);
   const hosts = [...new Set(urls.map((u) => u!.hostname.toLowerCase().replace(/\.$/, '')))];
   const rows = await rc.em.execute<{ host: string; endpoint_id: string }[]>(
     `select hostname as host, id as endpoint_id from cdn_endpoint where hostname = any(array(select jsonb_array_elements_text(?::jsonb)))
@@ -108,7 +170,7 @@ export async function submitTopLevelPurge(services: Pick<CdnServices, 'store' | 
   });
   if (problems.length) throw validationError(problems);
   const paths = urls.map((u) => (input.purge_type ?? input.type) === 'wildcard' ? u!.pathname : u!.pathname + u!.search);
-  return submitPurge(services, rc, endpointId, { ...input, paths });
+  return submitPurge(services, rc, endpointId, { ...input, paths }, idempotency);
 }
 
 export async function findPurge(rc: RequestContext, id: string): Promise<PurgeRequest> {

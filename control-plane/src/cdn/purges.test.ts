@@ -191,6 +191,50 @@ t.test('Idempotency-Key: a replay returns the original request; a different body
   t.same(await purgeRows(), before);
 });
 
+t.test('Idempotency-Key is claimed by the purge row: a replay after the purge moved on still answers the original 202; no sequence number is drawn for it', async (t) => {
+  const headers = { 'idempotency-key': crypto.randomUUID() };
+  const first = await send(operator, 'POST', '/v1/cdn/cache/purge', { distribution_id: endpoint.id, purge_type: 'all' }, headers);
+  t.equal(first.status, 202, first.text);
+  await query(cp, `update cdn_purge_request set status = 'completed', completed_at = now(), updated_at = now() where id = ?`, [first.body.id]);
+  const [{ last }] = await query<{ last: string }>(cp, `select last_value::text as last from cdn_purge_sequence`) as [{ last: string }];
+  const replay = await send(operator, 'POST', '/v1/cdn/cache/purge', { distribution_id: endpoint.id, purge_type: 'all' }, headers);
+  t.equal(replay.status, 202);
+  t.same(replay.body, first.body, 'as it was answered: pending');
+  t.equal(replay.headers.get('location'), `/v1/cdn/purge/${first.body.id}`);
+  t.equal(replay.headers.get('idempotent-replayed'), 'true');
+  t.equal((await query<{ last: string }>(cp, `select last_value::text as last from cdn_purge_sequence`))[0]!.last, last, 'no number drawn');
+  const other = await send(admin, 'POST', '/v1/cdn/cache/purge', { distribution_id: endpoint.id, purge_type: 'all' }, headers);
+  t.equal(other.status, 202, 'keys are per caller');
+  t.not(other.body.id, first.body.id);
+  t.notOk(Object.keys(first.body).some((k) => k.includes('idempotency') || k.includes('fingerprint')), 'the claim is not part of the record');
+  t.notOk(Object.keys((await send(viewer, 'GET', `/v1/cdn/purge/${first.body.id}`)).body).some((k) => k.includes('idempotency') || k.includes('fingerprint')));
+});
+
+t.test('Idempotency-Key: concurrent duplicates store one purge, one audit entry, and all answer it', async (t) => {
+  const headers = { 'idempotency-key': crypto.randomUUID() };
+  const before = await purgeRows();
+  const results = await Promise.all(Array.from({ length: 6 }, () => send(operator, 'POST', `/v1/cdn/endpoints/${endpoint.id}/purge`, { purge_type: 'all' }, headers)));
+  t.same(results.map((r) => r.status), [202, 202, 202, 202, 202, 202]);
+  t.equal(new Set(results.map((r) => r.body.id)).size, 1, 'one purge');
+  t.equal(results.filter((r) => r.headers.get('idempotent-replayed') === 'true').length, 5);
+  const after = await purgeRows();
+  t.equal(after.purges.length, before.purges.length + 1);
+  t.equal(after.audit, before.audit + 1);
+});
+
+t.test('Idempotency-Key: a 404 is not recorded under the key, and a claim older than 24 hours is released', async (t) => {
+  const headers = { 'idempotency-key': crypto.randomUUID() };
+  t.equal((await send(operator, 'POST', '/v1/cdn/cache/purge', { distribution_id: crypto.randomUUID(), purge_type: 'all' }, headers)).status, 404);
+  const first = await send(operator, 'POST', '/v1/cdn/cache/purge', { distribution_id: endpoint.id, purge_type: 'all' }, headers);
+  t.equal(first.status, 202, 'the corrected request with the key runs');
+  t.equal(first.headers.get('idempotent-replayed'), null);
+  await query(cp, `update cdn_purge_request set created_at = created_at - interval '25 hours' where id = ?`, [first.body.id]);
+  const again = await send(operator, 'POST', '/v1/cdn/cache/purge', { distribution_id: endpoint.id, purge_type: 'tag', tags: ['x'] }, headers);
+  t.equal(again.status, 202, again.text);
+  t.not(again.body.id, first.body.id, 'a new purge');
+  t.equal((await query(cp, `select 1 from cdn_purge_request where id = ? and idempotency_key is null`, [first.body.id])).length, 1, 'the old purge let the key go');
+});
+
 t.test(`each caller may submit ${PURGES_PER_MINUTE} purges a minute, then 429 with Retry-After; others are not affected`, async (t) => {
   const busy = await createLoggedInUser(cp, { roles: ['operator'] });
   for (let i = 0; i < PURGES_PER_MINUTE; i++) await cp.app.store.incrWindow(`rl:cdn-purge:user:${busy.id}`, 60_000);

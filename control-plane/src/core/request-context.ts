@@ -97,6 +97,20 @@ export function afterCommit(rc: RequestContext, task: () => void): void {
   else task();
 }
 
+/** What runs a raw statement (an entity manager, or the pool's connection). */
+export interface StatementRunner {
+  execute<T = unknown>(sql: string, params?: unknown[]): Promise<T>;
+}
+
+/**
+ * Where rc's raw statements run: the transaction's entity manager inside inTransaction, else straight on the pool
+ * (`db`), committed on their own, without forking an entity manager for the request (a hot path that never loads an
+ * entity).
+ */
+export function statementsOf(rc: RequestContext, db: { orm: { em: { getConnection(): { execute(sql: string, params?: unknown[]): Promise<unknown> } } } }): StatementRunner {
+  return (commitTasks.has(rc) ? rc.em : db.orm.em.getConnection()) as StatementRunner;
+}
+
 /**
  * Runs `work` in one database transaction, with a context whose `em` is the
  * transaction's: every change the work makes through `rc.em` — entities,

@@ -9,7 +9,7 @@ import { ApiError } from './errors.ts';
 import { errorBody } from './error-handler.ts';
 import type { SentReply } from './route.ts';
 
-const REPLAY_WINDOW_MS = 24 * 60 * 60 * 1000;
+export const REPLAY_WINDOW_MS = 24 * 60 * 60 * 1000;
 // A claim outlives no crash by long: after this the key can be used again.
 const CLAIM_MS = 60_000;
 
@@ -59,9 +59,14 @@ export interface IdempotentRequest {
   abandon(): Promise<void>;
 }
 
+/** Where the key of `caller` is kept: the caller and the key's hash (also the key a route claiming it in its own statement stores). */
+export function idempotencyStoreKey(caller: string, key: string): string {
+  return `${caller}:${createHash('sha256').update(key).digest('base64url')}`;
+}
+
 export function beginIdempotency(options: IdempotencyOptions): IdempotentRequest {
   const { store, fingerprint } = options;
-  const storeKey = `idem:${options.caller}:${createHash('sha256').update(options.key).digest('base64url')}`;
+  const storeKey = `idem:${idempotencyStoreKey(options.caller, options.key)}`;
   const running = JSON.stringify({ state: 'running', fingerprint } satisfies IdempotencyRecord);
   const claim = () => store.set(storeKey, running, { ttlMs: CLAIM_MS, onlyIfAbsent: true });
   const first = claim();

@@ -56,6 +56,12 @@ export interface RateLimitRule<S = any> {
    * from `app`). undefined: the rule does not apply to this request.
    */
   by: 'ip' | 'caller' | ((input: RouteInput & { ctx: Context; app: S }) => string | undefined);
+  /**
+   * Taken from the shared store in blocks (a tenth of the limit) that this replica spends locally (rate-limit.ts,
+   * RateLimitLeases): a round trip per block instead of per request, for hot routes with a large budget. The limit
+   * holds across replicas; units a replica leased and did not spend are lost to the caller until the window ends.
+   */
+  leased?: boolean;
 }
 
 // ---- replies ----------------------------------------------------------------
@@ -228,6 +234,17 @@ export interface HandlerInput<P, Q, B, S> {
   app: S;
   /** Koa's context, for what only HTTP has (cookies, response headers); services never receive it. */
   ctx: Context;
+  /**
+   * The request's Idempotency-Key on a route that claims it itself (`idempotent: 'statement'`), absent without the header:
+   * `key` is the caller and the key's hash, `fingerprint` the request's (method, path, body).
+   */
+  idempotency?: StatementIdempotency;
+}
+
+/** An Idempotency-Key the handler claims in the statement that makes its change (see RouteDefinition.idempotent). */
+export interface StatementIdempotency {
+  key: string;
+  fingerprint: string;
 }
 
 type Schema = z.ZodType;
@@ -253,8 +270,12 @@ export interface RouteDefinition<S = any, P extends Schema | undefined = any, Q 
   errors?: ErrorCode[];
   /** Request headers the operation reads beyond the standard ones (listed in OpenAPI), e.g. X-Profile-Token. */
   headers?: readonly HeaderParameter[];
-  /** Honour the Idempotency-Key header (DESIGN.md §4). */
-  idempotent?: boolean;
+  /**
+   * Honour the Idempotency-Key header (DESIGN.md §4): true claims the key in the shared store around the handler;
+   * 'statement' hands it to the handler (`idempotency`), which claims it in the statement that makes its change (one
+   * round trip for both; the purge submissions) and answers a replay or IDEMPOTENCY_KEY_REUSED itself.
+   */
+  idempotent?: boolean | 'statement';
   /**
    * The route updates a versioned resource: loads its current state so the
    * router can compare If-Match (412 before the handler runs). The handler's

@@ -17,10 +17,10 @@ import { OptimisticLockError } from '@mikro-orm/core';
 import { z } from 'zod';
 import { ApiError, ContractViolation, type FieldError } from './errors.ts';
 import { assertIfMatch, ifNoneMatchHits } from './etag.ts';
-import { beginIdempotency, requestFingerprint, type IdempotentRequest } from './idempotency.ts';
-import { enforceRateLimit, rateLimitHeaders } from './rate-limit.ts';
+import { beginIdempotency, idempotencyStoreKey, requestFingerprint, type IdempotentRequest } from './idempotency.ts';
+import { enforceRateLimit, rateLimitHeaders, rateLimitLeases } from './rate-limit.ts';
 import type { RequestState } from './request-state.ts';
-import { Reply, type HttpMethod, type MultipartSpec, type Responses, type ResponseSpec, type RouteDefinition, type SentReply, type UploadedFile } from './route.ts';
+import { Reply, type HttpMethod, type StatementIdempotency, type MultipartSpec, type Responses, type ResponseSpec, type RouteDefinition, type SentReply, type UploadedFile } from './route.ts';
 import { idempotencyKeyHeader } from './schemas.ts';
 import { parseJsonBody } from './json-body.ts';
 import type { AccessControl, HttpServices } from './services.ts';
@@ -204,6 +204,7 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
   const checksPermission = typeof route.access === 'object';
   const authorizesFirst = typeof route.access === 'object' && route.access.resourceId === undefined;
   const uploads = route.multipart !== undefined;
+  const claimedInStatement = route.idempotent === 'statement';
 
   return async (ctx, params) => {
     const rc = ctx.state as RequestState;
@@ -223,12 +224,13 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
     // both), and given back if the request is refused before its handler runs.
     const idempotencyKey = route.idempotent ? ctx.get('idempotency-key') : '';
     let idempotent: IdempotentRequest | undefined;
+    let idempotency: StatementIdempotency | undefined;
     if (idempotencyKey) {
       const parsed = idempotencyKeyHeader.safeParse(idempotencyKey);
       if (!parsed.success) throw new ApiError('VALIDATION_ERROR', undefined, { errors: issuesToFieldErrors(parsed.error.issues, 'Idempotency-Key') });
-      idempotent = beginIdempotency({
-        store: app.store, caller: callerKey(ctx), key: parsed.data, requestId: rc.requestId, fingerprint: requestFingerprint(ctx.method, ctx.path, requestBody),
-      });
+      const fingerprint = requestFingerprint(ctx.method, ctx.path, requestBody);
+      if (claimedInStatement) idempotency = { key: idempotencyStoreKey(callerKey(ctx), parsed.data), fingerprint };
+      else idempotent = beginIdempotency({ store: app.store, caller: callerKey(ctx), key: parsed.data, requestId: rc.requestId, fingerprint });
     }
     // What may still refuse the request before its handler runs: the rate limits, validation, permission, If-Match.
     const admit = async () => {
@@ -236,8 +238,12 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
         const subject = rule.by === 'ip' ? `ip:${ctx.ip}` : rule.by === 'caller' ? callerKey(ctx) : rule.by({ params, query: ctx.query, body: requestBody, ctx, app });
         if (subject === undefined) continue;
         const limit = rule.by === 'ip' ? rule.limit * app.config.RATE_LIMIT_IP_MULTIPLIER : rule.limit;
-        const result = await enforceRateLimit(app.store, `${rule.name}:${subject}`, limit, rule.windowSeconds);
-        ctx.set(rateLimitHeaders(result));
+        const result = rule.leased
+          ? await rateLimitLeases(app.store).enforce(`${rule.name}:${subject}`, limit, rule.windowSeconds)
+          : await enforceRateLimit(app.store, `${rule.name}:${subject}`, limit, rule.windowSeconds);
+        // Straight on the response: Koa's ctx.set normalises and validates each name and value first.
+        const headers = rateLimitHeaders(result);
+        for (const name in headers) ctx.res.setHeader(name, headers[name]!);
       }
       // Where the caller's identity alone decides (no resource id read from the input), a caller who may not call the
       // route is refused before anything about the input is said; otherwise the permission is checked on the validated input.
@@ -255,7 +261,7 @@ function compile<S extends HttpServices>(route: RouteDefinition<S>, app: S, acce
       throw error;
     });
 
-    const handlerInput = { ...input, files, rc, app, ctx } as never;
+    const handlerInput = { ...input, files, rc, app, ctx, idempotency } as never;
     // A write (a method that takes a body) that lost an optimistic-lock race (a concurrent writer — the edge moving an endpoint to active, a
     // token's last use — changed the record between its read and its update) runs again from the start on a
     // fresh unit of work, unless the client sent the route's If-Match: then the precondition failed (412). The

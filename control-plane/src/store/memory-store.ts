@@ -65,6 +65,16 @@ export class MemoryStore implements KeyValueStore {
     return { count: Number(entry.value), resetMs: Math.max(0, entry.expiresAt - now) };
   }
 
+  async takeWindow(key: string, windowMs: number, limit: number, want: number): Promise<WindowCount & { granted: number }> {
+    const now = Date.now();
+    let entry = this.#live(key);
+    if (!entry) this.#entries.set(key, (entry = { value: '0', expiresAt: now + windowMs }));
+    const count = Number(entry.value);
+    const granted = Math.max(0, Math.min(want, limit - count));
+    entry.value = String(count + granted);
+    return { granted, count: count + granted, resetMs: Math.max(0, entry.expiresAt - now) };
+  }
+
   async publish(channel: string, message: string): Promise<void> {
     // Each subscriber on its own: one that throws does not keep the message from the others.
     for (const listener of this.#bus.listeners(channel) as ((message: string, local: boolean) => void)[]) {

@@ -10,6 +10,16 @@ local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
 return {count, ttl}`;
 
+// Up to ARGV[3] units of a budget of ARGV[2] (never past it), on incrWindow's counter: {granted, count, ttl}.
+const TAKE_WINDOW = `
+local count = tonumber(redis.call('GET', KEYS[1]) or '0')
+local granted = math.max(0, math.min(tonumber(ARGV[3]), tonumber(ARGV[2]) - count))
+if granted > 0 then count = redis.call('INCRBY', KEYS[1], granted) end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl == -1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
+if ttl < 0 then ttl = tonumber(ARGV[1]) end
+return {granted, count, ttl}`;
+
 /**
  * Messages this store publishes travel as `\u0001<origin>\u0001<message>`: its own subscribers
  * are handed the message at once, in publish(), and skip the copy Redis echoes back, so work
@@ -17,6 +27,16 @@ return {count, ttl}`;
  * A message without the mark (another publisher) is delivered as it is.
  */
 const MARK = '\u0001';
+
+/**
+ * A store that subscribes to a channel says so on it (a marked message with this body, never delivered), so the
+ * stores publishing on it learn that another process listens. A store that knows it is the only subscriber of a
+ * channel it subscribes to (its last PUBLISH reached only itself, and no store said it subscribed since) hands its
+ * messages to its own subscribers and sends nothing to Redis: a lone replica pays no round trip, and no echo, per
+ * announcement. It publishes anyway at least every ALONE_RECHECK_MS (a subscriber that does not announce itself).
+ */
+const SUBSCRIBED = '\u0002';
+export const ALONE_RECHECK_MS = 5000;
 
 /** How long a command may wait for its reply (the connection's own; a subscriber's subscriptions have no bound). */
 export const COMMAND_TIMEOUT_MS = 5000;
@@ -57,6 +77,7 @@ export class RedisStore implements KeyValueStore {
     });
     this.#client.on('error', () => { /* reported through ping() and failing commands */ });
     this.#client.defineCommand('incrWindow', { numberOfKeys: 1, lua: INCR_WINDOW });
+    this.#client.defineCommand('takeWindow', { numberOfKeys: 1, lua: TAKE_WINDOW });
   }
 
   async get(key: string): Promise<string | null> {
@@ -89,9 +110,25 @@ export class RedisStore implements KeyValueStore {
     return { count, resetMs: ttl };
   }
 
+  async takeWindow(key: string, windowMs: number, limit: number, want: number): Promise<WindowCount & { granted: number }> {
+    const [granted, count, ttl] = await (this.#client as unknown as { takeWindow(k: string, w: number, l: number, n: number): Promise<[number, number, number]> })
+      .takeWindow(key, windowMs, limit, want);
+    return { granted, count, resetMs: ttl };
+  }
+
+  /** Channels this store subscribes to on which it knows itself alone: when its last PUBLISH there went out (performance.now()). */
+  readonly #alone = new Map<string, number>();
+
   async publish(channel: string, message: string): Promise<void> {
-    this.#deliver(this.#prefix + channel, message, true);
-    await this.#client.publish(this.#prefix + channel, `${MARK}${this.#origin}${MARK}${message}`);
+    const full = this.#prefix + channel;
+    this.#deliver(full, message, true);
+    const since = this.#alone.get(full);
+    if (since !== undefined && performance.now() - since < ALONE_RECHECK_MS) return;
+    const sentAt = performance.now();
+    const receivers = await this.#client.publish(full, `${MARK}${this.#origin}${MARK}${message}`);
+    // Only our own subscriber got it: alone there, until a store says it subscribed (or the recheck).
+    if (receivers <= 1 && this.#live && this.#handlers.has(full)) this.#alone.set(full, sentAt);
+    else this.#alone.delete(full);
   }
 
   /** Hands a message to this store's subscribers of the channel (a failing handler does not stop the others); `local`: published here. */
@@ -117,19 +154,34 @@ export class RedisStore implements KeyValueStore {
         if (end === -1) return this.#deliver(ch, wire, false);
         // Our own message came back: its subscribers here had it in publish().
         if (wire.slice(1, end) === this.#origin) return;
-        this.#deliver(ch, wire.slice(end + 1), false);
+        const body = wire.slice(end + 1);
+        // Another store subscribed: publish there again.
+        if (body === SUBSCRIBED) return void this.#alone.delete(ch);
+        this.#deliver(ch, body, false);
       });
       // Messages published while the connection is down are lost: listeners must know.
-      subscriber.on('close', () => this.#setLive(false));
+      // (Nor are stores that subscribe meanwhile heard of: publish everywhere again.)
+      subscriber.on('close', () => {
+        this.#alone.clear();
+        this.#setLive(false);
+      });
       // After a reconnect, live again only once Redis has confirmed the subscriptions
       // (listeners resynchronise then, so nothing published meanwhile is missed).
       subscriber.on('ready', () => {
         const channels = [...this.#handlers.keys()];
         if (!channels.length) return;
-        subscriber.subscribe(...channels).then(() => this.#setLive(true), () => {});
+        subscriber.subscribe(...channels).then(() => {
+          this.#setLive(true);
+          for (const channel of channels) this.#announceSubscribed(channel);
+        }, () => {});
       });
     }
     return this.#subscriber;
+  }
+
+  /** Tells the stores publishing on `channel` (full name) that this one listens there now. */
+  #announceSubscribed(channel: string): void {
+    this.#client.publish(channel, `${MARK}${this.#origin}${MARK}${SUBSCRIBED}`).catch(() => { /* they publish anyway within ALONE_RECHECK_MS */ });
   }
 
   #live = false;
@@ -176,6 +228,7 @@ export class RedisStore implements KeyValueStore {
       set = new Set();
       this.#handlers.set(full, set);
       await this.#subscriber!.subscribe(full);
+      this.#announceSubscribed(full);
     }
     this.#setLive(true);
     set.add(onMessage);

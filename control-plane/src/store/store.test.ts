@@ -7,7 +7,7 @@ import t from 'tap';
 import { detectServices } from '../../../test/support/services.ts';
 import { namespacePrefix } from './index.ts';
 import { MemoryStore } from './memory-store.ts';
-import { COMMAND_TIMEOUT_MS, RedisStore } from './redis-store.ts';
+import { ALONE_RECHECK_MS, COMMAND_TIMEOUT_MS, RedisStore } from './redis-store.ts';
 import type { KeyValueStore } from './store.ts';
 
 const { redisUrl } = await detectServices();
@@ -53,6 +53,19 @@ for (const [kind, make] of makers) {
       t.ok(b.resetMs > 0 && b.resetMs <= 200);
       await sleep(250);
       t.equal((await store.incrWindow('w', 200)).count, 1);
+    });
+
+    t.test('takeWindow takes blocks of a budget, never past it, on the counter incrWindow counts', async (t) => {
+      const results = await Promise.all(Array.from({ length: 8 }, () => store.takeWindow('lease', 10_000, 20, 3)));
+      t.same(results.map((r) => r.granted).sort((x, y) => x - y), [0, 2, 3, 3, 3, 3, 3, 3], 'six blocks of 3 and the last 2, then nothing');
+      t.equal(Math.max(...results.map((r) => r.count)), 20);
+      t.ok(results.every((r) => r.resetMs > 0 && r.resetMs <= 10_000));
+      t.equal((await store.incrWindow('lease', 10_000)).count, 21, 'the same counter');
+      t.equal((await store.takeWindow('lease', 10_000, 20, 3)).granted, 0);
+      const fresh = await store.takeWindow('lease-new', 200, 5, 3);
+      t.same([fresh.granted, fresh.count], [3, 3]);
+      t.ok(fresh.resetMs > 0 && fresh.resetMs <= 200, 'a new window expires');
+      await store.del('lease', 'lease-new');
     });
 
     t.test('concurrent increments are not lost', async (t) => {
@@ -167,6 +180,32 @@ t.test('a subscriber is told whether a message was published through its own sto
   await b.publish('chan', 'theirs');
   for (let i = 0; i < 50 && onA.length < 2; i++) await sleep(10);
   t.same(onA, [['mine', true], ['theirs', false]]);
+});
+
+t.test('a Redis store alone on a channel it subscribes to sends its messages to nobody else, until another store subscribes there', { skip: !redisUrl && 'Redis not reachable' }, async (t) => {
+  const keyPrefix = `test:${process.pid}:${Date.now()}:alone:`;
+  const a = new RedisStore(redisUrl!, { keyPrefix });
+  const b = new RedisStore(redisUrl!, { keyPrefix });
+  const raw = new Redis(redisUrl!);
+  t.teardown(async () => { await a.close(); await b.close(); raw.disconnect(); });
+  const onA: [string, boolean][] = [];
+  await a.subscribe('chan', (m, local) => onA.push([m, local]));
+  await a.publish('chan', 'first'); // reaches a's own subscriber only: a learns it is alone
+  const onRaw: string[] = [];
+  raw.on('message', (_ch: string, m: string) => onRaw.push(m));
+  await raw.subscribe(`${keyPrefix}chan`); // a listener that does not say it subscribed
+  await a.publish('chan', 'second');
+  await sleep(100);
+  t.same(onA, [['first', true], ['second', true]], 'its own subscribers have every message, at once');
+  t.same(onRaw, [], `alone, nothing went to Redis (a silent listener is found within ${ALONE_RECHECK_MS} ms)`);
+  const onB: [string, boolean][] = [];
+  await b.subscribe('chan', (m, local) => onB.push([m, local]));
+  for (let i = 0; i < 50 && onRaw.length < 1; i++) await sleep(10); // b's word that it subscribed
+  await a.publish('chan', 'third');
+  for (let i = 0; i < 50 && onB.length < 1; i++) await sleep(10);
+  t.same(onB, [['third', false]], 'the store that subscribed receives it, and not the word of subscribing');
+  t.same(onA.at(-1), ['third', true]);
+  t.equal(onA.length, 3, 'nor does a');
 });
 
 t.test('namespaces: stores of two deployments on one Redis server share no key and no channel', { skip: !redisUrl && 'Redis not reachable' }, async (t) => {

@@ -23,6 +23,11 @@ export interface KeyValueStore {
   exists(key: string): Promise<boolean>;
   /** Increments a counter that lives for windowMs from its first increment (fixed window). */
   incrWindow(key: string, windowMs: number): Promise<WindowCount>;
+  /**
+   * Takes up to `want` units of a fixed-window budget of `limit` in one step (never past the limit): `granted` units,
+   * `count` the window's total taken after it (0 granted: spent). The counter is incrWindow's.
+   */
+  takeWindow(key: string, windowMs: number, limit: number, want: number): Promise<WindowCount & { granted: number }>;
   publish(channel: string, message: string): Promise<void>;
   /**
    * Returns a function that ends the subscription. `local` says the message was published through this
