@@ -18,6 +18,12 @@ export class ChannelMetrics {
 
   constructor(connected: () => number) {
     this.#connected = new Gauge({ name: 'edge_channel_connected_agents', help: 'Edge agents with a stream open to this control-plane replica', registers: [], collect() { this.set(connected()); } });
+    // Every series an alert reads exists from the start at zero: increase() and rate() see a node's first nack or
+    // failed purge, which a series born with its first event at 1 would hide.
+    for (const kind of ['config', 'purge', 'prefetch']) for (const outcome of ['ok', 'nack']) this.#acks.inc({ kind, outcome }, 0);
+    for (const outcome of ['ok', 'failed']) this.#purge.zero({ outcome });
+    for (const outcome of ['applied', 'refused']) this.#publish.zero({ outcome });
+    for (const outcome of ['stored', 'copy']) this.#reports.inc({ outcome }, 0);
   }
 
   ack(kind: string, ok: boolean): void {
