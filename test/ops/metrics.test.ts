@@ -98,6 +98,11 @@ else await t.test('the metrics ops/ reads are exposed by running processes', { t
     return missing().length === 0;
   }, 'every metric the alerts and dashboards read is exposed', 30_000).catch(() => {});
   t.same(missing().map((name) => `${name} (${wanted.get(name)!.join(', ')})`), [], 'every metric an alert or a dashboard reads is in a scrape');
+  // The version agents should be on, beside the version the agent reports (a publish no agent takes shows as a gap).
+  const activeVersion = Number(/^edge_config_active_version (\d+)$/m.exec(texts.controlPlane)?.[1] ?? -1);
+  const applied = Number(/^edge_config_version (\d+)$/m.exec(texts.agent)?.[1] ?? -2);
+  t.ok(activeVersion >= 1, `the control plane exposes the active configuration version (${activeVersion})`);
+  t.equal(applied, activeVersion, "the agent is on the active version");
 
   for (const [name, text] of Object.entries(texts)) {
     const check = promtool(['check', 'metrics'], { input: text });

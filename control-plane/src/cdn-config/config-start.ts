@@ -9,6 +9,8 @@
 // and tries again at its next turn. close() stops it and waits for a turn in
 // progress.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Registry } from 'prom-client';
+import { queryGauge } from '../core/query-gauge.ts';
 import type { CdnConfigServices } from './services.ts';
 import { ConfigStore } from './config-store.ts';
 import { autoPublish, readRevision, type ConfigServices } from './config-service.ts';
@@ -17,7 +19,14 @@ export async function startConfig(services: Omit<ConfigServices, 'edgeConfig'> &
   const edgeConfig = new ConfigStore(services);
   const app = services as ConfigServices;
   const log = services.log.child({ component: 'config-publisher' });
-  if (services.config.CDN_PUBLISH_MODE !== 'auto') return { services: { edgeConfig }, close: async () => {} };
+  // The version agents should be on, beside theirs (edge_config_version): a publish no agent takes shows as a gap.
+  const activeVersion = queryGauge({
+    name: 'edge_config_active_version', help: 'The configuration version active on the platform (0 before the first publish)',
+    labelNames: [], declared: [{}], log,
+    load: async () => [{ labels: {}, value: (await edgeConfig.active())?.version ?? 0 }],
+  });
+  const metrics = (registry: Registry) => registry.registerMetric(activeVersion);
+  if (services.config.CDN_PUBLISH_MODE !== 'auto') return { services: { edgeConfig }, metrics, close: async () => {} };
 
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
@@ -46,6 +55,7 @@ export async function startConfig(services: Omit<ConfigServices, 'edgeConfig'> &
 
   return {
     services: { edgeConfig },
+    metrics,
     async close() {
       stopped = true;
       clearTimeout(timer);
