@@ -145,6 +145,36 @@ t.test('credentials never appear in an error, even when the receiver echoes them
   t.notMatch(error, /very-secret-token-1234|another-secret-5678/);
 });
 
+t.test('records queued while a timed batch is sent wait for their own time (a due pump kept sending a small batch per round trip)', async (t) => {
+  const receiver = await startReceiver(t);
+  const l = limits({ flushIntervalMs: 50 });
+  const drain = httpDrain(receiver, l);
+  t.teardown(() => drain.close());
+  // The first batch's answer is held until the next records are queued.
+  let release: (() => void) | null = null;
+  receiver.handle = (got, res) => {
+    release = () => {
+      receiver.requests.push(got);
+      res.writeHead(200).end('{}');
+    };
+    return true;
+  };
+  for (let i = 0; i < 3; i++) drain.push(record(i));
+  await eventually(() => release !== null, 'the first batch (its time up) is at the receiver');
+  receiver.handle = undefined;
+  // The next records' time is far off: only a full batch or their interval may send them.
+  l.flushIntervalMs = 60_000;
+  for (let i = 3; i < 6; i++) drain.push(record(i));
+  release!();
+  await eventually(() => drain.snapshot().batchesSent === 1, 'the first batch delivered');
+  await new Promise((r) => setTimeout(r, 300));
+  t.equal(drain.snapshot().batchesSent, 1, 'the partial batch queued meanwhile was not sent before its time');
+  t.equal(drain.snapshot().bufferedRecords, 3);
+  await drain.flush(5_000);
+  t.same(receiver.requests.map((r) => r.body.toString().trim().split('\n').length), [3, 3]);
+  t.same(arrived(receiver), Array.from({ length: 6 }, (_, i) => `r-${i}`));
+});
+
 t.test('flush sends a partial batch at once (shutdown)', async (t) => {
   const receiver = await startReceiver(t);
   const drain = httpDrain(receiver, limits({ flushIntervalMs: 60_000 }));
@@ -168,7 +198,7 @@ t.test('lines of any length and alphabet arrive whole and in order, batches with
   t.ok(receiver.requests.every((r) => r.body.length <= 4096 && r.body.toString().trim().split('\n').length <= 50), 'no batch over its limits');
 });
 
-t.test('what a drain holds is counted in bytes as written, lines not yet written into their chunk included', async (t) => {
+t.test('what a drain holds is counted in bytes as written', async (t) => {
   const receiver = await startReceiver(t);
   const drain = httpDrain(receiver, limits(), {}, 'paused');
   t.teardown(() => drain.close());

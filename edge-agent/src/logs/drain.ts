@@ -13,7 +13,7 @@
 // sends nothing; resumed, it continues where it stopped.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { lineRenderer, type AccessRecord, type LineRenderer } from '../../../shared/src/logs/access-record.ts';
+import { lineRenderer, lineWriter, type AccessRecord, type LineRenderer, type LineWriter } from '../../../shared/src/logs/access-record.ts';
 import { createDestination } from '../../../shared/src/logs/destinations.ts';
 import { DeliveryError, type Batch, type Destination, type DestinationContext, type DrainSpec } from '../../../shared/src/logs/destination.ts';
 
@@ -29,9 +29,6 @@ export interface DrainLimits {
 }
 
 export const MiB = 1024 * 1024;
-
-/** Lines rendered before they are written into their chunk in one go. */
-const PENDING_LINES = 32;
 
 /** Per destination type: streaming intakes get small, frequent batches; object stores larger, rarer objects. */
 export function defaultLimits(type: DrainSpec['destination_type'], bufferBytes: number, flushIntervalMs?: number): DrainLimits {
@@ -80,6 +77,8 @@ export class Drain {
   private spec: DrainSpec;
   private destination: Destination;
   private render: LineRenderer;
+  /** Writes a record's line straight into a chunk (null: only the renderer). */
+  private write: LineWriter | null;
   private readonly limits: DrainLimits;
   private readonly context: DestinationContext;
   private readonly logger: Logger;
@@ -110,6 +109,7 @@ export class Drain {
     this.events = events;
     this.destination = createDestination(spec, context);
     this.render = lineRenderer(this.destination.lineFormat, spec.fields);
+    this.write = lineWriter(this.destination.lineFormat, spec.fields);
     this.paused = spec.status === 'paused';
     this.stats = {
       status: this.paused ? 'paused' : 'active', lastError: '', recordsShipped: 0, recordsDropped: 0, batchesSent: 0, batchesFailed: 0,
@@ -137,6 +137,7 @@ export class Drain {
       !== JSON.stringify([this.spec.destination_type, this.spec.destination_config, this.spec.log_format, this.spec.fields])) {
       this.destination = createDestination(spec, this.context);
       this.render = lineRenderer(this.destination.lineFormat, spec.fields);
+      this.write = lineWriter(this.destination.lineFormat, spec.fields);
       this.failures = 0;
     }
     this.spec = spec;
@@ -157,60 +158,30 @@ export class Drain {
     }
   }
 
-  /**
-   * Lines rendered into the last chunk's room but not yet written there: they are written together, one native
-   * write for up to PENDING_LINES lines (a write per line cost more than rendering it). The chunk already counts
-   * them (count, times, ids) and has room for their upper bound (3 bytes per UTF-16 unit); its `used` and
-   * queuedBytes do not count them until written, which happens before anything reads the bytes (cut, buffered)
-   * and before another chunk is started.
-   */
-  private pendingText = '';
-  private pendingLines = 0;
-  private pendingBound = 0;
-
-  private writePending(): void {
-    if (this.pendingLines === 0) return;
-    const chunk = this.chunks.at(-1)!;
-    const written = chunk.buf.write(this.pendingText, chunk.used, 'utf8');
-    chunk.used += written;
-    this.queuedBytes += written;
-    this.pendingText = '';
-    this.pendingLines = 0;
-    this.pendingBound = 0;
-  }
-
   /** Queues one record (dropped and counted when the buffer is full). Never throws, never waits. */
   push(record: AccessRecord): void {
     if (this.closed) return;
+    const chunks = this.chunks;
+    let chunk = chunks.length === 0 ? undefined : chunks[chunks.length - 1]!;
+    if (chunk !== undefined && chunk.count < this.limits.batchMaxRecords && this.write !== null) {
+      // The common case: the line is written straight into the last chunk (no string per line), within the
+      // chunk's room and the buffer's bound, its newline's byte kept. What does not fit takes the way below.
+      const held = this.queuedBytes + (this.inflight === null ? 0 : this.inflight.body.length);
+      const end = Math.min(chunk.buf.length, chunk.used + this.limits.bufferBytes - held) - 1;
+      const pos = this.write(record, chunk.buf, chunk.used, end);
+      if (pos >= 0) {
+        chunk.buf[pos] = 10;
+        this.queuedBytes += pos + 1 - chunk.used;
+        chunk.used = pos + 1;
+        this.counted(chunk, record);
+        return;
+      }
+    }
+    // A first chunk, a full one, or the buffer's bound: the line as text, measured.
     const line = this.render(record);
-    // A line's UTF-8 length is at most 3 bytes per UTF-16 unit: measured only when that bound does not fit.
-    let bytes = line.length * 3 + 1;
-    let chunk = this.chunks.at(-1);
-    if (chunk !== undefined && chunk.count < this.limits.batchMaxRecords && chunk.buf.length - chunk.used >= this.pendingBound + bytes
-      && this.queuedBytes + (this.inflight?.body.length ?? 0) + this.pendingBound + bytes <= this.limits.bufferBytes) {
-      // The common case: the line joins the pending ones, within the chunk's room and the buffer's bound.
-      this.pendingText += line;
-      this.pendingText += '\n';
-      this.pendingBound += bytes;
-      this.pendingLines++;
-      chunk.count++;
-      chunk.times.push(record.timestamp);
-      if (this.destination.needsIds) chunk.ids.push(record.request_id);
-      this.queuedRecords++;
-      if (this.pendingLines >= PENDING_LINES) this.writePending();
-      this.queued();
-      return;
-    }
-    this.writePending();
-    const room = chunk === undefined ? -1 : chunk.buf.length - chunk.used;
-    if (room < bytes || (chunk !== undefined && chunk.count >= this.limits.batchMaxRecords)) {
-      bytes = Buffer.byteLength(line) + 1;
-      if (chunk === undefined || room < bytes || chunk.count >= this.limits.batchMaxRecords) chunk = undefined;
-    }
-    const held = this.queuedBytes + (this.inflight?.body.length ?? 0);
-    // Near the bound the estimate is replaced by the exact length before refusing.
-    if (held + bytes > this.limits.bufferBytes && bytes === line.length * 3 + 1) bytes = Buffer.byteLength(line) + 1;
-    if (held + bytes > this.limits.bufferBytes) {
+    const bytes = Buffer.byteLength(line) + 1;
+    if (chunk !== undefined && (chunk.buf.length - chunk.used < bytes || chunk.count >= this.limits.batchMaxRecords)) chunk = undefined;
+    if (this.queuedBytes + (this.inflight?.body.length ?? 0) + bytes > this.limits.bufferBytes) {
       this.stats.recordsDropped++;
       if (this.stats.recordsDropped === 1 || this.stats.recordsDropped % 10_000 === 0) {
         this.logger.warn({ drain: this.id, dropped: this.stats.recordsDropped, buffer_bytes: this.limits.bufferBytes }, 'log drain buffer full: records dropped');
@@ -223,15 +194,20 @@ export class Drain {
       const size = Math.max(this.chunkBytes, bytes);
       const spare = this.spare.pop();
       chunk = { buf: spare !== undefined && spare.length >= size ? spare : Buffer.allocUnsafe(size), used: 0, count: 0, times: [], ids: [] };
-      this.chunks.push(chunk);
+      chunks.push(chunk);
     }
     const written = chunk.buf.write(line, chunk.used, 'utf8');
     chunk.buf[chunk.used + written] = 10;
     chunk.used += written + 1;
+    this.queuedBytes += written + 1;
+    this.counted(chunk, record);
+  }
+
+  /** A record's line is in the chunk: counted, its time and id kept, and the batch sent or timed. */
+  private counted(chunk: Chunk, record: AccessRecord): void {
     chunk.count++;
     chunk.times.push(record.timestamp);
     if (this.destination.needsIds) chunk.ids.push(record.request_id);
-    this.queuedBytes += written + 1;
     this.queuedRecords++;
     this.queued();
   }
@@ -269,7 +245,6 @@ export class Drain {
 
   /** Buffered bytes and records (queued and in flight). */
   get buffered(): { bytes: number; records: number } {
-    this.writePending();
     return { bytes: this.queuedBytes + (this.inflight?.body.length ?? 0), records: this.queuedRecords + (this.inflight?.count ?? 0) };
   }
 
@@ -282,7 +257,6 @@ export class Drain {
 
   /** Cuts the next batch from the queue: whole chunks, within the batch limits (at least one). */
   private cut(): Batch {
-    this.writePending();
     let n = 0;
     let bytes = 0;
     let records = 0;
@@ -311,6 +285,9 @@ export class Drain {
           const full = this.queuedRecords >= this.limits.batchMaxRecords || this.queuedBytes >= this.limits.batchMaxBytes;
           if (this.queuedRecords === 0 || !(full || due || this.closing)) break;
           this.inflight = this.cut();
+          // Only this batch was due: records queued while it is sent wait for their own time or a full batch (a
+          // due pump that kept cutting sent a small batch per round trip for as long as records kept coming).
+          due = false;
         }
         const batch = this.inflight;
         const started = performance.now();

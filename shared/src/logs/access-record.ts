@@ -211,12 +211,17 @@ const W3C_VALUES: Record<LogField, (r: AccessRecord) => string> = {
 
 // ---- lines and batches -------------------------------------------------------
 
+/** The known fields of a drain's list, in its order (empty: all of them). */
+function chosenFields(fields: readonly string[]): LogField[] {
+  return (fields.length ? fields : LOG_FIELDS).filter((f): f is LogField => (LOG_FIELDS as readonly string[]).includes(f));
+}
+
 /** Renders one record as one line of the format (no newline): a JSON object for json and ndjson, a W3C entry. */
 export type LineRenderer = (record: AccessRecord) => string;
 
 /** The line renderer of a drain's fields and format (fields empty: all of them). */
 export function lineRenderer(format: LogFormat, fields: readonly string[]): LineRenderer {
-  const chosen = (fields.length ? fields : LOG_FIELDS).filter((f): f is LogField => (LOG_FIELDS as readonly string[]).includes(f));
+  const chosen = chosenFields(fields);
   if (format === 'w3c_extended') {
     const values = chosen.map((f) => W3C_VALUES[f]);
     return (r) => {
@@ -234,9 +239,207 @@ export function lineRenderer(format: LogFormat, fields: readonly string[]): Line
   };
 }
 
+// ---- lines written as bytes -----------------------------------------------------
+
+/**
+ * Writes one record's line (no newline) as UTF-8 into buf from pos, ending at most at end, and returns where it
+ * ended, or -1 when it would not fit (buf from pos on is then scratch). The bytes are exactly those of the
+ * LineRenderer's line: a drain writes each record straight into its chunk, with no string per line or value.
+ */
+export type LineWriter = (record: AccessRecord, buf: Buffer, pos: number, end: number) => number;
+
+/** asciiRun's answer for a string that is not plain ASCII or needs escaping (it is then written as text). */
+const NOT_PLAIN = -2;
+
+/** Copies a string of printable ASCII without `"` or `\` (JSON writes it as it is): the end, -1 out of room, NOT_PLAIN otherwise. */
+function asciiRun(s: string, buf: Buffer, pos: number, end: number): number {
+  const n = s.length;
+  if (pos + n > end) return -1;
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || c > 0x7e || c === 0x22 || c === 0x5c) return NOT_PLAIN;
+    buf[pos + i] = c;
+  }
+  return pos + n;
+}
+
+/** Text as UTF-8 (any alphabet): the end, or -1 out of room. */
+function textRun(s: string, buf: Buffer, pos: number, end: number): number {
+  if (pos + s.length * 3 > end && pos + Buffer.byteLength(s) > end) return -1;
+  return pos + buf.write(s, pos, 'utf8');
+}
+
+/** A value's text, copied when plain, else as UTF-8. */
+function writeText(s: string, buf: Buffer, pos: number, end: number): number {
+  const p = asciiRun(s, buf, pos, end);
+  return p === NOT_PLAIN ? textRun(s, buf, pos, end) : p;
+}
+
+/** jsonString(s), written. */
+function writeJsonString(s: string | null, buf: Buffer, pos: number, end: number): number {
+  if (s === null) return asciiRun('null', buf, pos, end);
+  if (pos + 2 > end) return -1;
+  buf[pos] = 0x22;
+  const p = asciiRun(s, buf, pos + 1, end - 1);
+  if (p === NOT_PLAIN) return textRun(jsonString(s), buf, pos, end);
+  if (p < 0) return -1;
+  buf[p] = 0x22;
+  return p + 1;
+}
+
+/** String(n), written (digits computed for the common case, a non-negative integer). */
+function writeNumber(n: number, buf: Buffer, pos: number, end: number): number {
+  if (!(n >= 0 && n <= 0x7fffffff && (n | 0) === n)) return asciiRun(String(n), buf, pos, end);
+  let digits = 1;
+  for (let x = n; x >= 10; x = (x / 10) | 0) digits++;
+  if (pos + digits > end) return -1;
+  let p = pos + digits;
+  let x = n;
+  do {
+    buf[--p] = 0x30 + (x % 10);
+    x = (x / 10) | 0;
+  } while (x > 0);
+  return pos + digits;
+}
+
+/** Writes one field of a JSON line, its key (`{"name":` first, `,"name":` after) included: the end, or -1 out of room. */
+type FieldWriter = (r: AccessRecord, buf: Buffer, pos: number, end: number) => number;
+
+/** Copies bytes: the end, or -1 out of room. */
+function copyBytes(bytes: Uint8Array, buf: Buffer, pos: number, end: number): number {
+  const n = bytes.length;
+  if (pos + n > end) return -1;
+  buf.set(bytes, pos);
+  return pos + n;
+}
+
+/** The key's bytes, then the value. */
+function keyed(key: string, value: FieldWriter): FieldWriter {
+  const bytes = Buffer.from(key, 'latin1');
+  return (r, buf, pos, end) => {
+    const p = copyBytes(bytes, buf, pos, end);
+    return p < 0 ? -1 : value(r, buf, p, end);
+  };
+}
+
+/**
+ * A field whose values repeat (the time within a millisecond, methods, statuses, ids, the node's name): the bytes
+ * of the key and the last value's literal are kept, and copied while the value stays the same.
+ */
+function remembered<T>(key: string, get: (r: AccessRecord) => T, literal: (value: T) => string): FieldWriter {
+  let known = false;
+  let last: T | undefined;
+  let bytes: Uint8Array = Buffer.alloc(0);
+  return (r, buf, pos, end) => {
+    const value = get(r);
+    if (!known || value !== last) {
+      known = true;
+      last = value;
+      bytes = Buffer.from(key + literal(value), 'utf8');
+    }
+    return copyBytes(bytes, buf, pos, end);
+  };
+}
+
+const stringField = (get: (r: AccessRecord) => string | null) => (key: string): FieldWriter =>
+  keyed(key, (r, buf, pos, end) => writeJsonString(get(r), buf, pos, end));
+const repeatingField = (get: (r: AccessRecord) => string | null) => (key: string): FieldWriter => remembered(key, get, jsonString);
+const numberField = (get: (r: AccessRecord) => number) => (key: string): FieldWriter =>
+  keyed(key, (r, buf, pos, end) => writeNumber(get(r), buf, pos, end));
+const timeField = (get: (r: AccessRecord) => number | null) => (key: string): FieldWriter =>
+  keyed(key, (r, buf, pos, end) => asciiRun(num(get(r)), buf, pos, end));
+
+/**
+ * `"scheme://host/path?query"`: the key and `"scheme://host` kept as bytes while they stay the same (when plain),
+ * the path and query copied; a piece that is not plain makes the whole URL text.
+ */
+function urlField(key: string): FieldWriter {
+  let scheme = '';
+  let host: string | null = null;
+  let prefix: Uint8Array | null = null;
+  return (r, buf, pos, end) => {
+    if (r.host !== host || r.scheme !== scheme) {
+      scheme = r.scheme;
+      host = r.host;
+      const text = `${key}"${scheme}://${host}`;
+      prefix = /^[\x20-\x7e]*$/.test(text) && !/["\\]/.test(text.slice(key.length + 1)) ? Buffer.from(text, 'latin1') : null;
+    }
+    let p = prefix === null ? NOT_PLAIN : copyBytes(prefix, buf, pos, end - 1);
+    if (p >= 0) p = asciiRun(r.path, buf, p, end - 1);
+    if (p >= 0 && r.query !== '') {
+      p = asciiRun('?', buf, p, end - 1);
+      if (p >= 0) p = asciiRun(r.query, buf, p, end - 1);
+    }
+    if (p === NOT_PLAIN) return textRun(`${key}${jsonString(recordUrl(r))}`, buf, pos, end);
+    if (p < 0) return -1;
+    buf[p] = 0x22;
+    return p + 1;
+  };
+}
+
+const JSON_FIELDS: Record<LogField, (key: string) => FieldWriter> = {
+  timestamp: (key) => remembered(key, (r) => r.timestamp, (ms) => `"${isoTime(ms)}"`),
+  request_id: stringField((r) => r.request_id),
+  client_ip: stringField((r) => r.client_ip),
+  method: repeatingField((r) => r.method),
+  host: repeatingField((r) => r.host),
+  url: urlField,
+  path: stringField((r) => r.path),
+  query: stringField((r) => r.query),
+  protocol: repeatingField((r) => r.protocol),
+  status: (key) => remembered(key, (r) => r.status, String),
+  bytes_sent: numberField((r) => r.bytes_sent),
+  cache_status: repeatingField((r) => r.cache_status),
+  duration_ms: timeField((r) => r.duration_ms),
+  origin_duration_ms: timeField((r) => r.origin_duration_ms),
+  endpoint_id: repeatingField((r) => r.endpoint_id),
+  route_id: repeatingField((r) => r.route_id),
+  cache_rule_id: repeatingField((r) => r.cache_rule_id),
+  origin_id: repeatingField((r) => r.origin_id),
+  user_agent: stringField((r) => r.user_agent),
+  referer: stringField((r) => r.referer),
+  country: repeatingField((r) => r.country),
+  tls_version: repeatingField((r) => r.tls_version),
+  denied_by: repeatingField((r) => r.denied_by),
+  denial_reason: repeatingField((r) => r.denial_reason),
+  edge_node: repeatingField((r) => r.edge_node),
+  shield: repeatingField((r) => r.shield),
+};
+
+/** The line writer of a drain's fields and format (fields empty: all of them); null when none is chosen (the renderer's case). */
+export function lineWriter(format: LogFormat, fields: readonly string[]): LineWriter | null {
+  const chosen = chosenFields(fields);
+  if (chosen.length === 0) return null;
+  if (format === 'w3c_extended') {
+    // W3C values are ASCII (w3cValue percent-encodes the rest): each is copied, space-separated.
+    const values = chosen.map((f) => W3C_VALUES[f]);
+    return (r, buf, pos, end) => {
+      for (let i = 0; i < values.length; i++) {
+        if (i > 0) {
+          if (pos >= end) return -1;
+          buf[pos++] = 0x20;
+        }
+        pos = writeText(values[i]!(r), buf, pos, end);
+        if (pos < 0) return -1;
+      }
+      return pos;
+    };
+  }
+  const writers = chosen.map((f, i) => JSON_FIELDS[f](`${i === 0 ? '{' : ','}"${f}":`));
+  return (r, buf, pos, end) => {
+    for (let i = 0; i < writers.length; i++) {
+      pos = writers[i]!(r, buf, pos, end);
+      if (pos < 0) return -1;
+    }
+    if (pos >= end) return -1;
+    buf[pos] = 0x7d; // }
+    return pos + 1;
+  };
+}
+
 /** The W3C `#Fields:` directive's value for a drain's fields. */
 export function w3cFields(fields: readonly string[]): string {
-  return (fields.length ? fields : LOG_FIELDS).filter((f): f is LogField => (LOG_FIELDS as readonly string[]).includes(f)).map((f) => W3C_NAMES[f]).join(' ');
+  return chosenFields(fields).map((f) => W3C_NAMES[f]).join(' ');
 }
 
 /**
