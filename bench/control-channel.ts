@@ -36,7 +36,7 @@
 // BENCH_CP_LOG_LEVEL (default silent); BENCH_ROUNDS=1 prints every measured purge and publish round on stderr (the
 // tails: which rounds, how far into the run).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -393,10 +393,12 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
     await db.close();
     for (const statement of endpointInserts(0, BASE_ENDPOINTS)) await sql.query(statement);
 
-    // 2. The control plane, as production runs it (main.ts), pinned to core 0.
+    // 2. The control plane, as production runs it (main.ts, NODE_ENV=production as ops/ sets it: no response contract
+    //    checks, which development runs on every answer), pinned to core 0. BENCH_CP_NODE_ENV=development measures those too.
     const env: NodeJS.ProcessEnv = {
       ...process.env, DATABASE_URL: url, DATA_DIR: dataDir, PORT: String(CP_PORT), GRPC_PORT: String(CP_GRPC_PORT), HOST: '127.0.0.1',
-      CDN_PUBLISH_MODE: 'manual', LOG_LEVEL: process.env.BENCH_CP_LOG_LEVEL ?? 'silent', RATE_LIMIT_PER_MINUTE: '0', NODE_ENV: 'development',
+      CDN_PUBLISH_MODE: 'manual', LOG_LEVEL: process.env.BENCH_CP_LOG_LEVEL ?? 'silent', RATE_LIMIT_PER_MINUTE: '0',
+      NODE_ENV: process.env.BENCH_CP_NODE_ENV ?? 'production', PAYMENT_GATEWAY: 'test', SECRETS_KEY: randomBytes(32).toString('hex'),
     };
     if (services.redisUrl) env.REDIS_URL = services.redisUrl; else delete env.REDIS_URL;
     cp = startChild(pinned(0, [process.execPath, ...PROFILE, YOUNG_GENERATION_FLAG, ...CP_FLAGS, path.join(root, 'control-plane/src/main.ts')]), env, process.env.BENCH_CP_STDOUT ? 'inherit' : 'ignore');
