@@ -7,7 +7,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import { formatAuthority, parseAuthority, type Authority } from '../../../shared/src/match/authority.ts';
 import { normalizePath } from '../../../shared/src/match/path.ts';
 import { applyRequestEdits } from '../policy/headers.ts';
-import type { ClientAddress } from '../policy/client-address.ts';
+import type { Viewer } from '../policy/client-address.ts';
 import type { PolicyDenial } from '../policy/index.ts';
 import { connectionListedFields, endToEndHeaders, scanViewerHeaders, type HeaderSource, type ViewerHeaders } from './http-util.ts';
 import type { CompiledCacheRule, CompiledEndpoint, CompiledRoute } from './routing.ts';
@@ -35,8 +35,8 @@ export class Exchange implements HeaderSource {
   clientIp: string | null = null;
   /** Why a request policy refused the request (access record and metrics). */
   denial: PolicyDenial | null = null;
-  /** The viewer's parsed address once something resolved it (request policies, or the exit for countries); undefined: not yet. */
-  client: ClientAddress | null | undefined = undefined;
+  /** The viewer (address and scheme) once something resolved it (Proxy.viewerOf: request policies, IPv6, HSTS, countries); undefined: not yet. */
+  viewer: Viewer | undefined = undefined;
   /** A shield hop: the node id of the agent that sent it (its viewer's policies were applied there); null: a viewer's request. */
   shieldHop: string | null = null;
   /** The shield node this agent asked instead of the origin (null: none). */

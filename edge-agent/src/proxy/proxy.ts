@@ -11,7 +11,7 @@ import type { Logger } from 'pino';
 import type { Counter, Histogram } from 'prom-client';
 import type { TrafficCounters } from '../metrics/traffic.ts';
 import type { LogDrains } from '../logs/drains.ts';
-import { resolveViewer, type TrustedProxy } from '../policy/client-address.ts';
+import { resolveViewer, type TrustedProxy, type Viewer } from '../policy/client-address.ts';
 import { packagedCountryDatabase } from '../policy/geo.ts';
 import { preflightAnswer } from '../policy/cors.ts';
 import type { PolicyRequest } from '../policy/index.ts';
@@ -84,10 +84,16 @@ export class Proxy {
    */
   revalidateAll = false;
 
+  /** The exchange's viewer, resolved on first use (ex.viewer). */
+  private readonly viewerOf: (ex: Exchange) => Viewer;
+
   constructor(deps: ProxyDeps) {
     this.deps = deps;
     const { options } = deps;
     const trusted = options.trustedProxy ?? null;
+    // The viewer as the socket's peer or the trusted proxy's header says, resolved once per exchange.
+    const viewerOf = (ex: Exchange): Viewer => (ex.viewer ??= resolveViewer(ex.req, trusted));
+    this.viewerOf = viewerOf;
     // Without a trusted proxy header the viewer is the socket's peer: its country is looked up once per HTTP/1.1 connection.
     const country = (ex: Exchange): string | null => {
       const socket = ex.req.socket as IncomingMessage['socket'] & { [COUNTRY]?: string | null };
@@ -96,13 +102,12 @@ export class Proxy {
         const known = socket[COUNTRY];
         if (known !== undefined) return known;
       }
-      let client = ex.client;
-      if (client === undefined) client = ex.client = resolveViewer(ex.req, trusted).address;
+      const client = viewerOf(ex).address;
       const found = client === null ? null : packagedCountryDatabase().country(client);
       if (perConnection) socket[COUNTRY] = found;
       return found;
     };
-    this.exit = new Exit(deps.traffic, deps.logger, options.cacheName, new ResponseShaper({ store: deps.store, pools: deps.pools, logger: deps.logger, cacheName: options.cacheName, secure: (ex) => resolveViewer(ex.req, trusted).secure }),
+    this.exit = new Exit(deps.traffic, deps.logger, options.cacheName, new ResponseShaper({ store: deps.store, pools: deps.pools, logger: deps.logger, cacheName: options.cacheName, secure: (ex) => viewerOf(ex).secure }),
       deps.logs ?? null, country);
     this.forwarder = new Forwarder({
       shield: deps.shield ?? null,
@@ -192,16 +197,14 @@ export class Proxy {
 
   /** Whether the viewer (the socket's peer, or the trusted proxy's header) has an IPv6 address (v4-mapped ones are IPv4). */
   private arrivedOverIpv6(ex: Exchange): boolean {
-    let client = ex.client;
-    if (client === undefined) client = ex.client = resolveViewer(ex.req, this.deps.options.trustedProxy ?? null).address;
+    const client = this.viewerOf(ex).address;
     return client !== null && !client.v4;
   }
 
   /** Runs the endpoint's request policies; true when one answered (the exchange is done). */
   private requestPolicies(ex: RoutedExchange): boolean {
-    const viewer = resolveViewer(ex.req, this.deps.options.trustedProxy ?? null);
+    const viewer = this.viewerOf(ex);
     const client = viewer.address;
-    ex.client = client;
     if (client !== null) ex.clientIp = client.text;
     const pctx: PolicyRequest = {
       req: ex.req, endpoint: ex.endpoint, host: ex.host, path: ex.path, query: ex.query, rawQuery: ex.query,
