@@ -59,6 +59,26 @@ const submitSql = (targets: string, everyEndpoint: boolean) => `
   audited as (insert into audit_log (${AUDIT_COLUMNS}) ${auditSelect({ also: 'stored', metadata: `jsonb_build_object('sequence', stored.sequence::bigint)` })})
   select * from stored`;
 
+/** The columns the submission reads back of a purge row. */
+interface SubmittedRow {
+  id: string;
+  distribution_id: string | null;
+  sequence: string;
+  purge_type: PurgeType;
+  paths: string[];
+  tags: string[];
+  edge_nodes_total: number;
+}
+
+/** A purge as its submission answers it: pending, no node done yet. */
+function asSubmitted(row: SubmittedRow, submittedBy: string | null, at: Date): StoredPurge {
+  return {
+    id: row.id, distribution_id: row.distribution_id, sequence: Number(row.sequence), purge_type: row.purge_type, paths: row.paths, tags: row.tags,
+    status: 'pending', edge_nodes_total: row.edge_nodes_total, edge_nodes_completed: 0, submitted_by: submittedBy, completed_at: null,
+    created_at: at, updated_at: at,
+  };
+}
+
 /** A purge submitted, or (`replayed`) the one an earlier submission with the same Idempotency-Key stored. */
 export interface SubmittedPurge {
   purge: StoredPurge;
@@ -74,8 +94,7 @@ const RELEASED = Symbol('released');
 
 async function claimedPurge(services: Pick<CdnServices, 'clock' | 'db'>, rc: RequestContext, idempotency: StatementIdempotency): Promise<StoredPurge | typeof RELEASED | null> {
   const statements = statementsOf(rc, services.db);
-  const [row] = await statements.execute<{ id: string; distribution_id: string | null; sequence: string; purge_type: PurgeType; paths: string[]; tags: string[];
-    edge_nodes_total: number; submitted_by: string | null; created_at: Date; request_fingerprint: string | null }[]>(
+  const [row] = await statements.execute<(SubmittedRow & { submitted_by: string | null; created_at: Date; request_fingerprint: string | null })[]>(
     `select id, distribution_id, sequence::text as sequence, purge_type, paths, tags, edge_nodes_total, submitted_by, created_at, request_fingerprint
      from cdn_purge_request where idempotency_key = ?`, [idempotency.key]);
   if (!row) return null;
@@ -85,11 +104,7 @@ async function claimedPurge(services: Pick<CdnServices, 'clock' | 'db'>, rc: Req
     return RELEASED;
   }
   if (row.request_fingerprint !== idempotency.fingerprint) throw new ApiError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was used with a different request');
-  return {
-    id: row.id, distribution_id: row.distribution_id, sequence: Number(row.sequence), purge_type: row.purge_type, paths: row.paths, tags: row.tags,
-    status: 'pending', edge_nodes_total: row.edge_nodes_total, edge_nodes_completed: 0, submitted_by: row.submitted_by, completed_at: null,
-    created_at: createdAt, updated_at: createdAt,
-  };
+  return asSubmitted(row, row.submitted_by, createdAt);
 }
 
 /**
@@ -124,16 +139,12 @@ async function storePurge(services: Pick<CdnServices, 'store' | 'clock' | 'cdnPu
     metadata: { distribution_id: endpointId, purge_type: purgeType, paths: paths.length, tags: tags.length },
   }, now);
   // A raw statement on the pool (or the caller's transaction): no entity manager forked for it.
-  const [row] = await statementsOf(rc, services.db).execute<{ id: string; distribution_id: string | null; sequence: string; purge_type: PurgeType; paths: string[]; tags: string[]; edge_nodes_total: number }[]>(
+  const [row] = await statementsOf(rc, services.db).execute<SubmittedRow[]>(
     submitSql(services.cdnPurgeTargets ?? '0', endpointId === null),
     [endpointId, idempotency?.key ?? null, id, purgeType, JSON.stringify(paths), JSON.stringify(tags), rc.actor?.id ?? null, now, now, idempotency?.key ?? null, idempotency?.fingerprint ?? null, audit],
   );
   if (!row) return null;
-  const stored: StoredPurge = {
-    id: row.id, distribution_id: row.distribution_id, sequence: Number(row.sequence), purge_type: row.purge_type, paths: row.paths, tags: row.tags,
-    status: 'pending', edge_nodes_total: row.edge_nodes_total, edge_nodes_completed: 0, submitted_by: rc.actor?.id ?? null, completed_at: null,
-    created_at: now, updated_at: now,
-  };
+  const stored = asSubmitted(row, rc.actor?.id ?? null, now);
   const purge = { id: stored.id, sequence: stored.sequence, distribution_id: stored.distribution_id, purge_type: stored.purge_type, paths, tags };
   const message: PurgeAnnouncement = JSON.stringify(purge).length <= MAX_ANNOUNCED_BYTES ? { sequence: stored.sequence, purge } : { sequence: stored.sequence };
   announce(services, rc, PURGE_SUBMITTED_CHANNEL, message);
