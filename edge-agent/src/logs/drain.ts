@@ -166,7 +166,7 @@ export class Drain {
     if (chunk !== undefined && chunk.count < this.limits.batchMaxRecords && this.write !== null) {
       // The common case: the line is written straight into the last chunk (no string per line), within the
       // chunk's room and the buffer's bound, its newline's byte kept. What does not fit takes the way below.
-      const held = this.queuedBytes + (this.inflight === null ? 0 : this.inflight.body.length);
+      const held = this.heldBytes();
       const end = Math.min(chunk.buf.length, chunk.used + this.limits.bufferBytes - held) - 1;
       const pos = this.write(record, chunk.buf, chunk.used, end);
       if (pos >= 0) {
@@ -181,7 +181,7 @@ export class Drain {
     const line = this.render(record);
     const bytes = Buffer.byteLength(line) + 1;
     if (chunk !== undefined && (chunk.buf.length - chunk.used < bytes || chunk.count >= this.limits.batchMaxRecords)) chunk = undefined;
-    if (this.queuedBytes + (this.inflight?.body.length ?? 0) + bytes > this.limits.bufferBytes) {
+    if (this.heldBytes() + bytes > this.limits.bufferBytes) {
       this.stats.recordsDropped++;
       if (this.stats.recordsDropped === 1 || this.stats.recordsDropped % 10_000 === 0) {
         this.logger.warn({ drain: this.id, dropped: this.stats.recordsDropped, buffer_bytes: this.limits.bufferBytes }, 'log drain buffer full: records dropped');
@@ -243,9 +243,14 @@ export class Drain {
     this.inflightChunk = null;
   }
 
+  /** Bytes the buffer holds: queued, and the batch in flight (bounded by bufferBytes together). */
+  private heldBytes(): number {
+    return this.queuedBytes + (this.inflight === null ? 0 : this.inflight.body.length);
+  }
+
   /** Buffered bytes and records (queued and in flight). */
   get buffered(): { bytes: number; records: number } {
-    return { bytes: this.queuedBytes + (this.inflight?.body.length ?? 0), records: this.queuedRecords + (this.inflight?.count ?? 0) };
+    return { bytes: this.heldBytes(), records: this.queuedRecords + (this.inflight?.count ?? 0) };
   }
 
   snapshot(): DrainStats {
