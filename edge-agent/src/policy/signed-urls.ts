@@ -148,12 +148,6 @@ interface SignatureParams {
   rest: string;
 }
 
-/** The index of the name among the few signature parameter names (a scan: there are two per key). */
-function nameIndex(names: readonly string[], name: string): number {
-  for (let i = 0; i < names.length; i++) if (names[i] === name) return i;
-  return -1;
-}
-
 function splitQuery(query: string, names: readonly string[]): SignatureParams {
   const values: (string | null | undefined)[] = new Array(names.length);
   let malformed = false;
@@ -164,7 +158,7 @@ function splitQuery(query: string, names: readonly string[]): SignatureParams {
     const eq = query.indexOf('=', start);
     const nameEnd = eq === -1 || eq > end ? end : eq;
     const name = decodeComponent(query.slice(start, nameEnd));
-    const at = name === null ? -1 : nameIndex(names, name);
+    const at = name === null ? -1 : names.indexOf(name);
     if (at !== -1) {
       const value = decodeComponent(nameEnd === end ? '' : query.slice(nameEnd + 1, end));
       if (value === null) malformed = true;
