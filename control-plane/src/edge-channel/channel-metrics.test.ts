@@ -30,3 +30,20 @@ t.test('an event counts from zero', async (t) => {
   t.match(text, 'edge_channel_purge_ack_seconds_count{outcome="failed"} 1');
   t.match(text, 'edge_channel_connected_agents 2');
 });
+
+t.test('acks counted between scrapes are folded in once: none lost, none counted twice', async (t) => {
+  const registry = new Registry();
+  const metrics = new ChannelMetrics(() => 0);
+  metrics.register(registry);
+  for (let i = 0; i < 5; i++) metrics.ack('purge', true);
+  metrics.ack('config', false);
+  t.match(await registry.metrics(), 'edge_channel_acks_total{kind="purge",outcome="ok"} 5');
+  let text = await registry.metrics();
+  t.match(text, 'edge_channel_acks_total{kind="purge",outcome="ok"} 5', 'a second scrape adds nothing');
+  t.match(text, 'edge_channel_acks_total{kind="config",outcome="nack"} 1');
+  metrics.ack('purge', true);
+  metrics.ack('other', true);
+  text = await registry.metrics();
+  t.match(text, 'edge_channel_acks_total{kind="purge",outcome="ok"} 6');
+  t.match(text, 'edge_channel_acks_total{kind="other",outcome="ok"} 1', 'a kind without a name is counted too');
+});
