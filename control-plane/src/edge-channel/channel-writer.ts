@@ -121,6 +121,8 @@ export class ChannelWriter {
   #timer: NodeJS.Timeout | null = null;
   #timerDue = Infinity;
   #flushing: Promise<void> | null = null;
+  /** The entity manager flushes write with (#flushOnce). */
+  #flushEm: EntityManager | null = null;
   #closed = false;
 
   constructor(options: ChannelWriterOptions) {
@@ -307,12 +309,16 @@ export class ChannelWriter {
       if (batch) batches.push(batch);
     }
     this.#clearDue();
-    const em = this.#em();
+    // One entity manager serves every flush (they run one at a time), emptied before each: forking one per flush
+    // cost more than the ack statement's own client work. A failed flush drops it (its state is unknown).
+    const em = (this.#flushEm ??= this.#em());
+    em.clear();
     const now = this.#clock.now();
     try {
       if (nodes.length) await this.#writeNodes(em, nodes, now);
       for (const batch of batches) await batch.write(em, now);
     } catch (error) {
+      this.#flushEm = null;
       // Put back what was not written (newer buffered values win) so the retry writes it.
       for (const n of nodes) {
         const key = nodeKey(n.id as string, n.connected_at as Date);
