@@ -216,8 +216,11 @@ export class PurgeFeed implements Feed<PurgeState> {
 
   onAck(stream: AgentStream, state: PurgeState, ack: Ack, version: number): void {
     // Only for a purge this stream was sent (its sequence); the purge id is checked against it when stored.
-    if (!UUID.test(ack.id) || version <= 0 || version > state.pushed) return;
-    this.acks.add({ purge_id: ack.id.toLowerCase(), sequence: version, node_id: stream.nodeId, ok: ack.ok, error: ack.ok ? null : agentText(ack.error) || 'failed' });
+    if (version <= 0 || version > state.pushed) return;
+    // The purge id as this replica wrote it (the usual case: no pattern test, no lower-casing), or any well-formed one.
+    const purgeId = this.ring.at(version)?.id === ack.id ? ack.id : UUID.test(ack.id) ? ack.id.toLowerCase() : null;
+    if (purgeId === null) return;
+    this.acks.add({ purge_id: purgeId, sequence: version, node_id: stream.nodeId, ok: ack.ok, error: ack.ok ? null : agentText(ack.error) || 'failed' });
     const pushedAt = this.#pushedAt.get(version);
     if (pushedAt !== undefined) this.#context.metrics.purgeAcked((performance.now() - pushedAt) / 1000, ack.ok);
     if (ack.ok) this.acks.applied(stream, version);
