@@ -111,6 +111,27 @@ export function effectiveGrants(row: Pick<TokenRow, 'grants' | 'issuer_grants'>,
 }
 
 /**
+ * effectiveGrants of a row, kept with the row until the first of its issuer's grants that counted expires (a row
+ * read again, or dropped from the cache, is another object: its grants are worked out afresh). A token used many
+ * times a second is not re-judged grant by grant on every call.
+ */
+const grantsOfRow = new WeakMap<object, { grants: PermissionGrant[]; until: number }>();
+
+function rowGrants(row: TokenRow, now: Date): PermissionGrant[] {
+  const at = now.getTime();
+  const kept = grantsOfRow.get(row);
+  if (kept && at < kept.until) return kept.grants;
+  let until = Infinity;
+  for (const [, , , expiresAt] of row.issuer_grants) {
+    const expires = expiresAt === null ? Infinity : new Date(expiresAt).getTime();
+    if (expires > at && expires < until) until = expires;
+  }
+  const grants = effectiveGrants(row, now);
+  grantsOfRow.set(row, { grants, until });
+  return grants;
+}
+
+/**
  * The guard's resolver. A token this replica resolved lately is taken from
  * the cache (api-token-cache.ts: dropped on every replica when a token, its
  * issuer's status or a role's permissions change, and off while that cannot
@@ -149,6 +170,6 @@ export function apiTokenResolver(app: CoreServices, cache?: ApiTokenCache<TokenR
         await connection.execute(`update cdn_api_token set last_used_at = ?, version = version + 1 where id = ? and status = 'active'`, [now, row.id]);
       }
     }
-    return { type: 'api_token', id: row.id, roles: [row.role], grants: effectiveGrants(row, now), record: { created_by: row.created_by } };
+    return { type: 'api_token', id: row.id, roles: [row.role], grants: rowGrants(row, now), record: { created_by: row.created_by } };
   };
 }
