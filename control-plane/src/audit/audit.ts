@@ -102,12 +102,13 @@ export function recordAudit(rc: RequestContext, input: AuditInput, em: EntityMan
  * change (a hot path storing its change and its entry in one round trip): the `select` that
  * follows `insert into audit_log (${AUDIT_COLUMNS})`. The entry's values travel as one JSON
  * parameter (auditParameter, the statement's `?` here); `also` names relations of the
- * statement to join (`stored`), and `metadata` SQL merged into the entry's metadata, for values
- * only the statement knows (a sequence number it drew).
+ * statement to join (`stored`), `metadata` SQL merged into the entry's metadata, for values
+ * only the statement knows (a sequence number it drew), and `parameter` the placeholder when the statement's
+ * parameters are bound (`$n`, executeBound).
  */
 export const AUDIT_COLUMNS = 'id, action, actor_id, actor_type, actor_role, resource_type, resource_id, ip_address, user_agent, request_id, metadata, created_at';
-export function auditSelect(options: { also?: string; metadata?: string } = {}): string {
+export function auditSelect(options: { also?: string; metadata?: string; parameter?: string } = {}): string {
   return `select gen_random_uuid(), a.action, a.actor_id, a.actor_type, a.actor_role, a.resource_type, a.resource_id, a.ip_address, a.user_agent,
-    a.request_id, a.metadata || ${options.metadata ?? `'{}'::jsonb`}, a.created_at from jsonb_populate_record(null::audit_log, ?::jsonb) a${options.also ? `, ${options.also}` : ''}`;
+    a.request_id, a.metadata || ${options.metadata ?? `'{}'::jsonb`}, a.created_at from jsonb_populate_record(null::audit_log, ${options.parameter ?? '?'}::jsonb) a${options.also ? `, ${options.also}` : ''}`;
 }
 export const auditParameter = (rc: RequestContext, input: AuditInput, at: Date): string => JSON.stringify({ ...auditValues(rc, input), created_at: at });

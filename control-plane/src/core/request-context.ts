@@ -112,6 +112,14 @@ export function statementsOf(rc: RequestContext, db: { orm: { em: { getConnectio
 }
 
 /**
+ * statementsOf for executeBound (db/bulk.ts: parameters bound, not spliced into the text): the transaction's entity
+ * manager inside inTransaction, else the root one, whose statements run straight on the pool.
+ */
+export function boundStatementsOf(rc: RequestContext, db: { orm: { em: EntityManager } }): EntityManager {
+  return commitTasks.has(rc) ? rc.em : db.orm.em;
+}
+
+/**
  * Runs `work` in one database transaction, with a context whose `em` is the
  * transaction's: every change the work makes through `rc.em` — entities,
  * raw statements, audit entries — commits or rolls back together. Tasks
