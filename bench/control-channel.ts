@@ -29,7 +29,7 @@
 //
 // Run: npm run bench:channel -- [--n 50,200,1000] [--rounds 100] [--warmup 10]
 //   [--libraries grpc-js,connect] [--heartbeat-ms 5000] [--real] [--no-floor]
-//   [--no-real] [--sustain-seconds 30] [--publish-rounds 20] [--completion-rounds 30] [--pairs 5] [--pair-rounds 20] [--pair-warmup 50]
+//   [--no-real] [--sustain-seconds 30] [--publish-rounds 20] [--completion-rounds 30] [--pairs 5] [--pair-rounds 20] [--pair-warmup 500]
 //   [--no-pin] [--shared-connection]
 // BENCH_CPU_PROF=<dir> writes a CPU profile of every child process (servers, agents) there; BENCH_CP_FLAGS adds Node
 // flags to the control plane; BENCH_CP_STDOUT=1 shows its stdout (e.g. with BENCH_CP_FLAGS=--trace-gc), at
@@ -43,6 +43,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { YOUNG_GENERATION_FLAG } from '../control-plane/src/heap-tuning.ts';
 import { listFlag, numberFlag, pin } from './lib/cli.ts';
+import { inspectFlag, stretchProfiler } from './lib/inspector-profile.ts';
 import type { FloorLibrary, Measured } from './lib/floor-server.ts';
 import { cpuMsOf, loadAverage, mib, rssOf, summarize, wallNow, type Summary } from './lib/stats.ts';
 
@@ -72,8 +73,15 @@ const PHASES = new Set(listFlag('phases', 'purge,publish,delta'));
  */
 const PAIRS = numberFlag('pairs', 5);
 const PAIR_ROUNDS = numberFlag('pair-rounds', 20);
-/** Rounds of each floor (bare and stored) before the first pair, so both run optimised code as the control plane does by then. */
-const PAIR_WARMUP = numberFlag('pair-warmup', 50);
+/**
+ * Rounds of each side (the bare floor, the stored floor, the real path) before the first pair, on top of the real
+ * path's warm-up, measured and completion rounds: the cost of a control plane that has been running, not of its
+ * first minutes. The control plane runs far more code per purge than the floors, and V8 optimises it over hundreds
+ * of purges: per-round CPU at 50 agents fell from 13.3 ms (rounds 1-100) to 9.0 (200-300) and 7.3 (900-1,000) on
+ * 2026-11-27, where with 50 rounds before the pairs the first ones measured it half warm (real ÷ stored 1.2-1.5
+ * falling pair by pair). Each floor is given as many rounds, so neither side is measured colder than the other.
+ */
+const PAIR_WARMUP = numberFlag('pair-warmup', 500);
 /** BENCH_ROUNDS=1: every measured purge and publish round on stderr. */
 const ROUND_LOG = Boolean(process.env.BENCH_ROUNDS);
 /** The control channel (GRPC_PORT, agent tokens, purge fan-out) is on main: the real path runs unless --no-real. */
@@ -99,6 +107,14 @@ function startChild(command: string[], env: NodeJS.ProcessEnv = process.env, std
 const PROFILE = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
 /** BENCH_CP_FLAGS: Node flags for the control plane only (e.g. --report-on-signal --report-directory=DIR: a diagnostic report after each purge line). */
 const CP_FLAGS = (process.env.BENCH_CP_FLAGS ?? '').split(' ').filter(Boolean);
+/**
+ * BENCH_PAIR_PROF=<dir>: CPU profiles of the paired blocks only (not start-up, warm-up or idle time): the control plane over
+ * its real-path blocks (<dir>/real-<n>.cpuprofile) and the floor process over its stored-purge blocks (<dir>/stored-<n>.cpuprofile),
+ * taken through the inspector (bench/lib/inspector-profile.ts); read them with bench/lib/profile-summary.ts.
+ */
+const PAIR_PROF = process.env.BENCH_PAIR_PROF;
+const CP_INSPECT_PORT = 9301;
+const FLOOR_INSPECT_PORT = 9302;
 const node = (script: string, ...rest: string[]) => [process.execPath, ...PROFILE, ...rest, path.join(here, script)];
 const pinned = (core: number, command: string[]) => (PIN ? pin(core, command) : command);
 
@@ -249,11 +265,15 @@ interface Pair { floor: number; durable: number; real: number }
  * costs) and on the real path (`realRound`, the control plane `cpPid`): per pair, the CPU per round of each,
  * measured seconds apart rather than minutes.
  */
+/** CPU ms per second of the stored floor's process and the control plane, each with its N agents connected and idle. */
+const idle = new Map<number, { stored: number; real: number }>();
+const IDLE_MS = 5_000;
+
 async function pairedWithFloor(n: number, realRound: () => Promise<unknown>, cpPid: number, databaseUrl: string): Promise<Pair[]> {
   let server: Child | undefined;
   let agents: Child | undefined;
   try {
-    server = startChild(pinned(0, node('lib/floor-server.ts', '--expose-gc').concat('grpc-js', '--durable', databaseUrl)));
+    server = startChild(pinned(0, node('lib/floor-server.ts', '--expose-gc', ...(PAIR_PROF ? [inspectFlag(FLOOR_INSPECT_PORT)] : [])).concat('grpc-js', '--durable', databaseUrl)));
     const { port, httpPort } = await nextMessage(server, (m) => m.type === 'ready', 20_000, 'grpc-js floor server (paired)');
     agents = await startAgents({ n, port, reportAcks: true });
     const durableRound = async () => {
@@ -268,20 +288,39 @@ async function pairedWithFloor(n: number, realRound: () => Promise<unknown>, cpP
     await nextMessage(server, (m) => m.type === 'measured', 600_000, `floor warm-up with ${n} streams`);
     agents.messages.length = 0;
     for (let i = 0; i < PAIR_WARMUP; i++) await durableRound();
+    for (let i = 0; i < PAIR_WARMUP; i++) await realRound();
+    // What each process spends with its agents connected and no purge (heartbeats, timers, sweeps): part of every
+    // block's CPU, in proportion to the block's wall time.
+    const idleMsPerSecond = async (pid: number) => {
+      const cpu = cpuMsOf(pid);
+      await new Promise((r) => setTimeout(r, IDLE_MS));
+      return ((cpuMsOf(pid) - cpu) * 1000) / IDLE_MS;
+    };
+    idle.set(n, { stored: await idleMsPerSecond(server.process.pid!), real: await idleMsPerSecond(cpPid) });
     const pairs: Pair[] = [];
+    const profiles = PAIR_PROF ? { stored: await stretchProfiler(FLOOR_INSPECT_PORT), real: await stretchProfiler(CP_INSPECT_PORT) } : undefined;
     for (let k = 0; k < PAIRS; k++) {
       server.process.send({ type: 'measure', n, rounds: PAIR_ROUNDS, warmup: 2 });
       const measured = (await nextMessage(server, (m) => m.type === 'measured', 600_000, `paired floor rounds with ${n} streams`)) as unknown as Measured;
       // The agents report the bare floor's pushes too: nothing waits for those.
       agents.messages.length = 0;
       for (let i = 0; i < 2; i++) await durableRound();
+      await profiles?.stored.start();
       const durableCpu = cpuMsOf(server.process.pid!);
       for (let i = 0; i < PAIR_ROUNDS; i++) await durableRound();
       const durable = (cpuMsOf(server.process.pid!) - durableCpu) / PAIR_ROUNDS;
+      await profiles?.stored.pause();
       for (let i = 0; i < 2; i++) await realRound();
+      await profiles?.real.start();
       const cpu = cpuMsOf(cpPid);
       for (let i = 0; i < PAIR_ROUNDS; i++) await realRound();
       pairs.push({ floor: measured.cpuMs / PAIR_ROUNDS, durable, real: (cpuMsOf(cpPid) - cpu) / PAIR_ROUNDS });
+      await profiles?.real.pause();
+    }
+    if (profiles) {
+      fs.mkdirSync(PAIR_PROF!, { recursive: true });
+      profiles.stored.save(path.join(PAIR_PROF!, `stored-${n}.cpuprofile`));
+      profiles.real.save(path.join(PAIR_PROF!, `real-${n}.cpuprofile`));
     }
     // The stored purges were stored: every one completed with an ack per agent.
     const stored = await ask(server, 'stored');
@@ -401,7 +440,7 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
       NODE_ENV: process.env.BENCH_CP_NODE_ENV ?? 'production', PAYMENT_GATEWAY: 'test', SECRETS_KEY: randomBytes(32).toString('hex'),
     };
     if (services.redisUrl) env.REDIS_URL = services.redisUrl; else delete env.REDIS_URL;
-    cp = startChild(pinned(0, [process.execPath, ...PROFILE, YOUNG_GENERATION_FLAG, ...CP_FLAGS, path.join(root, 'control-plane/src/main.ts')]), env, process.env.BENCH_CP_STDOUT ? 'inherit' : 'ignore');
+    cp = startChild(pinned(0, [process.execPath, ...PROFILE, YOUNG_GENERATION_FLAG, ...CP_FLAGS, ...(PAIR_PROF ? [inspectFlag(CP_INSPECT_PORT)] : []), path.join(root, 'control-plane/src/main.ts')]), env, process.env.BENCH_CP_STDOUT ? 'inherit' : 'ignore');
     const base = `http://127.0.0.1:${CP_PORT}`;
     for (let i = 0; ; i++) {
       if (cp.process.exitCode !== null) throw new Error(`the control plane exited with ${cp.process.exitCode}`);
@@ -543,13 +582,16 @@ async function realPath(floor: Map<number, FloorResult>): Promise<string[]> {
     if (pairedRows.length) {
       say('');
       say(`Paired with the floor (the goal's measure): a bare grpc-js stream server with its own N agents beside the control plane; ${PAIRS} pairs of `
-        + `${PAIR_ROUNDS}-round blocks, a floor block then a real-path block, so both halves of a pair see the same host. CPU ms per round, and real ÷ floor per pair (goal ≤ ${GOALS.ratioToFloor}×, judged on the median). `
+        + `${PAIR_ROUNDS}-round blocks, a floor block then a real-path block, so both halves of a pair see the same host, each side warmed with ${PAIR_WARMUP} rounds before the first pair (a running control plane, not a cold one). CPU ms per round, and real ÷ floor per pair (goal ≤ ${GOALS.ratioToFloor}×, judged on the median). `
         + 'Between the two, a block on the same floor process as a stored purge (POST /purge over node:http, one insert, 202, the push, one statement storing the acks: '
         + 'no authentication, rate limit, idempotency or pub/sub), the least an HTTP-submitted purge recorded in PostgreSQL costs: stored ÷ floor is the bound under any implementation on this host, real ÷ stored what the product adds to it:');
       say('');
       say('| agents | floor / stored / real CPU ms per round, each pair | mean floor / stored / real | real ÷ floor, each pair (sorted) | median | goal | stored ÷ floor, median | real ÷ stored, median |');
       say('|---:|---|---|---|---:|---|---:|---:|');
       for (const row of pairedRows) say(row);
+      say('');
+      say(`Idle, with the N agents connected and no purge (heartbeats every ${HEARTBEAT_MS} ms, timers, sweeps), CPU ms per second over ${IDLE_MS / 1000} s: `
+        + [...idle].map(([n, i]) => `${n} agents: stored floor ${f2(i.stored)}, control plane ${f2(i.real)}`).join('; ') + '.');
     }
     say('');
     say(`Purge → the purge record reads \`completed\` with edge_nodes_completed = edge_nodes_total = N (GET /v1/cdn/purge/{id} every ${POLL_MS} ms once every agent acked; `
