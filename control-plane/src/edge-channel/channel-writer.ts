@@ -200,9 +200,12 @@ export class ChannelWriter {
   /** A part buffered an acknowledgement. */
   acked(): void {
     const now = Date.now();
-    if (this.#ackFirst === Infinity) this.#ackFirst = now;
+    const first = this.#ackFirst === Infinity;
+    if (first) this.#ackFirst = now;
     this.#ackLast = now;
-    this.#arm();
+    // Called for every ack: a later ack only moves the due time on (the timer, already set for no later, stays),
+    // unless it is the first or the last one a part awaited.
+    if (first || this.#ackComplete || !this.#timer) this.#arm();
   }
 
   /** A part has every acknowledgement it awaited: flush now. */
@@ -218,7 +221,9 @@ export class ChannelWriter {
 
   /** Something may wait for the heartbeat-rate flush. */
   later(): void {
-    if (this.#routineDue === Infinity) this.#routineDue = Date.now() + HEARTBEAT_FLUSH_DELAY_MS;
+    // Already due: the timer (or the flush under way, which sets it again) covers it.
+    if (this.#routineDue !== Infinity) return;
+    this.#routineDue = Date.now() + HEARTBEAT_FLUSH_DELAY_MS;
     this.#arm();
   }
 
