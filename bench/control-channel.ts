@@ -29,7 +29,7 @@
 //
 // Run: npm run bench:channel -- [--n 50,200,1000] [--rounds 100] [--warmup 10]
 //   [--libraries grpc-js,connect] [--heartbeat-ms 5000] [--real] [--no-floor]
-//   [--no-real] [--sustain-seconds 30] [--publish-rounds 20] [--completion-rounds 30] [--pairs 5] [--pair-rounds 20] [--pair-warmup 500]
+//   [--no-real] [--sustain-seconds 30] [--publish-rounds 20] [--completion-rounds 30] [--pairs 9] [--pair-rounds 20] [--pair-warmup 500]
 //   [--no-pin] [--shared-connection]
 // BENCH_CPU_PROF=<dir> writes a CPU profile of every child process (servers, agents) there; BENCH_CP_FLAGS adds Node
 // flags to the control plane; BENCH_CP_STDOUT=1 shows its stdout (e.g. with BENCH_CP_FLAGS=--trace-gc), at
@@ -71,7 +71,7 @@ const PHASES = new Set(listFlag('phases', 'purge,publish,delta'));
  * speed drifts by tens of percent over the minutes between the floor's lines and the real path's; a floor
  * block and the real block right after it see the same host, so their ratio is what the 1.2x goal is judged on.
  */
-const PAIRS = numberFlag('pairs', 5);
+const PAIRS = numberFlag('pairs', 9);
 const PAIR_ROUNDS = numberFlag('pair-rounds', 20);
 /**
  * Rounds of each side (the bare floor, the stored floor, the real path) before the first pair, on top of the real
