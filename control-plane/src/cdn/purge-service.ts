@@ -19,7 +19,7 @@
 // statement, one round trip, committed on its own.
 import { randomUUID } from 'node:crypto';
 import { AUDIT_COLUMNS, auditParameter, auditSelect } from '../audit/audit.ts';
-import { boundStatementsOf, statementsOf, type RequestContext } from '../core/request-context.ts';
+import { statementsOf, type RequestContext } from '../core/request-context.ts';
 import { executeBound } from '../db/bulk.ts';
 import { ApiError, found, notFound, validationError, type FieldError } from '../http/errors.ts';
 import { REPLAY_WINDOW_MS } from '../http/idempotency.ts';
@@ -104,14 +104,14 @@ export interface SubmittedPurge {
 const RELEASED = Symbol('released');
 
 async function claimedPurge(services: Pick<CdnServices, 'clock' | 'db'>, rc: RequestContext, idempotency: StatementIdempotency): Promise<StoredPurge | typeof RELEASED | null> {
-  const statements = statementsOf(rc, services.db);
-  const [row] = await statements.execute<(SubmittedRow & { submitted_by: string | null; created_at: Date; request_fingerprint: string | null })[]>(
+  const em = statementsOf(rc, services.db);
+  const [row] = await executeBound<SubmittedRow & { submitted_by: string | null; created_at: Date; request_fingerprint: string | null }>(em,
     `select id, distribution_id, sequence::text as sequence, purge_type, paths, tags, edge_nodes_total, submitted_by, created_at, request_fingerprint
-     from cdn_purge_request where idempotency_key = ?`, [idempotency.key]);
+     from cdn_purge_request where idempotency_key = $1::text`, [idempotency.key]);
   if (!row) return null;
   const createdAt = new Date(row.created_at);
   if (createdAt.getTime() <= services.clock.now().getTime() - REPLAY_WINDOW_MS) {
-    await statements.execute(`update cdn_purge_request set idempotency_key = null, request_fingerprint = null where idempotency_key = ? and id = ?`, [idempotency.key, row.id]);
+    await executeBound(em, `update cdn_purge_request set idempotency_key = null, request_fingerprint = null where idempotency_key = $1::text and id = $2::uuid`, [idempotency.key, row.id]);
     return RELEASED;
   }
   if (row.request_fingerprint !== idempotency.fingerprint) throw new ApiError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was used with a different request');
@@ -150,7 +150,7 @@ async function storePurge(services: Pick<CdnServices, 'store' | 'clock' | 'cdnPu
     metadata: { distribution_id: endpointId, purge_type: purgeType, paths: paths.length, tags: tags.length },
   }, now);
   // A raw statement on the pool (or the caller's transaction): no entity manager forked for it.
-  const [row] = await executeBound<SubmittedRow>(boundStatementsOf(rc, services.db),
+  const [row] = await executeBound<SubmittedRow>(statementsOf(rc, services.db),
     submitStatement(services.cdnPurgeTargets ?? '0', endpointId === null),
     [endpointId, idempotency?.key ?? null, id, purgeType, JSON.stringify(paths), JSON.stringify(tags), rc.actor?.id ?? null, now, now, idempotency?.key ?? null, idempotency?.fingerprint ?? null, audit],
   );

@@ -97,25 +97,12 @@ export function afterCommit(rc: RequestContext, task: () => void): void {
   else task();
 }
 
-/** What runs a raw statement (an entity manager, or the pool's connection). */
-export interface StatementRunner {
-  execute<T = unknown>(sql: string, params?: unknown[]): Promise<T>;
-}
-
 /**
- * Where rc's raw statements run: the transaction's entity manager inside inTransaction, else straight on the pool
- * (`db`), committed on their own, without forking an entity manager for the request (a hot path that never loads an
- * entity).
+ * Where rc's raw statements run (executeBound, db/bulk.ts: parameters bound, not spliced into the text): the
+ * transaction's entity manager inside inTransaction, else the root one, whose statements run straight on the pool,
+ * committed on their own, without forking an entity manager for the request (a hot path that never loads an entity).
  */
-export function statementsOf(rc: RequestContext, db: { orm: { em: { getConnection(): { execute(sql: string, params?: unknown[]): Promise<unknown> } } } }): StatementRunner {
-  return (commitTasks.has(rc) ? rc.em : db.orm.em.getConnection()) as StatementRunner;
-}
-
-/**
- * statementsOf for executeBound (db/bulk.ts: parameters bound, not spliced into the text): the transaction's entity
- * manager inside inTransaction, else the root one, whose statements run straight on the pool.
- */
-export function boundStatementsOf(rc: RequestContext, db: { orm: { em: EntityManager } }): EntityManager {
+export function statementsOf(rc: RequestContext, db: { orm: { em: EntityManager } }): EntityManager {
   return commitTasks.has(rc) ? rc.em : db.orm.em;
 }
 
