@@ -5,10 +5,16 @@ import { Registry } from 'prom-client';
 import t from 'tap';
 import { ChannelMetrics } from './channel-metrics.ts';
 
-t.test('the series alerts read exist at zero before any event', async (t) => {
+/** Channel metrics registered on a registry of their own, and a scrape of it. */
+function registered(connected: number) {
   const registry = new Registry();
-  new ChannelMetrics(() => 0).register(registry);
-  const text = await registry.metrics();
+  const metrics = new ChannelMetrics(() => connected);
+  metrics.register(registry);
+  return { metrics, scrape: () => registry.metrics() };
+}
+
+t.test('the series alerts read exist at zero before any event', async (t) => {
+  const text = await registered(0).scrape();
   for (const kind of ['config', 'purge', 'prefetch']) {
     for (const outcome of ['ok', 'nack']) t.match(text, `edge_channel_acks_total{kind="${kind}",outcome="${outcome}"} 0`, `acks ${kind} ${outcome}`);
   }
@@ -20,30 +26,26 @@ t.test('the series alerts read exist at zero before any event', async (t) => {
 });
 
 t.test('an event counts from zero', async (t) => {
-  const registry = new Registry();
-  const metrics = new ChannelMetrics(() => 2);
-  metrics.register(registry);
+  const { metrics, scrape } = registered(2);
   metrics.ack('purge', false);
   metrics.purgeAcked(0.02, false);
-  const text = await registry.metrics();
+  const text = await scrape();
   t.match(text, 'edge_channel_acks_total{kind="purge",outcome="nack"} 1');
   t.match(text, 'edge_channel_purge_ack_seconds_count{outcome="failed"} 1');
   t.match(text, 'edge_channel_connected_agents 2');
 });
 
 t.test('acks counted between scrapes are folded in once: none lost, none counted twice', async (t) => {
-  const registry = new Registry();
-  const metrics = new ChannelMetrics(() => 0);
-  metrics.register(registry);
+  const { metrics, scrape } = registered(0);
   for (let i = 0; i < 5; i++) metrics.ack('purge', true);
   metrics.ack('config', false);
-  t.match(await registry.metrics(), 'edge_channel_acks_total{kind="purge",outcome="ok"} 5');
-  let text = await registry.metrics();
+  t.match(await scrape(), 'edge_channel_acks_total{kind="purge",outcome="ok"} 5');
+  let text = await scrape();
   t.match(text, 'edge_channel_acks_total{kind="purge",outcome="ok"} 5', 'a second scrape adds nothing');
   t.match(text, 'edge_channel_acks_total{kind="config",outcome="nack"} 1');
   metrics.ack('purge', true);
   metrics.ack('other', true);
-  text = await registry.metrics();
+  text = await scrape();
   t.match(text, 'edge_channel_acks_total{kind="purge",outcome="ok"} 6');
   t.match(text, 'edge_channel_acks_total{kind="other",outcome="ok"} 1', 'a kind without a name is counted too');
 });
