@@ -40,7 +40,9 @@ export function summarizeProfile(profile: { nodes: Node[]; samples: number[]; ti
   for (const [id, us] of self) {
     const n = byId.get(id)!;
     selfBy.set(name(n), (selfBy.get(name(n)) ?? 0) + us);
-    const folder = origin(n.callFrame.url).replace(/\/[^/]*$/, (m) => (n.callFrame.url.includes('node_modules') ? m : '/'));
+    // A package as a whole; our own and Node's code by folder.
+    const source = origin(n.callFrame.url);
+    const folder = source.startsWith('pkg/') || !source.includes('/') ? source : source.replace(/[^/]*$/, '');
     folderBy.set(folder, (folderBy.get(folder) ?? 0) + us);
     // Each function once per stack (recursion counted once).
     const seen = new Set<string>();
