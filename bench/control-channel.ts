@@ -255,6 +255,10 @@ function floorVerdict(results: FloorResult[]): { lines: string[]; best: Map<numb
   return { lines, best };
 }
 
+/** CPU ms per second of the stored floor's process and the control plane, each with its N agents connected and idle. */
+const idle = new Map<number, { stored: number; real: number }>();
+const IDLE_MS = 5_000;
+
 /** CPU ms per round of one pair's blocks: the bare floor, the stored-purge floor (`--durable`), the real path. */
 interface Pair { floor: number; durable: number; real: number }
 
@@ -265,10 +269,6 @@ interface Pair { floor: number; durable: number; real: number }
  * costs) and on the real path (`realRound`, the control plane `cpPid`): per pair, the CPU per round of each,
  * measured seconds apart rather than minutes.
  */
-/** CPU ms per second of the stored floor's process and the control plane, each with its N agents connected and idle. */
-const idle = new Map<number, { stored: number; real: number }>();
-const IDLE_MS = 5_000;
-
 async function pairedWithFloor(n: number, realRound: () => Promise<unknown>, cpPid: number, databaseUrl: string): Promise<Pair[]> {
   let server: Child | undefined;
   let agents: Child | undefined;
