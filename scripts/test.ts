@@ -10,6 +10,9 @@ const services = await detectServices();
 const env: Record<string, string> = { ...process.env as Record<string, string>, TEST_SERVICES_DETECTED: '1', NODE_ENV: 'test' };
 env.TEST_POSTGRES_URL = services.postgresUrl ?? '';
 env.TEST_REDIS_URL = services.redisUrl ?? '';
+// Every Node process of the run (test files and all they start) refuses to reach beyond loopback (test/support/loopback-only.mjs).
+const guard = new URL('../test/support/loopback-only.mjs', import.meta.url);
+env.NODE_OPTIONS = [process.env.NODE_OPTIONS, `--import=${guard.href}`].filter(Boolean).join(' ');
 
 let templateDb: string | undefined;
 let templateDir: string | undefined;
