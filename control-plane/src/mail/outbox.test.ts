@@ -67,8 +67,7 @@ t.test('links.txt keeps a plain-text copy of each message\'s links, appended in 
     `${c.created_at}  to ann@example.test  "Reset your password"  (${c.eml})`,
     'https://x.test/reset-password?token=T2',
     '',
-    '',
-  ].join('\n'));
+  ].join('\n'), 'blank lines only between blocks: the file ends on the newest link');
   t.same((await readOutbox(dir)).map((e) => e.subject), ['Confirm your e-mail address', 'Welcome', 'Reset your password'], 'the messages read as before');
 });
 

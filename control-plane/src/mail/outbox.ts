@@ -2,7 +2,7 @@
 // that tests and developers can read without parsing MIME, and its links
 // appended to links.txt, a plain-text file a developer reads with tail.
 import { randomBytes } from 'node:crypto';
-import { appendFile, mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, readdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -62,7 +62,9 @@ export async function writeOutboxMessage(
   };
   await writeAtomic(path.join(dir, entry.eml), raw);
   // One append per message (O_APPEND: whole blocks, also from several processes sharing the folder).
-  await appendFile(path.join(dir, OUTBOX_LINKS_FILE), linksBlock(entry), { mode: 0o600 });
+  const linksFile = path.join(dir, OUTBOX_LINKS_FILE);
+  const first = await stat(linksFile).then((s) => s.size === 0, () => true);
+  await appendFile(linksFile, linksBlock(entry, first), { mode: 0o600 });
   // Sidecar last: once it exists, the .eml and the links are written too.
   await writeAtomic(path.join(dir, `${id}.json`), JSON.stringify(entry, null, 2) + '\n');
   return entry;
@@ -71,10 +73,14 @@ export async function writeOutboxMessage(
 /** The plain-text copy of every message's links, oldest first, next to the messages. */
 export const OUTBOX_LINKS_FILE = 'links.txt';
 
-/** A message's block in links.txt: when, to whom and the subject on one line, then each link on a line of its own, then a blank line. */
-export function linksBlock(entry: Pick<OutboxEntry, 'created_at' | 'to' | 'subject' | 'links' | 'eml'>): string {
+/**
+ * A message's block in links.txt: when, to whom and the subject on one line, then each link on a line of its own.
+ * A blank line separates it from the block before (none before the first), so the file ends on the newest link
+ * and `tail -1 links.txt` prints it.
+ */
+export function linksBlock(entry: Pick<OutboxEntry, 'created_at' | 'to' | 'subject' | 'links' | 'eml'>, first: boolean): string {
   const header = `${entry.created_at}  to ${entry.to}  "${entry.subject.replace(/[\r\n]+/g, ' ')}"  (${entry.eml})`;
-  return [header, ...(entry.links.length ? entry.links : ['(no links)']), '', ''].join('\n');
+  return `${first ? '' : '\n'}${[header, ...(entry.links.length ? entry.links : ['(no links)'])].join('\n')}\n`;
 }
 
 /** All messages in the outbox, oldest first. An absent folder is an empty outbox. */
