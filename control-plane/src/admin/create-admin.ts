@@ -1,7 +1,7 @@
 // The admin:create command (its CLI is control-plane/src/cli/admin-create.ts):
 // creates a superadmin or admin, or grants the role to an existing account
 // its owner holds, and creates the first superadmin of a fresh database.
-import { randomBytes } from 'node:crypto';
+import { randomInt } from 'node:crypto';
 import { z } from 'zod';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ensurePrimaryProfile } from '../accounts/profile-service.ts';
@@ -22,9 +22,22 @@ export const createAdminArgs = z.strictObject({
   role: z.enum(['superadmin', 'admin']).default('superadmin'),
 });
 
+/** The classes the password policy asks for; the symbols need no quoting inside a shell's single quotes or JSON. */
+const PASSWORD_CLASSES = ['ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz', '0123456789', '-_.~+=@#%'] as const;
+const PASSWORD_ALPHABET = PASSWORD_CLASSES.join('');
+
+/**
+ * 24 characters drawn uniformly from 71 (about 147 bits), one of each class the policy asks for placed at a random
+ * position: nothing about a generated password is fixed, not even where its digit or symbol stands.
+ */
 export function generatePassword(): string {
-  // 144 random bits, plus one character of each class the policy asks for.
-  return `${randomBytes(18).toString('base64url')}aA1!`;
+  const chars = PASSWORD_CLASSES.map((set) => set[randomInt(set.length)]!);
+  while (chars.length < 24) chars.push(PASSWORD_ALPHABET[randomInt(PASSWORD_ALPHABET.length)]!);
+  for (let i = chars.length - 1; i > 0; i--) {
+    const j = randomInt(i + 1);
+    [chars[i], chars[j]] = [chars[j]!, chars[i]!];
+  }
+  return chars.join('');
 }
 
 /**
