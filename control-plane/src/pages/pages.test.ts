@@ -204,3 +204,17 @@ t.test('page assets: the script and style come from the control plane; an unknow
   t.equal(missing.status, 404);
   t.equal(missing.body.code, 'NOT_FOUND');
 });
+
+t.test('the pages serve a favicon: linked from every page and at /favicon.ico, where browsers look for one', async (t) => {
+  const cp = await startTestControlPlane(t);
+  for (const page of ['/', '/verify-email', '/login']) {
+    const html = await (await fetch(cp.url + page, { headers: { accept: 'text/html' } })).text();
+    t.match(html, '<link rel="icon" href="/pages/favicon.svg" type="image/svg+xml">', page);
+  }
+  for (const path of ['/pages/favicon.svg', '/favicon.ico']) {
+    const icon = await fetch(cp.url + path);
+    t.equal(icon.status, 200, path);
+    t.equal(icon.headers.get('content-type'), 'image/svg+xml', path);
+    t.match(await icon.text(), /^<svg /, path);
+  }
+});

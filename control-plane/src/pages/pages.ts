@@ -21,6 +21,7 @@ export const PAGES_CSP = "default-src 'none'; script-src 'self'; style-src 'self
 const assets: Record<string, { type: string; body: Buffer }> = {
   'pages.js': { type: 'application/javascript; charset=utf-8', body: fs.readFileSync(new URL('./assets/pages.js', import.meta.url)) },
   'pages.css': { type: 'text/css; charset=utf-8', body: fs.readFileSync(new URL('./assets/pages.css', import.meta.url)) },
+  'favicon.svg': { type: 'image/svg+xml', body: fs.readFileSync(new URL('./assets/favicon.svg', import.meta.url)) },
 };
 
 export interface PagesInfo {
@@ -33,6 +34,7 @@ function layout(title: string, page: string, body: string): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${escapeHtml(title)} · Streaming Platform</title>
+<link rel="icon" href="/pages/favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="/pages/pages.css"></head>
 <body data-page="${page}"><main>
 <h1>${escapeHtml(title)}</h1>
@@ -130,7 +132,7 @@ function indexPage(info: PagesInfo, demo: string | undefined): string {
 <li><a href="/healthz">Liveness</a> and <a href="/metrics">Prometheus metrics</a></li>
 </ul>
 <h2>Edge agent</h2>
-<p>Edge agents serve the CDN traffic: one per node or region. Start one with <code>npm run edge-agent -- --config-file snapshot.json</code> (or <code>npx edge-agent</code>). Each agent exposes <code>/metrics</code> and <code>/healthz</code> on its metrics port.</p>
+<p>Edge agents serve the CDN traffic: one per node or region. Start one with <code>npm run edge-agent -- --config-file edge-agent/examples/snapshot.json</code> (or <code>npx edge-agent</code>). Each agent exposes <code>/metrics</code> and <code>/healthz</code> on its metrics port.</p>
 ${demoParagraph(demo)}`);
 }
 
@@ -161,6 +163,8 @@ export function mountPages(router: Router, info: PagesInfo): void {
     // Tokens ride in the query string: the frame's `Referrer-Policy: no-referrer` keeps them from leaking, and the access log records paths only.
     router.on('get', `/${name}`, async (ctx) => send(ctx, 'text/html; charset=utf-8', layout(page.title, name, page.body)));
   }
+  // Browsers ask for /favicon.ico on every page without a <link rel="icon"> (/docs among them): the same icon.
+  router.on('get', '/favicon.ico', async (ctx) => send(ctx, assets['favicon.svg']!.type, assets['favicon.svg']!.body, 'public, max-age=86400'));
   router.on('get', '/pages/:asset', async (ctx, params) => {
     const asset = Object.hasOwn(assets, params.asset!) ? assets[params.asset!] : undefined;
     if (!asset) throw new ApiError('NOT_FOUND', 'No such page asset');
