@@ -19,6 +19,7 @@ import { ConfigError, configVariables, flagsToEnv, loadConfig, type Config } fro
 import type { Command } from '../control-plane/src/db/command-channel.ts';
 import { YOUNG_GENERATION_FLAG } from '../control-plane/src/heap-tuning.ts';
 import { OUTBOX_LINKS_FILE } from '../control-plane/src/mail/outbox.ts';
+import { agentPorts } from './dev-ports.ts';
 
 // The agent's settings that make sense here (its DATA_DIR is DATA_DIR/agent, its LOG_LEVEL and HOST are shared).
 const agentVariables = ['HTTP_PORT', 'HTTPS_PORT', 'METRICS_PORT', 'WORKERS', 'CACHE_MEMORY_BYTES', 'CACHE_DISK_BYTES', 'CACHE_MAX_OBJECT_BYTES', 'REGION'];
@@ -44,12 +45,10 @@ try {
 
 const dataDir = config.dataDir;
 const port = config.PORT;
-const agentPort = Number(env.HTTP_PORT ?? 8090);
-const agentHttpsPort = Number(env.HTTPS_PORT ?? 8443);
+const { http: agentPort, https: agentHttpsPort, metrics: agentMetricsPort } = agentPorts(env);
 // One worker unless --workers says otherwise: each worker has a cache of its own, so with several the printed cache demo
 // (two curl runs, two connections) could land on two workers and show MISS twice.
 const agentWorkers = env.WORKERS ?? '1';
-const agentMetricsPort = Number(env.METRICS_PORT ?? 9091);
 // Without --grpc-port, the control channel listens next to the HTTP port (8081 beside the default 8080), so
 // two npm start on different --port values do not both want the default gRPC port.
 const grpcPort = env.GRPC_PORT !== undefined || env.PORT === undefined || port >= 65535 ? config.GRPC_PORT : port + 1;
