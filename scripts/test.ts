@@ -5,6 +5,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import { createTemplateDatabase, createTemplateDataDir, dropDatabase } from '../test/support/database.ts';
 import { detectServices } from '../test/support/services.ts';
+import { withoutNul } from './nul-free.ts';
 
 const services = await detectServices();
 const env: Record<string, string> = { ...process.env as Record<string, string>, TEST_SERVICES_DETECTED: '1', NODE_ENV: 'test' };
@@ -29,9 +30,11 @@ console.log(
 );
 
 const tapArgs = process.argv.slice(2);
-const child = spawn(process.execPath, ['node_modules/tap/dist/esm/run.mjs', ...tapArgs], { env, stdio: ['inherit', 'pipe', 'inherit'] });
+const child = spawn(process.execPath, ['node_modules/tap/dist/esm/run.mjs', ...tapArgs], { env, stdio: ['inherit', 'pipe', 'pipe'] });
 let tail = '';
-child.stdout.on('data', (chunk: Buffer) => {
+child.stderr.on('data', (raw: Buffer) => process.stderr.write(withoutNul(raw)));
+child.stdout.on('data', (raw: Buffer) => {
+  const chunk = withoutNul(raw);
   process.stdout.write(chunk);
   tail = (tail + chunk.toString('utf8')).slice(-4096);
 });

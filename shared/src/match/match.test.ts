@@ -137,7 +137,7 @@ t.test('path normalisation (RFC 3986 6.2.2 + 5.2.4)', async (t) => {
 
 t.test('pathGlobProblem accepts what compiles and names what does not', async (t) => {
   for (const ok of ['*', '**', '/', '/videos/*', '/**/*.ts', '/*.{jpg,png}', '/a/[abc].js', '/api/?']) t.equal(pathGlobProblem(ok), null, ok);
-  for (const bad of ['videos/*', '/a b', '/a/{b', '/a/b}', '/a/[x', '/a/x]', '/a/***', '/a\u0000']) t.type(pathGlobProblem(bad), 'string', bad);
+  for (const bad of ['videos/*', '/a b', '/a/{b', '/a/b}', '/a/[x', '/a/x]', '/a/***', '/a\u0000']) t.type(pathGlobProblem(bad), 'string', JSON.stringify(bad));
 });
 
 t.test('hostPatternProblem accepts names, "*" and a leading wildcard label only', async (t) => {
