@@ -11,7 +11,8 @@
 // sockets, the name `localhost` (/etc/hosts answers it; `*.localhost` goes
 // to the machine's resolver, so it is refused like any other name), and DNS
 // questions to a resolver whose servers are all on loopback (the ACME tests'
-// pebble-challtestsrv).
+// pebble-challtestsrv). A name under `.invalid` is answered "not found" at
+// once, as RFC 6761 §6.4 asks of resolver libraries: asking for it is no fault.
 import dgram from 'node:dgram';
 import dns from 'node:dns';
 import dnsPromises from 'node:dns/promises';
@@ -53,26 +54,33 @@ function refuse(what) {
 }
 
 // ---- DNS: getaddrinfo (lookup) and the resolvers ----
-const originalLookup = dns.lookup;
-function guardedLookup(hostname, options, callback) {
-  const cb = typeof options === 'function' ? options : callback;
-  if (hostname && !localName(hostname) && net.isIP(hostname) === 0) {
-    const err = refuse(`DNS lookup of ${hostname}`);
-    err.code = 'ENOTFOUND';
-    process.nextTick(cb, err);
-    return {};
-  }
-  return originalLookup.call(dns, hostname, options, callback);
+/** RFC 6761 §6.4: a name under .invalid has no answer, and a resolver library should say so without asking anyone. */
+const invalidName = (name) => /(^|\.)invalid\.?$/i.test(String(name));
+function notFound(hostname) {
+  const err = new Error(`getaddrinfo ENOTFOUND ${hostname}`);
+  err.code = 'ENOTFOUND';
+  err.hostname = hostname;
+  return err;
 }
-dns.lookup = guardedLookup;
+/** null: the lookup may go ahead; otherwise the error it fails with (a refusal is written down, .invalid is not). */
+function lookupRefusal(hostname) {
+  if (!hostname || localName(hostname) || net.isIP(hostname) !== 0) return null;
+  if (invalidName(hostname)) return notFound(hostname);
+  const err = refuse(`DNS lookup of ${hostname}`);
+  err.code = 'ENOTFOUND';
+  return err;
+}
+const originalLookup = dns.lookup;
+dns.lookup = function lookup(hostname, options, callback) {
+  const err = lookupRefusal(hostname);
+  if (err === null) return originalLookup.call(dns, hostname, options, callback);
+  process.nextTick(typeof options === 'function' ? options : callback, err);
+  return {};
+};
 const originalPromiseLookup = dnsPromises.lookup;
 dnsPromises.lookup = function lookup(hostname, options) {
-  if (hostname && !localName(hostname) && net.isIP(hostname) === 0) {
-    const err = refuse(`DNS lookup of ${hostname}`);
-    err.code = 'ENOTFOUND';
-    return Promise.reject(err);
-  }
-  return originalPromiseLookup.call(dnsPromises, hostname, options);
+  const err = lookupRefusal(hostname);
+  return err === null ? originalPromiseLookup.call(dnsPromises, hostname, options) : Promise.reject(err);
 };
 
 const RESOLVE_METHODS = ['resolve', 'resolve4', 'resolve6', 'resolveAny', 'resolveCaa', 'resolveCname', 'resolveMx', 'resolveNaptr',
@@ -89,8 +97,14 @@ function guardResolvers(module, promised) {
       target[method] = function guardedResolve(name, ...rest) {
         const resolver = target === module ? module : this;
         if (localName(name) || resolverOnLoopback(resolver)) return original.call(this, name, ...rest);
-        const err = refuse(`DNS ${method} of ${name} through ${resolver.getServers().join(',')}`);
-        err.code = 'ECONNREFUSED';
+        let err;
+        if (invalidName(name)) {
+          err = new Error(`query${method.slice(7)} ENOTFOUND ${name}`);
+          err.code = 'ENOTFOUND';
+        } else {
+          err = refuse(`DNS ${method} of ${name} through ${resolver.getServers().join(',')}`);
+          err.code = 'ECONNREFUSED';
+        }
         if (promised) return Promise.reject(err);
         const cb = rest.at(-1);
         if (typeof cb === 'function') process.nextTick(cb, err);

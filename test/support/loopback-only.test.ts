@@ -46,7 +46,7 @@ t.test('a DNS lookup of a public name and a process started by the test file are
   t.match(stderr, /connection to 198\.51\.100\.7:8080/);
 });
 
-t.test('loopback, the name localhost and Unix sockets pass, and the file passes', async (t) => {
+t.test('loopback, the name localhost, Unix sockets and a lookup of a name under .invalid (not found, RFC 6761) pass, and the file passes', async (t) => {
   const { code, stderr } = await runTestFile(t, `
     import net from 'node:net';
     import http from 'node:http';
@@ -61,6 +61,8 @@ t.test('loopback, the name localhost and Unix sockets pass, and the file passes'
       if ((await res.text()) !== 'ok') throw new Error(host);
     }
     await lookup('localhost');
+    const invalid = await lookup('metadata.test.invalid').catch((e) => e.code);
+    if (invalid !== 'ENOTFOUND') throw new Error('.invalid: ' + invalid);
     const sock = path.join(os.tmpdir(), 'guard-' + process.pid + '.sock');
     const unix = net.createServer((c) => c.end()).listen(sock);
     await new Promise((r) => unix.on('listening', r));
