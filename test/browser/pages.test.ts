@@ -15,6 +15,7 @@ import { OUTBOX_LINKS_FILE } from '../../control-plane/src/mail/outbox.ts';
 import { createSuperadmin, login, outboxDir, RESET_SUBJECT, settled, VERIFY_SUBJECT } from '../support/auth.ts';
 import { ACTION_TIMEOUT_MS, CHROMIUM_INSTALL_HINT, chromiumPath, launchBrowser } from '../support/browser.ts';
 import { makeEndpoint } from '../support/cdn.ts';
+import { noDnsAnswers } from '../support/cdn.ts';
 import { startTestControlPlane, type TestControlPlane } from '../support/control-plane.ts';
 import { eventually } from '../support/eventually.ts';
 
@@ -32,7 +33,7 @@ if (!executablePath) {
 type OpenApi = { paths: Record<string, Record<string, { tags: string[]; requestBody?: { content: Record<string, { example?: Record<string, unknown> }> } }>> };
 
 async function browserTests(executablePath: string): Promise<void> {
-  const cp = await startTestControlPlane(t);
+  const cp = await startTestControlPlane(t, { services: noDnsAnswers });
   const browser = await launchBrowser(t, executablePath);
   const doc = (await cp.request('GET', '/openapi.json')).body as OpenApi;
   const registration = doc.paths['/v1/auth/register']!.post!.requestBody!.content['application/json']!.example!;

@@ -6,11 +6,12 @@
 import t, { type Test } from 'tap';
 import { routes } from '../../control-plane/src/capabilities.ts';
 import { createSuperadmin, login, PASSWORD, sender, verifyEmail } from '../support/auth.ts';
+import { noDnsAnswers } from '../support/cdn.ts';
 import { startTestControlPlane } from '../support/control-plane.ts';
 
 type Operation = { requestBody?: { content: Record<string, { example?: Record<string, unknown> }> } };
 
-const cp = await startTestControlPlane(t);
+const cp = await startTestControlPlane(t, { services: noDnsAnswers });
 const doc = (await cp.request('GET', '/openapi.json')).body as { paths: Record<string, Record<string, Operation>>; servers: { url: string }[] };
 const send = sender(cp);
 

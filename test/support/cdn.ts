@@ -23,6 +23,13 @@ export const caller = (cp: TestControlPlane) =>
   (who: TestAccount | null, method: string, path: string, json?: unknown, headers: Record<string, string> = {}) =>
     cp.request(method, path, { headers: who ? bearer(who.accessToken, headers) : headers, json });
 
+/**
+ * The control plane's write-time DNS check (cdnHostLookup) for a test whose hosts are documentation names
+ * (media.example.com: the API's own examples): no answer, as when a name does not resolve yet, which the check
+ * accepts. The real lookup would ask the machine's resolver, beyond loopback (test/support/loopback-only.mjs).
+ */
+export const noDnsAnswers = { cdnHostLookup: async (): Promise<string[]> => [] };
+
 let sequence = 0;
 export const uniqueName = (tag: string) => `${tag} ${process.pid}-${++sequence}`;
 
