@@ -17,7 +17,7 @@ export function fromKnownError(error: unknown, preconditioned = false): ApiError
   }
   if (error instanceof NotFoundError) return new ApiError('NOT_FOUND');
   if (error instanceof UniqueConstraintViolationException) return new ApiError('CONFLICT', 'A resource with these values already exists');
-  if (error instanceof ConnectionException) return new ApiError('SERVICE_UNAVAILABLE', 'The database is unavailable; retry later');
+  if (error instanceof ConnectionException || databaseConnectionLost(error)) return new ApiError('SERVICE_UNAVAILABLE', 'The database is unavailable; retry later');
   const e = error as { status?: number; statusCode?: number; httpCode?: number; code?: string | number; name?: string; message?: string };
   // ioredis when Redis is down, or stopped answering (the store's command timeout)
   if (e?.name === 'MaxRetriesPerRequestError' || e?.code === 'ECONNREFUSED' || e?.message === 'Connection is closed.' || e?.message === 'Command timed out') {
@@ -32,6 +32,20 @@ export function fromKnownError(error: unknown, preconditioned = false): ApiError
   }
   if (status === 400 && e?.name === 'BadRequestError') return new ApiError('VALIDATION_ERROR', 'Malformed request body', { errors: [{ field: '(body)', message: String(e.message) }] });
   return undefined;
+}
+
+/**
+ * A query the database could not finish because the connection went away under it: the server ended it (SQLSTATE
+ * class 08 connection exception; 57P01–57P03 administrator command, crash shutdown, cannot connect now: a restart
+ * or a failover), or the socket broke mid-query (pg's "Connection terminated", a reset or a broken pipe). The same
+ * outage as a refused connection, so the same 503.
+ */
+function databaseConnectionLost(error: unknown): boolean {
+  const e = error as { code?: unknown; message?: unknown } | null;
+  const code = typeof e?.code === 'string' ? e.code : '';
+  if (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03') return true;
+  if (code === 'ECONNRESET' || code === 'EPIPE') return true;
+  return typeof e?.message === 'string' && /^Connection terminated( unexpectedly| due to connection timeout)?$/.test(e.message.split('\n')[0]!);
 }
 
 export function errorBody(error: ApiError, requestId: string): Record<string, unknown> {
