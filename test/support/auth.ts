@@ -97,6 +97,7 @@ export const VERIFY_SUBJECT = /^Confirm your e-mail address/;
 export const RESET_SUBJECT = /^Reset your .* password$/;
 export const SUSPENDED_SUBJECT = /account has been suspended$/;
 export const REGISTRATION_NOTICE_SUBJECT = /^Someone tried to create/;
+export const CONFIRMED_SUBJECT = /^Your e-mail address for .* is confirmed$/;
 
 /** The `token` query parameter of the first link of the newest matching message. */
 export async function tokenFromLatest(cp: TestControlPlane, to: string, subject: RegExp): Promise<string> {
@@ -189,6 +190,7 @@ export async function createUserDirect(cp: TestControlPlane, options: DirectUser
     country_code: options.country_code ?? null,
     status,
     email_verified: status !== 'pending_verification',
+    password_confirmed: status !== 'pending_verification',
     terms_accepted_at: new Date(),
     notification_preferences: { ...defaultNotificationPreferences },
   } as never);
