@@ -251,6 +251,14 @@ export async function countRows(cp: TestControlPlane, table: string, where?: str
   return rows[0].n as number;
 }
 
+/** The row count of every table of the database, by name: for "nothing stored changed" over every table at once. */
+export async function everyTableRowCount(cp: TestControlPlane): Promise<Record<string, number>> {
+  const tables = await query<{ table_name: string }>(cp, `select table_name from information_schema.tables where table_schema = current_schema() and table_type = 'BASE TABLE' order by table_name`);
+  const counts: Record<string, number> = {};
+  for (const { table_name } of tables) counts[table_name] = await countRows(cp, table_name);
+  return counts;
+}
+
 export async function query<T = Record<string, unknown>>(cp: TestControlPlane, sql: string, params: unknown[] = []): Promise<T[]> {
   return cp.database.db.orm.em.fork().getConnection().execute(sql, params) as Promise<T[]>;
 }
