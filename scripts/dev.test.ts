@@ -143,7 +143,7 @@ t.test('npm start with flags on a fresh data directory: every printed URL and co
   t.equal((await fs.readFile(linksFile, 'utf8')).trimEnd().split('\n').at(-1), link, 'the printed links file ends with the link');
   const page = await openPage(link.replace('//localhost:', '//127.0.0.1:'));
   t.equal(page.status, 200);
-  // The page asks for the password chosen at registration (issue 20 item 4: a password set before verification is kept only when the verifier shows it).
+  // The page asks for the password chosen at registration (the API takes the token alone too; given, the password is checked).
   page.fill('password', JSON.parse(registerCommand.body!).password);
   await page.submit();
   t.equal(page.message().kind, 'ok', page.message().text);

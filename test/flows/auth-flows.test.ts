@@ -12,10 +12,10 @@ const cp = await startTestControlPlane(t, { env: RELAXED_LIMITS });
 const me = (accessToken: string) => cp.request('GET', '/v1/users/me', { headers: bearer(accessToken) });
 const refresh = (token: string) => cp.request('POST', '/v1/auth/refresh', { headers: cookieHeader(token) });
 
-t.test('register → verify via the e-mailed link → login → refresh twice → reuse of the first refresh token revokes the session → login again', async (t) => {
+t.test('register → verify via the e-mailed link with the token alone (document 2) → login with the registration password → refresh twice → reuse of the first refresh token revokes the session → login again', async (t) => {
   const { email, password } = await register(cp);
   const token = await tokenFromLatest(cp, email, VERIFY_SUBJECT);
-  const verified = await cp.request('POST', '/v1/auth/email/verify', { json: { token, password } });
+  const verified = await cp.request('POST', '/v1/auth/email/verify', { json: { token } });
   t.equal(verified.status, 200);
   t.equal(verified.body.data.status, 'active');
 

@@ -97,6 +97,7 @@ export const VERIFY_SUBJECT = /^Confirm your e-mail address/;
 export const RESET_SUBJECT = /^Reset your .* password$/;
 export const SUSPENDED_SUBJECT = /account has been suspended$/;
 export const REGISTRATION_NOTICE_SUBJECT = /^Someone tried to create/;
+export const CONFIRMED_SUBJECT = /^Your e-mail address for .* is confirmed$/;
 
 /** The `token` query parameter of the first link of the newest matching message. */
 export async function tokenFromLatest(cp: TestControlPlane, to: string, subject: RegExp): Promise<string> {
@@ -189,6 +190,7 @@ export async function createUserDirect(cp: TestControlPlane, options: DirectUser
     country_code: options.country_code ?? null,
     status,
     email_verified: status !== 'pending_verification',
+    password_confirmed: status !== 'pending_verification',
     terms_accepted_at: new Date(),
     notification_preferences: { ...defaultNotificationPreferences },
   } as never);
@@ -247,6 +249,14 @@ export async function countRows(cp: TestControlPlane, table: string, where?: str
   if (!/^[a-z_]+$/.test(table)) throw new Error(`bad table name ${table}`);
   const rows = await cp.database.db.orm.em.fork().getConnection().execute(`select count(*)::int as n from ${table}${where ? ` where ${where}` : ''}`, params);
   return rows[0].n as number;
+}
+
+/** The row count of every table of the database, by name: for "nothing stored changed" over every table at once. */
+export async function everyTableRowCount(cp: TestControlPlane): Promise<Record<string, number>> {
+  const tables = await query<{ table_name: string }>(cp, `select table_name from information_schema.tables where table_schema = current_schema() and table_type = 'BASE TABLE' order by table_name`);
+  const counts: Record<string, number> = {};
+  for (const { table_name } of tables) counts[table_name] = await countRows(cp, table_name);
+  return counts;
 }
 
 export async function query<T = Record<string, unknown>>(cp: TestControlPlane, sql: string, params: unknown[] = []): Promise<T[]> {

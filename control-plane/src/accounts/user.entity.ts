@@ -36,6 +36,8 @@ export const UserSchema = defineEntity({
     email: p.string().length(254).unique('app_user_email_key'),
     email_verified: p.boolean().default(false),
     password_hash: p.string().length(255).nullable().hidden(),
+    // The password is one the mailbox's owner chose or confirmed, not only whoever registered the address (migration 0048).
+    password_confirmed: p.boolean().default(false).hidden(),
     display_name: p.string().length(100).nullable(),
     phone: p.string().length(20).nullable(),
     phone_verified: p.boolean().default(false),

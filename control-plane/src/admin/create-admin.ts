@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ensurePrimaryProfile } from '../accounts/profile-service.ts';
 import { User, defaultNotificationPreferences } from '../accounts/user.entity.ts';
-import { normalizeEmail } from '../auth/auth-service.ts';
+import { normalizeEmail, ownedByItsOwner } from '../auth/auth-service.ts';
 import { assignRole, syncRoleCatalog } from '../auth/permissions/permission-service.ts';
 import { hashPassword, passwordSchema } from '../auth/primitives/password.ts';
 import { emailField } from '../auth/schemas.ts';
@@ -42,7 +42,7 @@ export function generatePassword(): string {
 
 /**
  * Creates the account (active, verified, with its primary profile) or finds it; grants the role and `subscriber`.
- * An existing account whose owner has not confirmed the address or set a password is refused (CommandError):
+ * An existing account whose owner has not confirmed the address or set a password (ownedByItsOwner) is refused (CommandError):
  * anyone can register an address and wait for it to be made an administrator (account pre-hijacking).
  */
 async function upsertAdmin(em: EntityManager, input: { email: string; password?: string; displayName?: string; role: string }): Promise<{ created: boolean; password: string }> {
@@ -51,7 +51,7 @@ async function upsertAdmin(em: EntityManager, input: { email: string; password?:
   let user = await em.findOne(User, { email });
   const created = !user;
   if (user) {
-    if (!user.email_verified || !user.password_hash || user.status === 'pending_verification') {
+    if (!ownedByItsOwner(user)) {
       throw new CommandError(`${email} belongs to an account whose owner has not confirmed the address or set a password (anyone can register an address), `
         + 'so it is not given a role. Invite it as a CDN admin user instead (POST /v1/cdn/admin/users): the invitation reaches the owner, who sets the password.');
     }
@@ -61,6 +61,7 @@ async function upsertAdmin(em: EntityManager, input: { email: string; password?:
     user = em.create(User, {
       email,
       password_hash: await hashPassword(password),
+      password_confirmed: true,
       display_name: input.displayName ?? null,
       status: 'active',
       email_verified: true,

@@ -6,11 +6,11 @@ import { primaryProfileInsertSql } from '../accounts/profile-service.ts';
 import { withRoles } from '../accounts/user-record.ts';
 import { defaultNotificationPreferences, User } from '../accounts/user.entity.ts';
 import { recordAudit } from '../audit/audit.ts';
-import type { Actor, RequestContext } from '../core/request-context.ts';
+import { afterCommit, inTransaction, type Actor, type RequestContext } from '../core/request-context.ts';
 import { ApiError } from '../http/errors.ts';
 import { consumeRateLimit, enforceRateLimit } from '../http/rate-limit.ts';
 import { deliver } from '../mail/deliver.ts';
-import { passwordResetEmail, registrationAttemptNotice, verificationEmail } from '../mail/templates.ts';
+import { addressConfirmedNotice, passwordResetEmail, registrationAttemptNotice, verificationEmail } from '../mail/templates.ts';
 import { notify } from '../notifications/index.ts';
 import { OneTimeToken, RecoveryCode, Session, type OneTimeTokenPurpose } from './auth.entities.ts';
 import { FORGOT_PER_ACCOUNT, RESEND_PER_ACCOUNT, TOTP_BUDGET, totpBudgetKey } from './limits.ts';
@@ -112,13 +112,28 @@ export async function register(app: AppServices, rc: RequestContext, input: Regi
     }, tx);
     return createdId !== null;
   });
-  if (created) {
-    app.deferred.defer('verification-mail', () => sendVerificationLink(app, candidate.id), rc.log);
-  } else {
-    app.deferred.defer('registration-attempt-notice', () => deliver(app, email, registrationAttemptNotice({ publicUrl: app.config.linkBaseUrl })), rc.log);
-  }
+  if (created) app.deferred.defer('verification-mail', () => sendVerificationLink(app, candidate.id), rc.log);
+  else app.deferred.defer('repeated-registration-mail', () => answerRepeatedRegistration(app, email), rc.log);
   return withRoles(candidate, [SUBSCRIBER]);
 }
+
+/**
+ * A registration of an address that already has an account changes nothing
+ * (the first registration's password stays). An account still awaiting
+ * verification is sent its verification link again, as resend does and
+ * within the same budget (RESEND_PER_ACCOUNT); the owner of any other account
+ * is told someone tried. Runs after the response, like the first branch.
+ */
+async function answerRepeatedRegistration(app: AppServices, email: string): Promise<void> {
+  const user = await app.db.orm.em.fork().findOne(User, { email });
+  if (user && awaitsVerification(user)) {
+    if (await withinBudget(app, RESEND_PER_ACCOUNT, email)) await sendVerificationLink(app, user.id, { repeated: true });
+    return;
+  }
+  await deliver(app, email, registrationAttemptNotice({ publicUrl: app.config.linkBaseUrl }));
+}
+
+const awaitsVerification = (user: User) => !user.email_verified && user.status === 'pending_verification';
 
 const SUBSCRIBER = 'subscriber';
 
@@ -161,63 +176,84 @@ async function insertPendingUser(em: EntityManager, user: User, passwordHash: st
 }
 
 /** Issues a verification token and e-mails its link, if the account still awaits verification. */
-async function sendVerificationLink(app: AppServices, userId: string): Promise<void> {
+async function sendVerificationLink(app: AppServices, userId: string, options: { repeated?: boolean } = {}): Promise<void> {
   const em = app.db.orm.em.fork() as EntityManager;
   const user = await em.findOne(User, userId);
-  if (!user || user.email_verified || user.status !== 'pending_verification') return;
+  if (!user || !awaitsVerification(user)) return;
   const token = await issueOneTimeToken(app, em, user, 'email_verification', VERIFICATION_TOKEN_TTL_MS);
-  await deliver(app, user.email, verificationEmail({ publicUrl: app.config.linkBaseUrl, token, displayName: user.display_name ?? undefined }));
+  await deliver(app, user.email, verificationEmail({ publicUrl: app.config.linkBaseUrl, token, displayName: user.display_name ?? undefined, repeated: options.repeated }));
 }
 
 export interface VerifyEmailInput {
   token: string;
-  /** The password chosen at registration, as proof that the verifier chose it. */
+  /** The password chosen at registration: optional, checked when given (the product's page asks for it). */
   password?: string;
   /** A password replacing the one chosen at registration. */
   new_password?: string;
 }
 
 /** What a verification did to the password set before it (audit-logged). */
-type PasswordOutcome = 'kept' | 'replaced' | 'removed' | 'none';
+type PasswordOutcome = 'kept' | 'confirmed' | 'replaced' | 'none';
 
 /**
- * Verifies the address with the e-mailed token (document 2), and defends
- * against account pre-hijacking: anyone can register an address with a
- * password of their choosing and wait for its owner to confirm it. The link
- * proves the mailbox; the password set before verification stays only when
- * the verifier shows they set it, by sending it (`password`) or by calling
- * from a session of the account (logged in with it). Otherwise it is replaced
- * (`new_password`) or removed, every session of the account ends (those of a
- * squatter who logged in before verification included), and a link to choose
- * a password is e-mailed. A wrong `password` is 400 on `password` with the
- * token left unspent.
+ * Verifies the address with the e-mailed token alone (document 2): the
+ * account becomes active and keeps the password chosen at registration.
+ * Anyone can register an address with a password of their choosing and wait
+ * for its owner to confirm it (account pre-hijacking), so verification ends
+ * every session of the account opened before it, the owner is sent a notice
+ * saying what to do if they did not sign up (reset the password, which ends
+ * every session), and the password counts as the owner's (password_confirmed,
+ * which the role grants need) only when the verifier shows it (`password`)
+ * or replaces it (`new_password`). A wrong `password` is 400 on `password`
+ * with the token left unspent.
  */
 export async function verifyEmail(app: AppServices, rc: RequestContext, input: VerifyEmailInput): Promise<User & { roles: string[] }> {
-  const em = rc.em;
-  const record = await findLiveOneTimeToken(app, em, input.token, 'email_verification');
-  const user = record.user as unknown as User;
-  if (input.password !== undefined && !(user.password_hash && (await verifyPassword(user.password_hash, input.password)))) {
+  // The link and the password are checked before the transaction, so it never waits for argon2.
+  const checked = (await findLiveOneTimeToken(app, rc.em, input.token, 'email_verification')).user as unknown as User;
+  if (input.password !== undefined && !(checked.password_hash && (await verifyPassword(checked.password_hash, input.password)))) {
     throw new ApiError('VALIDATION_ERROR', undefined, { errors: [{ field: 'password', message: 'Not the password chosen for this account; choose a new one with new_password' }] });
   }
   const replacement = input.new_password === undefined ? undefined : await hashPassword(input.new_password);
-  await spendOneTimeToken(em, record);
-  const fromOwnSession = rc.actor?.type === 'user' && rc.actor.id === user.id;
-  let password: PasswordOutcome;
-  if (replacement) password = 'replaced';
-  else if (!user.password_hash) password = 'none';
-  else password = input.password !== undefined || fromOwnSession ? 'kept' : 'removed';
-  if (password === 'replaced' || password === 'removed') {
-    user.password_hash = replacement ?? null;
-    await app.sessions.revokeAll(em, user.id, 'email_verified');
-  }
-  user.email_verified = true;
-  if (user.status === 'pending_verification') user.status = 'active';
-  // Named so the audit's secret masking leaves the outcome readable (it masks every key naming a password).
-  recordAudit(rc, { action: 'user.email_verified', resource_type: 'user', resource_id: user.id, metadata: { earlier_credential: password } }, em);
-  await em.flush();
-  if (password === 'removed') app.deferred.defer('password-setting-mail', () => sendPasswordResetLink(app, user.id), rc.log);
-  const { roles } = await loadUserGrants(em, user.id);
+  const user = await inTransaction(rc, async (tx) => {
+    const record = await findLiveOneTimeToken(app, tx.em, input.token, 'email_verification');
+    const user = record.user as unknown as User;
+    await spendOneTimeToken(tx.em, record);
+    let password: PasswordOutcome;
+    if (replacement) password = 'replaced';
+    else if (!user.password_hash) password = 'none';
+    else password = input.password !== undefined ? 'confirmed' : 'kept';
+    if (replacement) user.password_hash = replacement;
+    if (password === 'replaced' || password === 'confirmed') user.password_confirmed = true;
+    user.email_verified = true;
+    if (user.status === 'pending_verification') user.status = 'active';
+    // No session opened before the owner confirmed the address survives it (a squatter's included).
+    await app.sessions.revokeAll(tx.em, user.id, 'email_verified');
+    // Named so the audit's secret masking leaves the outcome readable (it masks every key naming a password).
+    recordAudit(tx, { action: 'user.email_verified', resource_type: 'user', resource_id: user.id, metadata: { earlier_credential: password } }, tx.em);
+    await tx.em.flush();
+    afterCommit(tx, () => app.deferred.defer('address-confirmed-notice', () => sendAddressConfirmedNotice(app, user.id), rc.log));
+    return user;
+  });
+  const { roles } = await loadUserGrants(rc.em, user.id);
   return withRoles(user, roles);
+}
+
+/**
+ * Whether an account's owner is known to hold it: a confirmed address and a
+ * password the mailbox's owner chose or confirmed (`password_confirmed`: a
+ * verification with the token alone keeps the registrant's password without
+ * saying who chose it). Anyone can register an address and wait: an account
+ * that is not owned this way is never handed a role as it is (CDN admin users
+ * invite it, admin:create refuses it).
+ */
+export const ownedByItsOwner = (user: Pick<User, 'email_verified' | 'password_hash' | 'password_confirmed' | 'status'>) =>
+  user.email_verified && user.password_hash !== null && user.password_confirmed && user.status !== 'pending_verification';
+
+/** Tells the owner of a newly confirmed address what to do if they did not sign up. */
+async function sendAddressConfirmedNotice(app: AppServices, userId: string): Promise<void> {
+  const user = await app.db.orm.em.fork().findOne(User, userId);
+  if (!user || user.status === 'deleted') return;
+  await deliver(app, user.email, addressConfirmedNotice({ publicUrl: app.config.linkBaseUrl, displayName: user.display_name ?? undefined }));
 }
 
 /** Spends one unit of a per-address e-mail budget; false once it is spent (the caller then sends nothing). */
@@ -407,6 +443,7 @@ export async function resetPassword(app: AppServices, rc: RequestContext, input:
   if (user.mfa_enabled) await checkSecondFactor(app, em, user, input, { budget: true });
   await spendOneTimeToken(em, record);
   user.password_hash = await hashPassword(input.new_password);
+  user.password_confirmed = true; // chosen by whoever holds the mailbox
   // The link arrived at the address, which proves it as well as a verification link would.
   if (!user.email_verified) {
     user.email_verified = true;

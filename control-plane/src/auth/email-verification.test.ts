@@ -1,47 +1,74 @@
 import t from 'tap';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import {
-  bearer, cookieHeader, countRows, login, messagesTo, OTHER_PASSWORD, PASSWORD, query, register, RELAXED_LIMITS, RESET_SUBJECT, tokenFromLatest,
-  uniqueEmail, VERIFY_SUBJECT,
+  bearer, CONFIRMED_SUBJECT, cookieHeader, countRows, login, messagesTo, OTHER_PASSWORD, PASSWORD, query, register, RELAXED_LIMITS, RESET_SUBJECT,
+  tokenFromLatest, uniqueEmail, VERIFY_SUBJECT,
 } from '../../../test/support/auth.ts';
 
 const cp = await startTestControlPlane(t, { env: RELAXED_LIMITS });
 
-t.test('POST /v1/auth/email/verify with the e-mailed token and the password chosen at registration activates the account and keeps its sessions; the token works once', async (t) => {
+t.test('POST /v1/auth/email/verify with the e-mailed token alone activates the account and keeps the password chosen at registration; the token works once', async (t) => {
   const { email, id } = await register(cp);
-  const before = await login(cp, email);
   const token = await tokenFromLatest(cp, email, VERIFY_SUBJECT);
-  const res = await cp.request('POST', '/v1/auth/email/verify', { json: { token, password: PASSWORD } });
+  const res = await cp.request('POST', '/v1/auth/email/verify', { json: { token } });
   t.equal(res.status, 200);
   t.match(res.body.data, { id, email, email_verified: true, status: 'active', roles: ['subscriber'] });
-  t.equal((await cp.request('GET', '/v1/me/auth/sessions', { headers: bearer(before.accessToken) })).status, 200, 'the registrant\'s session goes on');
-  t.equal((await login(cp, email, PASSWORD)).res.status, 200, 'and the password still signs in');
-  const again = await cp.request('POST', '/v1/auth/email/verify', { json: { token, password: PASSWORD } });
+  t.equal((await login(cp, email, PASSWORD)).res.status, 200, 'the registration password signs in');
+  const again = await cp.request('POST', '/v1/auth/email/verify', { json: { token } });
   t.equal(again.status, 400);
   t.equal(again.body.code, 'VALIDATION_ERROR');
   t.same(again.body.errors.map((e: { field: string }) => e.field), ['token']);
   t.equal(await countRows(cp, 'audit_log', `action = 'user.email_verified' and resource_id = ? and metadata->>'earlier_credential' = 'kept'`, [id]), 1);
+  const [row] = await query<{ password_confirmed: boolean }>(cp, 'select password_confirmed from app_user where id = ?', [id]);
+  t.equal(row!.password_confirmed, false, 'nobody showed that the owner chose the password');
+  t.equal((await messagesTo(cp, email)).filter((m) => RESET_SUBJECT.test(m.subject)).length, 0, 'no reset link is sent');
 });
 
-t.test('regression: account pre-hijacking; a password set before verification survived the owner\'s confirmation, so whoever registered the address could sign in', async (t) => {
-  // The squatter registers the owner's address with a password of their own and signs in before verification.
-  const { email, id } = await register(cp, { password: OTHER_PASSWORD });
-  const squatter = await login(cp, email, OTHER_PASSWORD);
-  // The owner opens the link waiting in their mailbox and confirms without knowing that password.
+t.test('verifying with the password chosen at registration keeps it and counts it as the owner\'s', async (t) => {
+  const { email, id } = await register(cp);
   const token = await tokenFromLatest(cp, email, VERIFY_SUBJECT);
-  const res = await cp.request('POST', '/v1/auth/email/verify', { json: { token } });
-  t.equal(res.status, 200);
-  t.match(res.body.data, { id, email_verified: true, status: 'active' });
-  t.equal((await cp.request('POST', '/v1/auth/login', { json: { email, password: OTHER_PASSWORD } })).status, 401, 'the squatter\'s password is gone');
-  t.equal((await cp.request('GET', '/v1/users/me', { headers: bearer(squatter.accessToken) })).status, 401, 'their access token is refused');
-  t.equal((await cp.request('POST', '/v1/auth/refresh', { headers: cookieHeader(squatter.refreshToken) })).status, 401, 'their session is over');
-  const [row] = await query<{ password_hash: string | null }>(cp, 'select password_hash from app_user where id = ?', [id]);
-  t.equal(row!.password_hash, null);
-  // The owner is sent a link to choose a password, and then owns the account.
-  const reset = await tokenFromLatest(cp, email, RESET_SUBJECT);
-  t.equal((await cp.request('POST', '/v1/auth/password/reset', { json: { token: reset, new_password: PASSWORD } })).status, 200);
+  t.equal((await cp.request('POST', '/v1/auth/email/verify', { json: { token, password: PASSWORD } })).status, 200);
   t.equal((await login(cp, email, PASSWORD)).res.status, 200);
-  t.equal(await countRows(cp, 'audit_log', `action = 'user.email_verified' and resource_id = ? and metadata->>'earlier_credential' = 'removed'`, [id]), 1);
+  const [row] = await query<{ password_confirmed: boolean }>(cp, 'select password_confirmed from app_user where id = ?', [id]);
+  t.equal(row!.password_confirmed, true);
+  t.equal(await countRows(cp, 'audit_log', `action = 'user.email_verified' and resource_id = ? and metadata->>'earlier_credential' = 'confirmed'`, [id]), 1);
+});
+
+t.test('a session opened before the address is verified does not survive the verification, whoever opened it', async (t) => {
+  // Whoever registered the address (perhaps not its owner) signs in before verification, twice.
+  const { email, id } = await register(cp, { password: OTHER_PASSWORD });
+  const early = await login(cp, email, OTHER_PASSWORD);
+  const other = await login(cp, email, OTHER_PASSWORD);
+  const token = await tokenFromLatest(cp, email, VERIFY_SUBJECT);
+  // Verified from one of those sessions: it ends too.
+  t.equal((await cp.request('POST', '/v1/auth/email/verify', { json: { token }, headers: bearer(early.accessToken) })).status, 200);
+  for (const session of [early, other]) {
+    t.equal((await cp.request('GET', '/v1/users/me', { headers: bearer(session.accessToken) })).status, 401, 'its access token is refused');
+    t.equal((await cp.request('POST', '/v1/auth/refresh', { headers: cookieHeader(session.refreshToken) })).status, 401, 'and it cannot be refreshed');
+  }
+  t.equal(await countRows(cp, 'auth_session', 'user_id = ? and revoked_at is null', [id]), 0);
+  t.equal(await countRows(cp, 'auth_session', `user_id = ? and revoked_reason = 'email_verified'`, [id]), 2);
+  const after = await login(cp, email, OTHER_PASSWORD);
+  t.equal((await cp.request('GET', '/v1/me/auth/sessions', { headers: bearer(after.accessToken) })).status, 200, 'a session opened after it works');
+});
+
+t.test('once the address is confirmed, its owner is e-mailed a notice saying to reset the password if they did not sign up', async (t) => {
+  const { email } = await register(cp, { body: { display_name: 'Ann' } });
+  t.equal((await cp.request('POST', '/v1/auth/email/verify', { json: { token: await tokenFromLatest(cp, email, VERIFY_SUBJECT) } })).status, 200);
+  const [verification, notice] = await messagesTo(cp, email);
+  t.match(verification!.text, /If you did not create this account, do not confirm it: whoever did chose its password\. If you already confirmed it, reset the password/);
+  t.match(notice!.subject, CONFIRMED_SUBJECT);
+  t.match(notice!.text, /Hello Ann,/);
+  t.match(notice!.text, /If you did not create this account, someone else chose its password and can sign in with it\. Reset the password now: that signs out every session/);
+  t.match(notice!.text, /Every session opened before the confirmation was signed out/);
+  t.same(notice!.links.map((l) => new URL(l).pathname), ['/forgot-password', '/login']);
+  // The notice's link leads to a reset that ends every session and leaves the owner's password the only one.
+  const squatter = await login(cp, email, PASSWORD);
+  t.equal((await cp.request('POST', '/v1/auth/password/forgot', { json: { email } })).status, 200);
+  const reset = await cp.request('POST', '/v1/auth/password/reset', { json: { token: await tokenFromLatest(cp, email, RESET_SUBJECT), new_password: OTHER_PASSWORD } });
+  t.equal(reset.status, 200);
+  t.equal((await cp.request('GET', '/v1/users/me', { headers: bearer(squatter.accessToken) })).status, 401);
+  t.equal((await cp.request('POST', '/v1/auth/login', { json: { email, password: PASSWORD } })).status, 401);
 });
 
 t.test('verifying with new_password replaces the password set before verification and ends every session', async (t) => {
@@ -129,12 +156,11 @@ t.test('before verification: login works, only verify/resend/logout/me are allow
   const resend = await cp.request('POST', '/v1/auth/email/resend', { json: { email }, headers: bearer(accessToken) });
   t.equal(resend.status, 200);
   const token = await tokenFromLatest(cp, email, VERIFY_SUBJECT);
-  // From the session the registrant opened with the password: that proves who chose it, so it is kept.
   t.equal((await cp.request('POST', '/v1/auth/email/verify', { json: { token }, headers: bearer(accessToken) })).status, 200);
-  t.equal((await login(cp, email)).res.status, 200, 'the password is kept');
-  // The same access token now passes: verification is read from storage on every request.
-  t.equal((await cp.request('GET', '/v1/me/auth/sessions', { headers: bearer(accessToken) })).status, 200);
-  t.equal((await cp.request('POST', '/v1/auth/logout', { headers: bearer(accessToken) })).status, 200);
+  t.equal((await cp.request('GET', '/v1/users/me', { headers: bearer(accessToken) })).status, 401, 'the session opened before verification ended');
+  const after = await login(cp, email);
+  t.equal((await cp.request('GET', '/v1/me/auth/sessions', { headers: bearer(after.accessToken) })).status, 200, 'a new session may use the account');
+  t.equal((await cp.request('POST', '/v1/auth/logout', { headers: bearer(after.accessToken) })).status, 200);
 });
 
 t.test('an unverified account can log out', async (t) => {
@@ -169,7 +195,7 @@ t.test('POST /v1/auth/email/resend answers the same for unknown and already veri
   }
   t.same(responses.map((r) => r.status), [200, 200, 200]);
   t.same(responses.map((r) => r.body), [responses[0]!.body, responses[0]!.body, responses[0]!.body], 'identical bodies');
-  t.equal((await messagesTo(cp, email)).length, 1, 'no new mail for a verified account');
+  t.same((await messagesTo(cp, email)).map((m) => CONFIRMED_SUBJECT.test(m.subject)), [false, true], 'no new link for a verified account: its verification e-mail and the notice');
   t.equal((await messagesTo(cp, unknownEmail)).length, 0);
   t.equal((await messagesTo(cp, pending.email)).length, 2);
 });

@@ -1,7 +1,8 @@
 import t from 'tap';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import {
-  countRows, messagesTo, PASSWORD, query, REGISTRATION_NOTICE_SUBJECT, RELAXED_LIMITS, register, settled, uniqueEmail, VERIFY_SUBJECT,
+  countRows, login, messagesTo, PASSWORD, query, REGISTRATION_NOTICE_SUBJECT, RELAXED_LIMITS, register, settled, tokenFromLatest, uniqueEmail,
+  verifyEmail, VERIFY_SUBJECT,
 } from '../../../test/support/auth.ts';
 
 const cp = await startTestControlPlane(t, { env: RELAXED_LIMITS });
@@ -51,9 +52,9 @@ t.test('POST /v1/auth/register takes the locale from Accept-Language when the bo
   t.equal(garbage.body.data.locale, null);
 });
 
-t.test('POST /v1/auth/register answers identically for an existing address and e-mails its owner instead', async (t) => {
+t.test('POST /v1/auth/register answers identically for a verified address, changes nothing and e-mails its owner a notice instead', async (t) => {
   const first = await register(cp, { body: { display_name: 'Owner' } });
-  await settled(cp); // the first registration's verification token is issued after its response
+  await verifyEmail(cp, first.email);
   const usersBefore = await countRows(cp, 'app_user');
   const tokensBefore = await countRows(cp, 'auth_one_time_token');
   const again = await cp.request('POST', '/v1/auth/register', { json: { email: first.email.toUpperCase(), password: 'Another-Pass-1', accept_terms: true, display_name: 'Owner' } });
@@ -64,12 +65,37 @@ t.test('POST /v1/auth/register answers identically for an existing address and e
   t.match(again.body.data, { email: first.email, status: 'pending_verification', email_verified: false, roles: ['subscriber'], display_name: 'Owner' });
   t.not(again.body.data.id, first.id, 'the existing id is not revealed');
   t.equal(await countRows(cp, 'app_user'), usersBefore, 'no account created');
-  t.equal(await countRows(cp, 'auth_one_time_token'), tokensBefore, 'no verification token issued');
+  t.equal(await countRows(cp, 'auth_one_time_token'), tokensBefore, 'no token issued');
   const mails = await messagesTo(cp, first.email);
-  t.equal(mails.length, 2);
-  t.match(mails[1]!.subject, REGISTRATION_NOTICE_SUBJECT, 'the owner is told someone tried');
-  const [row] = await query<{ display_name: string }>(cp, 'select display_name from app_user where id = ?', [first.id]);
-  t.equal(row!.display_name, 'Owner', 'the existing account is unchanged');
+  t.match(mails.at(-1)!.subject, REGISTRATION_NOTICE_SUBJECT, 'the owner is told someone tried');
+  t.equal((await login(cp, first.email, PASSWORD)).res.status, 200, 'the password is unchanged');
+});
+
+t.test('a repeated registration of an address awaiting verification changes nothing and sends the verification link again, within the resend limit', async (t) => {
+  const first = await register(cp, { body: { display_name: 'Owner' } });
+  await settled(cp); // the first registration's verification token is issued after its response
+  const stored = async () => (await query(cp, 'select password_hash, display_name, status, email_verified, version from app_user where id = ?', [first.id]))[0];
+  const before = await stored();
+  const usersBefore = await countRows(cp, 'app_user');
+  const repeat = () => cp.request('POST', '/v1/auth/register', { json: { email: first.email, password: 'Another-Pass-1', accept_terms: true, display_name: 'Someone Else' } });
+  const again = await repeat();
+  t.equal(again.status, 201);
+  t.not(again.body.data.id, first.id, 'the existing id is not revealed');
+  t.same(await stored(), before, 'the account is unchanged: password, name, status');
+  t.equal(await countRows(cp, 'app_user'), usersBefore, 'no account created');
+  const mails = await messagesTo(cp, first.email);
+  t.same(mails.map((m) => VERIFY_SUBJECT.test(m.subject)), [true, true], 'a second verification e-mail, no notice');
+  t.match(mails[1]!.text, /Someone registered this address again\. It already has an account waiting for this confirmation, so nothing new was created: the account keeps the password chosen when the address was first registered\./);
+  // The resend budget is 3 links an hour per account: two more repetitions send, the next sends nothing.
+  for (let i = 0; i < 3; i++) t.equal((await repeat()).status, 201);
+  t.equal((await messagesTo(cp, first.email)).length, 4, 'three repeated links an hour, then nothing');
+  t.equal((await cp.request('POST', '/v1/auth/email/resend', { json: { email: first.email } })).status, 200);
+  t.equal((await messagesTo(cp, first.email)).length, 4, 'resend shares the budget');
+  // Only the newest link works, and it confirms the first registration's password.
+  const token = await tokenFromLatest(cp, first.email, VERIFY_SUBJECT);
+  t.equal((await cp.request('POST', '/v1/auth/email/verify', { json: { token } })).status, 200);
+  t.equal((await login(cp, first.email, PASSWORD)).res.status, 200, 'the first registration\'s password signs in');
+  t.equal((await cp.request('POST', '/v1/auth/login', { json: { email: first.email, password: 'Another-Pass-1' } })).status, 401, 'the repeated one does not');
 });
 
 const long = (n: number) => 'a'.repeat(n);

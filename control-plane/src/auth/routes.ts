@@ -133,10 +133,11 @@ export const resetPasswordRoute = defineRoute({
 export const verifyEmailRoute = defineRoute({
   method: 'post', path: '/v1/auth/email/verify', tags, access: 'public',
   summary: 'Verify the e-mail address with the token from the link',
-  description: 'Moves the account to active. Anyone can register an address with a password of their choosing, so the password set at registration '
-    + 'is kept only when the verifier shows they chose it: with `password`, or by calling with an access token of the account\'s own session. '
-    + 'With `new_password` it is replaced; with neither it is removed and a link to choose one is e-mailed. In both cases every session of the '
-    + 'account ends. A wrong `password` is 400 on `password` and leaves the token usable.',
+  description: 'Moves the account to active with the token alone; the password chosen at registration stays and signs in. '
+    + 'Anyone can register an address with a password of their choosing and sign in before its owner confirms it, so every session of the '
+    + 'account opened before the verification ends, and the address is sent a notice saying what to do if its owner did not sign up '
+    + '(reset the password, which ends every session). Optional: `password`, checked when given (a wrong one is 400 on `password` and '
+    + 'leaves the token usable), or `new_password`, which replaces the password.',
   body: verifyEmailBody,
   rateLimits: [perIp('verify-email', 30, 3600)],
   responses: { 200: data(userResource) },

@@ -34,8 +34,8 @@ export const emailOnlyBody = withExample(z.strictObject({ email: emailField() })
  */
 export const verifyEmailBody = z.strictObject({
   token: z.string().min(16).max(512),
-  password: z.string().min(1).max(1024).optional().describe('The password chosen at registration: kept, with the sessions opened with it'),
-  new_password: newPasswordSchema.optional().describe('Replaces the password chosen at registration; every session of the account ends'),
+  password: z.string().min(1).max(1024).optional().describe('Optional: the password chosen at registration, checked when given (400 when it is not)'),
+  new_password: newPasswordSchema.optional().describe('Optional: replaces the password chosen at registration'),
 }).superRefine((body, ctx) => {
   if (body.password !== undefined && body.new_password !== undefined) {
     ctx.addIssue({ code: 'custom', path: ['new_password'], message: 'Give either password or new_password, not both' });

@@ -191,3 +191,13 @@ async function persistKeys(em: EntityManager, box: SecretBox, ring: KeyRing): Pr
   }
   await em.flush();
 }
+
+/**
+ * The newest signing key as sealed in the database (its kid is the AAD): a secret only the secrets key of
+ * this database's control planes opens, which commands run in their own process check theirs against
+ * (RunOptions.deploymentSecret). None before a control plane first started on the database.
+ */
+export async function sealedSigningKey(db: { orm: { em: EntityManager } }): Promise<{ sealed: string; aad: string } | undefined> {
+  const row = await db.orm.em.fork().findOne(JwtSigningKey, { status: { $ne: 'retired' } }, { orderBy: { created_at: 'desc' } });
+  return row ? { sealed: row.sealed_key, aad: row.kid } : undefined;
+}

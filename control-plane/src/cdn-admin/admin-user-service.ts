@@ -12,7 +12,7 @@ import { ensurePrimaryProfile } from '../accounts/profile-service.ts';
 import { defaultNotificationPreferences, User, userSearchDocument } from '../accounts/user.entity.ts';
 import { reinstateUser, suspendUser } from '../admin/user-service.ts';
 import { changesOf, recordAudit } from '../audit/audit.ts';
-import { issueOneTimeToken, normalizeEmail } from '../auth/auth-service.ts';
+import { issueOneTimeToken, normalizeEmail, ownedByItsOwner } from '../auth/auth-service.ts';
 import { assignRole, loadUserGrants, removeRole } from '../auth/permissions/permission-service.ts';
 import type { AuthServices } from '../auth/services.ts';
 import { DAY } from '../core/clock.ts';
@@ -98,22 +98,15 @@ const inviterName = (rc: RequestContext) =>
   (rc.actor?.record?.display_name as string | null | undefined) ?? (rc.actor?.record?.email as string | undefined);
 
 /**
- * Whether an account's owner is known to hold it: a confirmed address and a
- * password (since issue 20, a password that survives verification is one the
- * verifier showed they chose). Anyone can register an address and wait: an
- * account that is not owned this way is never handed a role as it is.
- */
-const ownedByItsOwner = (user: User) => user.email_verified && user.password_hash !== null && user.status !== 'pending_verification';
-
-/**
  * Creates a CDN admin user. A new address gets an account (no password,
  * pending until the invitation is accepted) holding the role and
  * `subscriber` (so the person can manage their own password, MFA and
  * sessions), and an invitation e-mail whose link sets the password (valid 7
  * days, once). An address whose account its owner holds (confirmed, with a
- * password: ownedByItsOwner) gets the role granted and a notice instead (the
- * administrator may read accounts anyway). Any other existing account
- * (registered but never confirmed, or without a password) is invited like a
+ * password its owner chose or confirmed: ownedByItsOwner) gets the role
+ * granted and a notice instead (the administrator may read accounts anyway).
+ * Any other existing account (registered but never confirmed, confirmed
+ * with the link alone, or without a password) is invited like a
  * new address: its password is removed and every session ends, so whoever
  * registered the address cannot use the role, and the invitation's link sets
  * the owner's password. One that is already a CDN admin user is a 409. The
@@ -135,6 +128,7 @@ export async function createAdminUser(app: AuthServices, rc: RequestContext, inp
         if (!ownedByItsOwner(existing)) {
           // Perhaps registered by someone else (account pre-hijacking): the owner proves the mailbox and sets the password.
           existing.password_hash = null;
+          existing.password_confirmed = false;
           existing.updated_at = new Date();
           await app.sessions.revokeAll(em, existing.id, 'cdn_invitation');
           await assignRole(em, existing.id, input.role, { grantedBy: actor.id });

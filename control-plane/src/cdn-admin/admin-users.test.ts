@@ -182,6 +182,37 @@ t.test('regression: account pre-hijacking through a CDN role grant; an unconfirm
   t.equal((await send(null, 'POST', '/v1/auth/login', { email, password: OTHER_PASSWORD })).status, 401, 'the squatter never gets in');
 });
 
+t.test('an account confirmed with the link alone keeps a password nobody showed its owner chose, so a CDN role grant invites it instead of granting', async (t) => {
+  // The squatter registers a future staff address with their own password; its owner opens the link and confirms with the token alone.
+  const email = uniqueEmail('confirmed-staff');
+  t.equal((await send(null, 'POST', '/v1/auth/register', { email, password: OTHER_PASSWORD, accept_terms: true })).status, 201);
+  const verification = await tokenFromLatest(cp, email, /^Confirm your e-mail address/);
+  t.equal((await send(null, 'POST', '/v1/auth/email/verify', { token: verification })).status, 200);
+  const squatter = await login(cp, email, OTHER_PASSWORD);
+
+  const res = await send(superadmin, 'POST', '/v1/cdn/admin/users', { email, role: 'admin' });
+  t.equal(res.status, 201, res.text);
+  t.match(res.body, { email, role: 'admin', status: 'invited' });
+  const [row] = await query<Record<string, any>>(cp, 'select password_hash, password_confirmed from app_user where email = ?', [email]);
+  t.match(row, { password_hash: null, password_confirmed: false }, 'the registrant\'s password is gone');
+  t.equal((await send(squatter, 'GET', '/v1/cdn/endpoints')).status, 401, 'their session ended before it could use the role');
+  t.equal((await send(null, 'POST', '/v1/auth/login', { email, password: OTHER_PASSWORD })).status, 401);
+  const accepted = await send(null, 'POST', '/v1/auth/invitation/accept', { token: await tokenFromLatest(cp, email, INVITE_SUBJECT), new_password: 'Owners-Own-Pass-9' });
+  t.equal(accepted.status, 200, accepted.text);
+  t.equal((await send(await login(cp, email, 'Owners-Own-Pass-9'), 'GET', '/v1/cdn/endpoints')).status, 200, 'the owner holds the role');
+});
+
+t.test('an account confirmed with the password chosen at registration is granted the role as it stands', async (t) => {
+  const email = uniqueEmail('registered-staff');
+  t.equal((await send(null, 'POST', '/v1/auth/register', { email, password: OTHER_PASSWORD, accept_terms: true })).status, 201);
+  const verification = await tokenFromLatest(cp, email, /^Confirm your e-mail address/);
+  t.equal((await send(null, 'POST', '/v1/auth/email/verify', { token: verification, password: OTHER_PASSWORD })).status, 200);
+  const res = await send(superadmin, 'POST', '/v1/cdn/admin/users', { email, role: 'viewer' });
+  t.equal(res.status, 201, res.text);
+  t.match(res.body, { email, role: 'viewer', status: 'active' });
+  t.equal((await send(await login(cp, email, OTHER_PASSWORD), 'GET', '/v1/cdn/endpoints')).status, 200);
+});
+
 t.test('accepting an invitation ends every session opened before it', async (t) => {
   const record = await invite({ role: 'viewer' });
   // The invitee has no password, but a reset link reaches the same mailbox and opens a session.

@@ -25,6 +25,7 @@ export async function acceptInvitation(app: AuthServices, rc: RequestContext, in
     const user = record.user as unknown as User;
     await spendOneTimeToken(tx.em, record);
     user.password_hash = passwordHash;
+    user.password_confirmed = true;
     // The link reached the address: it is verified as a verification link would.
     user.email_verified = true;
     if (user.status === 'pending_verification') user.status = 'active';

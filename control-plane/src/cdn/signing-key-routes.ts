@@ -73,7 +73,7 @@ export const rotateSigningKeyRoute = defineRoute({
   method: 'post', path: `${base}/:key_id/rotate`, tags, access: write,
   summary: 'Rotate a signing key',
   description: `Gives the key a new generated secret, shown once in the reply. The replaced secret is still accepted for grace_period_hours (0..${MAX_GRACE_HOURS}, `
-    + 'default 24; grace_period_ends_at says until when), then dropped; 0 invalidates it at once. The edge accepts URLs signed with the replaced secret until '
+    + 'default 24; grace_period_ends_at says until when), then dropped; 0 ends it at once, and with it every secret replaced by an earlier rotation that is still in its grace. The edge accepts URLs signed with the replaced secret until '
     + `that moment exactly and refuses them after. Audit-logged without secrets. ${SIGNED_URL_ALGORITHM}`,
   params, body: rotateSigningKeyBody,
   responses: { 200: bare(signingKeyWithSecret) },

@@ -2,7 +2,8 @@
 // (the secret box, bound to the key's id) and leave the service only in the
 // reply to create and rotate. A rotation keeps the replaced secret, sealed,
 // until its grace period ends (the edge accepts it until valid_until; the
-// sweep job drops it from storage afterwards); 0 hours drops it at once.
+// sweep job drops it from storage afterwards); 0 hours drops it at once, with
+// every secret replaced before that is still in its grace.
 import { randomBytes } from 'node:crypto';
 import { changesOf, recordAudit } from '../audit/audit.ts';
 import { HOUR } from '../core/clock.ts';
@@ -56,7 +57,8 @@ export async function createSigningKey(app: CdnServices, rc: RequestContext, end
 export async function rotateSigningKey(app: CdnServices, rc: RequestContext, endpointId: string, id: string, graceHours: number): Promise<{ key: SigningKey; secret: string }> {
   const key = await findSigningKey(rc, endpointId, id);
   const now = app.clock.now();
-  const retired = unexpired(key.retired_secrets, now);
+  // No grace ends every secret replaced before too, those of earlier rotations still in their grace included.
+  const retired = graceHours > 0 ? unexpired(key.retired_secrets, now) : [];
   if (graceHours > 0) retired.push({ secret_sealed: key.secret_sealed, valid_until: new Date(now.getTime() + graceHours * HOUR).toISOString() });
   retired.sort((a, b) => b.valid_until.localeCompare(a.valid_until));
   const secret = generateSecret();

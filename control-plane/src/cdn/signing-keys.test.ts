@@ -129,6 +129,28 @@ t.test('rotate: a new secret once; the old one accepted through the grace period
   t.match(actions[1]!.metadata, { grace_period_hours: 24 });
 });
 
+t.test('rotate with grace_period_hours 0 ends every earlier secret still in its grace, not only the one it replaces', async (t) => {
+  const key = await makeKey({ name: 'Rotated thrice' });
+  const second = await send(admin, 'POST', `${base}/${key.id}/rotate`, { grace_period_hours: 48 });
+  clock.advance(HOUR);
+  ({ admin, operator, viewer, subscriber } = await cdnCallers(cp));
+  const third = await send(admin, 'POST', `${base}/${key.id}/rotate`, { grace_period_hours: 24 });
+  seen.push(second.body.secret, third.body.secret);
+  t.same((await accepted(key.id)).map((s) => s.secret), [third.body.secret, key.secret, second.body.secret], 'two earlier secrets in their grace');
+  t.equal(third.body.grace_period_ends_at, new Date(clock.now().getTime() + 47 * HOUR).toISOString(), 'the latest end of them');
+
+  const fourth = await send(admin, 'POST', `${base}/${key.id}/rotate`, { grace_period_hours: 0 });
+  t.equal(fourth.status, 200, fourth.text);
+  seen.push(fourth.body.secret);
+  t.equal(fourth.body.grace_period_ends_at, null, 'the key reports no grace');
+  t.equal((await send(viewer, 'GET', `${base}/${key.id}`)).body.grace_period_ends_at, null);
+  t.same((await accepted(key.id)).map((s) => s.secret), [fourth.body.secret], 'only the new secret is accepted');
+  const [row] = await query<{ retired_secrets: unknown[] }>(cp, 'select retired_secrets from cdn_signing_key where id = ?', [key.id]);
+  t.same(row!.retired_secrets, [], 'none is kept in storage');
+  const [audit] = await query<{ metadata: Record<string, unknown> }>(cp, `select metadata from audit_log where resource_id = ? and action = 'signing_key.rotated' order by created_at desc limit 1`, [key.id]);
+  t.match(audit!.metadata, { grace_period_hours: 0 });
+});
+
 t.test('token authentication: enabling needs an active key (422); the last active key cannot then be deleted (409)', async (t) => {
   const { endpoint: e } = await makeEndpoint(cp, admin);
   const keys = `/v1/cdn/endpoints/${e.id}/signing-keys`;

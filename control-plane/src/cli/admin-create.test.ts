@@ -95,3 +95,15 @@ t.test('regression: admin:create granted a role to an account someone registered
   const [row] = await conn().execute(`select password_hash from app_user where email = 'squatted@example.com'`);
   t.equal(row.password_hash, 'x', 'nothing changed');
 });
+
+t.test('admin:create refuses an account confirmed with the link alone, whose password nobody showed its owner chose', needsPostgres, async (t) => {
+  const { run, conn } = await cliOnOwnDatabase(t);
+  await conn().execute(`insert into app_user (id, email, password_hash, status, email_verified, password_confirmed, notification_preferences, created_at, updated_at, version)
+    values (gen_random_uuid(), 'link-only@example.com', 'x', 'active', true, false, '{}'::jsonb, now(), now(), 1)`);
+  const res = await run(['--email', 'link-only@example.com']);
+  t.equal(res.code, 1);
+  t.match(res.stderr, /Invite it as a CDN admin user instead/);
+  t.same(await conn().execute(`select r.role_name from user_role r join app_user u on u.id = r.user_id where u.email = 'link-only@example.com'`), [], 'no role granted');
+  await conn().execute(`update app_user set password_confirmed = true where email = 'link-only@example.com'`);
+  t.equal((await run(['--email', 'link-only@example.com'])).code, 0, 'once the owner confirmed the password, the role is granted');
+});

@@ -5,6 +5,7 @@
 // accepts it; list never shows a value; revoke and rotate announce the token
 // on the revocation channel; bad arguments exit 1 and store nothing.
 import t from 'tap';
+import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
@@ -128,6 +129,41 @@ t.test('agent-token create, list, revoke and rotate; bad arguments refused', { s
   t.equal(await countRows(cp, 'cdn_agent_token'), tokensBefore, 'refused runs store no token');
   t.same(await query(cp, 'select * from cdn_agent_token order by id'), stateBefore, 'and change none');
   t.equal(await countRows(cp, 'audit_log'), auditBefore, 'nor write the audit trail');
+});
+
+t.test('agent-token create refuses, with one line, to mint a token without the deployment\'s secrets key; revoke still works', { skip: services.postgresUrl ? false : 'needs a real PostgreSQL' }, async (t) => {
+  const cp = await startTestControlPlane(t);
+  const elsewhere = await fs.mkdtemp(path.join(os.tmpdir(), 'sp-agt-nokey-'));
+  t.teardown(() => fs.rm(elsewhere, { recursive: true, force: true }));
+  const run = (args: string[], extra: Record<string, string>) =>
+    runToEnd(process.execPath, [cli, ...args], { SECRETS_KEY: undefined, REDIS_URL: undefined, DATABASE_URL: cp.database.url, LOG_LEVEL: 'silent', NODE_ENV: 'test', ...extra });
+  const tokensBefore = await countRows(cp, 'cdn_agent_token');
+  const auditBefore = await countRows(cp, 'audit_log');
+
+  for (const [what, extra, message] of [
+    ['no SECRETS_KEY and a data directory without the key', { DATA_DIR: elsewhere }, /^agent-token: this database's control planes seal their secrets with a key this command does not have \(no SECRETS_KEY, no .*secrets\.key\): run it with their SECRETS_KEY, or with --data-dir naming their data directory\n$/],
+    ['another SECRETS_KEY', { DATA_DIR: elsewhere, SECRETS_KEY: randomBytes(32).toString('hex') }, /^agent-token: the secrets key this command has \(SECRETS_KEY\) is not the one this database's control planes use: run it with their SECRETS_KEY, or with --data-dir naming their data directory\n$/],
+  ] as const) {
+    for (const args of [['create', '--name', 'dead-token'], ['rotate', crypto.randomUUID()]]) {
+      const res = await run(args, extra);
+      t.equal(res.code, 1, `${what}, ${args[0]}: exit 1`);
+      t.match(res.stderr, message, `${what}, ${args[0]}: one line`);
+      t.notMatch(res.stdout, /agt_/, 'no token printed');
+    }
+  }
+  await t.rejects(fs.access(path.join(elsewhere, 'secrets.key')), 'no key of its own was made up');
+  t.equal(await countRows(cp, 'cdn_agent_token'), tokensBefore, 'no token stored');
+  t.equal(await countRows(cp, 'audit_log'), auditBefore, 'nothing audited');
+
+  // With the control plane's data directory (its dev key) it mints a token the control plane accepts; revoking needs no key.
+  const created = await run(['create', '--name', 'live-token'], { DATA_DIR: cp.config.dataDir });
+  t.equal(created.code, 0, created.stderr);
+  const value = /(agt_[A-Za-z0-9_-]{43})/.exec(created.stdout)![1]!;
+  const verified = await cp.app.edgeAgentTokens.verify(value);
+  t.ok(verified, 'the control plane accepts it');
+  const revoked = await run(['revoke', verified!.id], { DATA_DIR: elsewhere });
+  t.equal(revoked.code, 0, revoked.stderr);
+  t.equal(await cp.app.edgeAgentTokens.verify(value), null);
 });
 
 t.test('while a control plane holds the embedded database, agent-token runs inside it (its pepper, its store)', async (t) => {

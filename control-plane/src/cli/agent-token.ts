@@ -42,7 +42,8 @@ if (!parsed.success) {
 }
 const config = cliConfig(configFlags, fail);
 // Loaded once the arguments are known to be good (the entities bring in every capability).
-const [{ entities }, { runCommand }, { agentTokenCommand }] = await Promise.all([
-  import('../capabilities.ts'), import('../db/command-channel.ts'), import('../edge-channel/index.ts'),
+const [{ entities }, { runCommand }, { agentTokenCommand }, { sealedSigningKey }] = await Promise.all([
+  import('../capabilities.ts'), import('../db/command-channel.ts'), import('../edge-channel/index.ts'), import('../auth/token-service.ts'),
 ]);
-process.exit(await runCommand(agentTokenCommand, parsed.data, config, { entities }));
+// A token is stored as its hash under the deployment's pepper: with another secrets key it could never be verified.
+process.exit(await runCommand(agentTokenCommand, parsed.data, config, { entities, deploymentSecret: sealedSigningKey }));

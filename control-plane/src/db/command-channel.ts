@@ -17,7 +17,7 @@ import type { EntityClass } from '@mikro-orm/core';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { ConfigError, type Config } from '../config/config.ts';
-import { deriveKey, loadSecretsKey, SecretBox, SecretBoxError, SECRET_BOX_PURPOSE, TOKEN_PEPPER_PURPOSE } from '../crypto/secret-box.ts';
+import { deriveKey, DEV_KEY_FILE, loadSecretsKey, SecretBox, SecretBoxError, SECRET_BOX_PURPOSE, TOKEN_PEPPER_PURPOSE } from '../crypto/secret-box.ts';
 import { createStore, namespacePrefix, type KeyValueStore } from '../store/index.ts';
 import { deploymentNamespace } from './deployment.ts';
 import { DataDirBusyError } from './data-dir-lock.ts';
@@ -82,17 +82,16 @@ const OWNER_WAIT_MS = 120_000;
  * can act on (configuration, a busy or damaged directory) are printed as one
  * line, never as a stack trace.
  */
-export async function runCommand<A>(command: Command<A>, args: A, config: Config, options: { entities?: readonly EntityClass<object>[]; io?: CommandIO } = {}): Promise<number> {
+export async function runCommand<A>(command: Command<A>, args: A, config: Config, options: RunOptions = {}): Promise<number> {
   const io = options.io ?? consoleIO;
-  const entities = options.entities ?? [];
   try {
-    if (config.DATABASE_URL) return await runLocally(command, args, config, io, entities);
+    if (config.DATABASE_URL) return await runLocally(command, args, config, io, options);
     const pgDir = path.join(config.dataDir, 'pg');
     const deadline = Date.now() + OWNER_WAIT_MS;
     let told = false;
     for (;;) {
       try {
-        return await runLocally(command, args, config, io, entities);
+        return await runLocally(command, args, config, io, options);
       } catch (error) {
         if (!(error instanceof DataDirBusyError)) throw error;
         const socket = commandSocketPathFor(pgDir);
@@ -117,15 +116,32 @@ export async function runCommand<A>(command: Command<A>, args: A, config: Config
   }
 }
 
-async function runLocally<A>(command: Command<A>, args: A, config: Config, io: CommandIO, entities: readonly EntityClass<object>[]): Promise<number> {
+/** A secret the control planes of a database sealed (with its AAD), which only their secrets key opens. */
+export interface SealedSample {
+  sealed: string;
+  aad: string;
+}
+
+export interface RunOptions {
+  entities?: readonly EntityClass<object>[];
+  io?: CommandIO;
+  /**
+   * A secret the database's control planes sealed, if any (none before the first start): a command run in its
+   * own process uses the secrets key only if it opens this, since what it derives from another (a token's
+   * hash under its pepper) would not work on those control planes.
+   */
+  deploymentSecret?: (db: Database) => Promise<SealedSample | undefined>;
+}
+
+async function runLocally<A>(command: Command<A>, args: A, config: Config, io: CommandIO, options: RunOptions): Promise<number> {
   const db = await openDatabase({
     databaseUrl: config.DATABASE_URL,
     dataDir: config.dataDir,
-    entities,
+    entities: options.entities ?? [],
     migrate: command.migrateOnOpen !== false,
     embeddedOptions: { role: command.name, whenBusy: 'fail' },
   });
-  const services = localServices(config, db);
+  const services = localServices(config, db, options.deploymentSecret);
   try {
     return (await command.run({ db, publicUrl: config.publicUrl, io, services }, args)) ?? 0;
   } finally {
@@ -138,9 +154,9 @@ async function runLocally<A>(command: Command<A>, args: A, config: Config, io: C
  * A command's services when it runs in its own process: the pepper derived from the same key as the control plane's,
  * Redis when configured, in the namespace the control planes on this database use.
  */
-function localServices(config: Config, db: Database): CommandServices & { close(): Promise<void> } {
+function localServices(config: Config, db: Database, deploymentSecret: RunOptions['deploymentSecret']): CommandServices & { close(): Promise<void> } {
   let secretsKey: Promise<Buffer> | undefined;
-  const key = () => (secretsKey ??= loadSecretsKey({ secretsKey: config.SECRETS_KEY, dataDir: config.dataDir, production: config.NODE_ENV === 'production' }));
+  const key = () => (secretsKey ??= deploymentKey(config, db, deploymentSecret));
   let store: KeyValueStore | undefined;
   return {
     config,
@@ -160,6 +176,37 @@ function localServices(config: Config, db: Database): CommandServices & { close(
       await store?.close();
     },
   };
+}
+
+/**
+ * The secrets key of the database's control planes, as a command in its own process finds it: SECRETS_KEY, or
+ * DATA_DIR's dev key (made on first use). Where the database already holds a secret they sealed, a key that
+ * does not open it is refused, and no dev key is made up: anything the command derived from it would be dead.
+ */
+async function deploymentKey(config: Config, db: Database, deploymentSecret: RunOptions['deploymentSecret']): Promise<Buffer> {
+  const sample = await deploymentSecret?.(db);
+  const given = config.SECRETS_KEY !== undefined && config.SECRETS_KEY.trim() !== '';
+  const devKey = path.join(config.dataDir, DEV_KEY_FILE);
+  const production = config.NODE_ENV === 'production';
+  if (sample && !given && !production && !fs.existsSync(devKey)) {
+    throw new CommandError(`this database's control planes seal their secrets with a key this command does not have (no SECRETS_KEY, no ${devKey}): `
+      + 'run it with their SECRETS_KEY, or with --data-dir naming their data directory');
+  }
+  const key = await loadSecretsKey({ secretsKey: config.SECRETS_KEY, dataDir: config.dataDir, production });
+  if (sample && !opensWith(key, sample)) {
+    throw new CommandError(`the secrets key this command has (${given ? 'SECRETS_KEY' : devKey}) is not the one this database's control planes use: `
+      + 'run it with their SECRETS_KEY, or with --data-dir naming their data directory');
+  }
+  return key;
+}
+
+function opensWith(key: Buffer, sample: SealedSample): boolean {
+  try {
+    new SecretBox(deriveKey(key, SECRET_BOX_PURPOSE)).open(sample.sealed, sample.aad);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 type Frame = { out: string } | { err: string } | { exit: number };

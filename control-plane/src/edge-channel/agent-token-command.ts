@@ -47,7 +47,8 @@ export const agentTokenCommand = defineCommand({
     if (!services) throw new CommandError('needs the platform services (run it through runCommand)');
     let told: boolean | Error = false;
     const deps: AgentTokenDeps = {
-      tokenPepper: await services.tokenPepper(),
+      // Only a minted token needs the pepper (and the deployment's secrets key): revoking works without them.
+      tokenPepper: args.action === 'revoke' ? Buffer.alloc(0) : await services.tokenPepper(),
       clock: systemClock,
       store: {
         async publish(channel, message) {

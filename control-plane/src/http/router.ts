@@ -23,6 +23,7 @@ import type { RequestState } from './request-state.ts';
 import { Reply, type HttpMethod, type StatementIdempotency, type MultipartSpec, type Responses, type ResponseSpec, type RouteDefinition, type SentReply, type UploadedFile } from './route.ts';
 import { idempotencyKeyHeader } from './schemas.ts';
 import { parseJsonBody } from './json-body.ts';
+import { bodyCoding, JSON_BODY_CODINGS, undecodableBody } from './content-encoding.ts';
 import type { AccessControl, HttpServices } from './services.ts';
 import { issuesToFieldErrors, validateRequest } from './validation.ts';
 
@@ -72,7 +73,7 @@ function bodyParser(route: RouteDefinition, limit: number): Middleware {
       parsedMethods: ['POST', 'PUT', 'PATCH'] as never,
     });
   }
-  // JSON is received as text (size limit, Content-Encoding) and parsed by parseJsonBody, which bounds its nesting first.
+  // JSON is received as text (size limit, Content-Encoding: content-encoding.ts) and parsed by parseJsonBody, which bounds its nesting first.
   return koaBody({
     json: false, multipart: false, urlencoded: false, text: true, textTypes: [...JSON_TYPES], textLimit: limit,
     parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'] as never,
@@ -153,8 +154,14 @@ function readBody(route: RouteDefinition, limit: number): (ctx: Context) => Prom
     if (route.multipart ? !ctx.is(wanted) : !ctx.is([...JSON_TYPES])) {
       throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `Request body must be ${wanted}`);
     }
+    // Canonical for the decoder, which knows the lower-case names only.
+    const coding = ctx.req.headers['content-encoding'] = bodyCoding(ctx.req.headers['content-encoding'], route.multipart ? [] : JSON_BODY_CODINGS);
     if (!route.multipart) {
-      await parse(ctx, async () => {});
+      try {
+        await parse(ctx, async () => {});
+      } catch (error) {
+        throw undecodableBody(error, coding) ?? error;
+      }
       const request = ctx.request as { body?: unknown };
       request.body = parseJsonBody(typeof request.body === 'string' ? request.body : '');
       return;

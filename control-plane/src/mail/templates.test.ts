@@ -8,6 +8,7 @@ import {
   cdnAdminInvitation,
   dataExportReady,
   registrationAttemptNotice,
+  addressConfirmedNotice,
 } from './templates.ts';
 import { extractLinks } from './outbox.ts';
 
@@ -35,6 +36,25 @@ t.test('verification e-mail links to PUBLIC_URL/verify-email with the token', as
   t.equal(url.searchParams.get('token'), token, 'token survives encoding');
   t.match(mail.text, /Hello Ann,/);
   t.match(mail.html, /<a href="https:\/\/watch\.example\.test\/verify-email\?token=abc_DEF-123%2B%2F%3D%26x">/);
+});
+
+t.test('verification e-mail tells an owner who did not sign up not to confirm, or to reset the password; a repeated one says nothing changed', async (t) => {
+  const mail = verificationEmail({ publicUrl, token });
+  t.match(mail.text, /If you did not create this account, do not confirm it: whoever did chose its password\. If you already confirmed it, reset the password \("Forgot your password\?" on the sign-in page\): that signs out every session/);
+  t.notMatch(mail.text, /registered this address again/);
+  const repeated = verificationEmail({ publicUrl, token, repeated: true });
+  t.match(repeated.text, /Someone registered this address again\. .* nothing new was created: the account keeps the password chosen when the address was first registered/);
+  t.equal(extractLinks(repeated.text).length, 1, 'the verification link stays the only link');
+});
+
+t.test('address confirmed notice: what to do if the owner did not sign up, with links to reset and sign in', async (t) => {
+  const mail = addressConfirmedNotice({ publicUrl, displayName: 'Ann', productName: 'StreamCo' });
+  t.equal(mail.subject, 'Your e-mail address for StreamCo is confirmed');
+  t.match(mail.text, /Hello Ann,/);
+  t.match(mail.text, /If you did not create this account, someone else chose its password and can sign in with it\. Reset the password now: that signs out every session, and only your new password works from then on\./);
+  t.match(mail.text, /Every session opened before the confirmation was signed out/);
+  t.same(extractLinks(mail.text), ['https://watch.example.test/forgot-password', 'https://watch.example.test/login']);
+  t.notMatch(mail.text, /token=/);
 });
 
 t.test('password reset e-mail: link with token, 15 minutes', async (t) => {
@@ -88,6 +108,7 @@ t.test('every template has text and a complete HTML document', async (t) => {
     cdnAdminInvitation({ publicUrl, token, role: 'admin' }),
     dataExportReady({ downloadUrl: 'https://x.test/d' }),
     registrationAttemptNotice({ publicUrl }),
+    addressConfirmedNotice({ publicUrl }),
   ];
   for (const m of all) {
     t.ok(m.subject.length > 0 && !/[\r\n]/.test(m.subject));

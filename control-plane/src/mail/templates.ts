@@ -56,15 +56,43 @@ function render(
   return { subject, text: textParts.join('\n\n') + '\n', html };
 }
 
-export function verificationEmail(ctx: TemplateContext & { token: string; displayName?: string }): EmailContent {
+/** What the owner of an address who did not sign up should do, in the mails of a registration (no link: the verification link stays the message's only one). */
+const NOT_YOU_BEFORE_CONFIRMING = 'If you did not create this account, do not confirm it: whoever did chose its password. '
+  + 'If you already confirmed it, reset the password ("Forgot your password?" on the sign-in page): that signs out every session and makes the account yours.';
+
+/**
+ * The verification link. `repeated`: sent again because someone registered an
+ * address already awaiting verification, which changed nothing.
+ */
+export function verificationEmail(ctx: TemplateContext & { token: string; displayName?: string; repeated?: boolean }): EmailContent {
   const product = ctx.productName ?? DEFAULT_PRODUCT;
   return render(
     `Confirm your e-mail address for ${product}`,
     [
       `${greeting(ctx.displayName)}\n\nPlease confirm your e-mail address to finish setting up your ${product} account.`,
-      'If you did not create an account, you can ignore this message.',
+      ...(ctx.repeated
+        ? ['Someone registered this address again. It already has an account waiting for this confirmation, so nothing new was created: '
+          + 'the account keeps the password chosen when the address was first registered.']
+        : []),
+      NOT_YOU_BEFORE_CONFIRMING,
     ],
     { label: 'Confirm e-mail address', url: appLink(ctx.publicUrl, '/verify-email', { token: ctx.token }) },
+    product,
+  );
+}
+
+/** Sent once an address is confirmed: what to do if the owner did not sign up, and that every earlier session ended. */
+export function addressConfirmedNotice(ctx: TemplateContext & { displayName?: string }): EmailContent {
+  const product = ctx.productName ?? DEFAULT_PRODUCT;
+  return render(
+    `Your e-mail address for ${product} is confirmed`,
+    [
+      `${greeting(ctx.displayName)}\n\nYour e-mail address is confirmed and your ${product} account is active.\n\n`
+        + 'If you did not create this account, someone else chose its password and can sign in with it. '
+        + 'Reset the password now: that signs out every session, and only your new password works from then on.',
+      `Every session opened before the confirmation was signed out: sign in again at ${appLink(ctx.publicUrl, '/login')}.`,
+    ],
+    { label: 'Reset the password', url: appLink(ctx.publicUrl, '/forgot-password') },
     product,
   );
 }

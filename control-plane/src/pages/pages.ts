@@ -53,7 +53,7 @@ const actionPages: Record<string, { title: string; body: string }> = {
     title: 'Confirm your e-mail address',
     body: `<form id="form"><p>Confirm that this address is yours to finish setting up the account: enter the password you chose when you registered.</p>
 <label>Password <input id="password" name="password" type="password" autocomplete="current-password" maxlength="1024"></label>
-<p class="hint">Did you not register, or forgot the password? Leave it empty and choose a new one instead: every device signed in to the account is then signed out.</p>
+<p class="hint">Did you not register, or forgot the password? Leave it empty and choose a new one instead. Either way, confirming signs out every device signed in to the account.</p>
 <label>New password <input id="new-password" name="new-password" type="password" autocomplete="new-password" minlength="10" maxlength="128"></label>
 <label>Repeat it <input id="new-password-again" name="new-password-again" type="password" autocomplete="new-password" minlength="10" maxlength="128"></label>
 <button id="submit" type="submit">Confirm my address</button></form>

@@ -41,6 +41,7 @@ import { Migration0044LogDrainDelivery } from './0044-log-drain-delivery.ts';
 import { Migration0045TrafficRollups } from './0045-traffic-rollups.ts';
 import { Migration0046EdgeShield } from './0046-edge-shield.ts';
 import { Migration0047PurgeIdempotency } from './0047-purge-idempotency.ts';
+import { Migration0048PasswordConfirmed } from './0048-password-confirmed.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -83,4 +84,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0045-traffic-rollups', class: Migration0045TrafficRollups },
   { name: '0046-edge-shield', class: Migration0046EdgeShield },
   { name: '0047-purge-idempotency', class: Migration0047PurgeIdempotency },
+  { name: '0048-password-confirmed', class: Migration0048PasswordConfirmed },
 ];

@@ -82,7 +82,7 @@
     'verify-email': {
       needsToken: true,
       async submit() {
-        // The password chosen at registration proves the registrant is confirming; a new one replaces it.
+        // This page asks for the password chosen at registration (checked; the API takes the token alone too), or a new one to replace it.
         var body = { token: token };
         if ($('new-password').value) {
           if ($('new-password').value !== $('new-password-again').value) return show('The two new passwords differ.', 'error');
@@ -96,7 +96,7 @@
         if (res.status === 200) {
           return done(body.new_password
             ? 'Your e-mail address is confirmed and your new password is set. Every device was signed out: sign in with the new password.'
-            : 'Your e-mail address is confirmed. You can close this page.');
+            : 'Your e-mail address is confirmed. Every device was signed out: sign in with your password.');
         }
         show(problem(res), 'error');
       },
