@@ -24,6 +24,8 @@ export interface Receiver {
   port: number;
   url: string;
   requests: Received[];
+  /** Every request that arrived, whatever it was answered (requests holds the ones answered 200 by default). */
+  arrived: Received[];
   /** Answer every request with this status (and body) instead of 200; null: 200 again. */
   fail: { status: number; body?: string } | null;
   /** Stops listening (connections refused) until up(). */
@@ -36,7 +38,7 @@ export interface Receiver {
 export async function startReceiver(t: Teardown): Promise<Receiver> {
   let server: http.Server;
   const receiver: Receiver = {
-    port: 0, url: '', requests: [], fail: null,
+    port: 0, url: '', requests: [], arrived: [], fail: null,
     async down() {
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
@@ -52,6 +54,7 @@ export async function startReceiver(t: Teardown): Promise<Receiver> {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c)).on('end', () => {
       const got: Received = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks) };
+      receiver.arrived.push(got);
       if (receiver.handle?.(got, res)) return;
       if (receiver.fail) {
         res.writeHead(receiver.fail.status, { 'content-type': 'text/plain' });

@@ -31,6 +31,17 @@ export const CREDENTIAL_MEMBERS: Record<DestinationType, readonly string[]> = {
   elasticsearch: ['password', 'api_key'],
   http: ['auth_header', 'headers'],
 };
+/**
+ * Members that say where logs (and credentials) go, per type: a change of any of them moves the destination, and
+ * then every credential must be sent in clear ("***" keeps a stored credential only for an unchanged destination).
+ */
+export const DESTINATION_MEMBERS: Record<DestinationType, readonly string[]> = {
+  s3: ['bucket', 'region', 'endpoint_url'],
+  gcs: ['bucket', 'endpoint_url'],
+  datadog: ['site', 'url'],
+  elasticsearch: ['url'],
+  http: ['url'],
+};
 /** Members holding a URL the control plane checks (https, SSRF). */
 export const URL_MEMBERS: Record<DestinationType, readonly string[]> = { s3: ['endpoint_url'], gcs: ['endpoint_url'], datadog: ['url'], elasticsearch: ['url'], http: ['url'] };
 
@@ -74,7 +85,8 @@ const s3Config = z.strictObject({
 });
 
 const serviceAccountJson = z.string().max(16_384).superRefine((text, ctx) => {
-  // The message never repeats the text: it is a private key.
+  // The message never repeats the text: it is a private key. MASKED_VALUE keeps the stored key (the service checks one is).
+  if (text === MASKED_VALUE) return;
   let parsed: unknown;
   try { parsed = JSON.parse(text); } catch { /* reported below */ }
   const key = parsed as { type?: unknown; client_email?: unknown; private_key?: unknown } | undefined;

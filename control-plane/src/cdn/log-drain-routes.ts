@@ -87,7 +87,9 @@ export const updateLogDrainRoute = defineRoute({
   method: 'patch', path: `${base}/:id`, tags, access: write,
   summary: 'Update a log drain',
   description: 'Partial: only sent fields change; destination_type cannot change. destination_config replaces the stored one whole and is checked '
-    + 'against the drain\'s type; a credential (or header value) sent as "***" keeps its stored value, so what a read shows can be sent back. '
+    + 'against the drain\'s type; a credential (or header value) sent as "***" keeps its stored value, so what a read shows can be sent back, '
+    + 'but only while the destination stays where it is: a change of url, endpoint_url, site, bucket or region needs every credential in clear '
+    + '(422 INVALID_CONFIGURATION naming each one sent as "***"; nothing changes). '
     + `fields and endpoint_ids replace the lists. With a stale If-Match: 412, nothing changes. ${rules} Audit-logged, credentials masked.`,
   params: idParams, body: updateLogDrainBody,
   ifMatch: ({ params, rc }) => findLogDrain(rc, params.id),

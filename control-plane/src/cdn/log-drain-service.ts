@@ -2,9 +2,12 @@
 // later issue). Credentials of destination_config are split off and sealed
 // with the secret box (bound to the drain's id); the stored destination_config
 // holds the rest with each credential as MASKED_VALUE, which is what replies
-// and the audit trail show. Destination URLs pass the edge's SSRF rules at
-// write time; endpoint_ids must name existing endpoints. Deleting an endpoint
-// takes it out of every drain (detachEndpointFromDrains, in its transaction).
+// and the audit trail show; "***" on update keeps a stored credential only
+// while the destination members (DESTINATION_MEMBERS) stay as they are, so a
+// stored secret never follows a moved destination. Destination URLs pass the
+// edge's SSRF rules at write time; endpoint_ids must name existing endpoints.
+// Deleting an endpoint takes it out of every drain (detachEndpointFromDrains,
+// in its transaction).
 import { randomUUID } from 'node:crypto';
 import { raw } from '@mikro-orm/core';
 import { lineRenderer, syntheticRecord, type LogFormat } from '../../../shared/src/logs/access-record.ts';
@@ -17,7 +20,7 @@ import { ApiError, found, type FieldError } from '../http/errors.ts';
 import { Endpoint } from './cdn.entities.ts';
 import { assertValidConfiguration, listResources, type ListOptions } from './fields.ts';
 import {
-  CREDENTIAL_MEMBERS, destinationConfigSchemas, ELASTICSEARCH_FORMATS, URL_MEMBERS, type CreateLogDrainInput, type DestinationConfig, type UpdateLogDrainInput,
+  CREDENTIAL_MEMBERS, DESTINATION_MEMBERS, destinationConfigSchemas, ELASTICSEARCH_FORMATS, URL_MEMBERS, type CreateLogDrainInput, type DestinationConfig, type UpdateLogDrainInput,
 } from './log-drain-record.ts';
 import { normaliseOriginHost, originHostRefusal } from './origin-host.ts';
 import { MASKED_VALUE } from './origin-record.ts';
@@ -73,6 +76,29 @@ export function splitConfig(type: DestinationType, config: DestinationConfig, st
   }
   if (problems.length) throw new ApiError('VALIDATION_ERROR', undefined, { errors: problems });
   return { shown, secrets };
+}
+
+/** The destination members whose value changes (URLs compared as parsed: `HTTPS://Host` is `https://host/`). */
+function movedMembers(type: DestinationType, before: DestinationConfig, after: DestinationConfig): string[] {
+  const value = (member: string, v: unknown) => (typeof v !== 'string' ? null : URL_MEMBERS[type].includes(member) && URL.canParse(v) ? new URL(v).href : v);
+  return DESTINATION_MEMBERS[type].filter((member) => value(member, before[member]) !== value(member, after[member]));
+}
+
+/**
+ * 422 naming each credential sent as MASKED_VALUE (header values each) when the destination moves: a kept secret
+ * would be sent to the new host with the next batch and test, which is how a write access to the drain reads it.
+ */
+function keptCredentialProblems(type: DestinationType, before: DestinationConfig, after: DestinationConfig): FieldError[] {
+  const moved = movedMembers(type, before, after);
+  if (moved.length === 0) return [];
+  const message = `The destination changes (${moved.map((m) => `destination_config.${m}`).join(', ')}): "${MASKED_VALUE}" keeps a stored credential `
+    + 'only for an unchanged destination; send this credential in clear';
+  return CREDENTIAL_MEMBERS[type].flatMap((member) => {
+    const value = after[member];
+    if (value === MASKED_VALUE) return [{ field: `destination_config.${member}`, message }];
+    if (value === null || typeof value !== 'object') return [];
+    return Object.entries(value).filter(([, v]) => v === MASKED_VALUE).map(([name]) => ({ field: `destination_config.${member}.${name}`, message }));
+  });
 }
 
 /** 422 for a destination URL the control plane would not send logs to: plain http on the public network, or a refused address. */
@@ -139,7 +165,7 @@ export async function updateLogDrain(app: CdnServices, rc: RequestContext, id: s
     const config = parseWith(destinationConfigSchemas[drain.destination_type], rawConfig, 'destination_config') as DestinationConfig;
     const stored = drainSecrets(app, drain);
     next = splitConfig(drain.destination_type, config, stored);
-    problems.push(...(await urlProblems(app, drain.destination_type, config)));
+    problems.push(...keptCredentialProblems(drain.destination_type, drain.destination_config, config), ...(await urlProblems(app, drain.destination_type, config)));
     const secrets = next.secrets;
     secretsChanged = [...new Set([...Object.keys(stored), ...Object.keys(secrets)])]
       .filter((member) => JSON.stringify(stored[member] ?? null) !== JSON.stringify(secrets[member] ?? null));
