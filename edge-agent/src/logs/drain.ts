@@ -299,7 +299,8 @@ export class Drain {
         try {
           await this.destination.send(batch);
         } catch (err) {
-          const e = err instanceof DeliveryError ? err : new DeliveryError((err as Error).message, true);
+          // A destination client says what failed in a DeliveryError (scrubbed); another error's text is not shown (it may quote a credential).
+          const e = err instanceof DeliveryError ? err : new DeliveryError(`the destination client failed (${(err as Error).name ?? 'error'})`, true);
           this.stats.batchesFailed++;
           this.stats.lastError = e.message;
           this.stats.status = this.paused ? 'paused' : 'error';
