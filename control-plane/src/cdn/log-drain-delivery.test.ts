@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import t from 'tap';
 import { query, RELAXED_LIMITS } from '../../../test/support/auth.ts';
-import { caller, cdnCallers, uniqueName } from '../../../test/support/cdn.ts';
+import { caller, cdnCallers, makeEndpoint, uniqueName } from '../../../test/support/cdn.ts';
 import { collectingLogger } from '../../../test/support/cdn-policies.ts';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { TestConfigSource, agentConnector, testTokens } from '../../../test/support/edge-channel.ts';
@@ -29,7 +29,9 @@ const send = caller(cp);
 const base = '/v1/cdn/log-drains';
 
 async function makeDrain(destination_type: string, destination_config: Record<string, unknown>, extra: Record<string, unknown> = {}) {
-  const res = await send(admin, 'POST', base, { name: uniqueName('drain'), destination_type, destination_config, ...extra });
+  // An endpoint of its own: a drain for every endpoint counts against each endpoint's cap (MAX_DRAINS_PER_ENDPOINT).
+  const { endpoint } = await makeEndpoint(cp, admin);
+  const res = await send(admin, 'POST', base, { name: uniqueName('drain'), destination_type, destination_config, endpoint_ids: [endpoint.id], ...extra });
   if (res.status !== 201) throw new Error(`create drain: ${res.status} ${res.text}`);
   return res.body as Record<string, any> & { id: string };
 }

@@ -18,6 +18,13 @@ import { INDEX_PLACEHOLDERS } from '../../../shared/src/logs/elasticsearch.ts';
  */
 export { LOG_FIELDS };
 export const MAX_DRAIN_ENDPOINTS = 1000;
+/**
+ * Drains at most on the platform, and sending one endpoint's logs (those naming it and those for every endpoint):
+ * each drain is a client, connections and a share of every agent worker's log buffer (LOG_DRAIN_BUFFER_BYTES), and
+ * every answer of an endpoint is rendered once per drain of it.
+ */
+export const MAX_LOG_DRAINS = 100;
+export const MAX_DRAINS_PER_ENDPOINT = 10;
 export const MAX_DRAIN_HEADERS = 20;
 
 /** Datadog intake sites (https://docs.datadoghq.com/getting_started/site/). */
