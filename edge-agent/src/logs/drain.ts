@@ -106,7 +106,7 @@ export class Drain implements BufferHolder {
   /** The memory its records are held in: the worker's, shared with its other drains (or its own, of limits.bufferBytes). */
   private readonly budget: BufferBudget;
   /** Capacity of the buffers it holds from the budget: its chunks and its batch in flight. */
-  heldBytes = 0;
+  private held = 0;
 
   constructor(
     spec: DrainSpec & { status?: string }, limits: DrainLimits, context: DestinationContext, logger: Logger, events: DrainEvents = {},
@@ -198,7 +198,7 @@ export class Drain implements BufferHolder {
         this.dropped(1);
         return;
       }
-      this.heldBytes += buf.length;
+      this.held += buf.length;
       chunk = { buf, used: 0, count: 0, times: [], ids: [] };
       chunks.push(chunk);
     }
@@ -221,6 +221,10 @@ export class Drain implements BufferHolder {
     if (!this.paused) this.stats.status = 'error';
   }
 
+  get heldBytes(): number {
+    return this.held;
+  }
+
   get sheddable(): boolean {
     return this.chunks.length > 0;
   }
@@ -231,7 +235,7 @@ export class Drain implements BufferHolder {
     if (chunk === undefined) return null;
     this.queuedBytes -= chunk.used;
     this.queuedRecords -= chunk.count;
-    this.heldBytes -= chunk.buf.length;
+    this.held -= chunk.buf.length;
     this.dropped(chunk.count);
     return chunk.buf;
   }
@@ -273,10 +277,10 @@ export class Drain implements BufferHolder {
   private release(): void {
     if (this.inflight === null) return;
     if (this.inflightChunk !== null) {
-      this.heldBytes -= this.inflightChunk.length;
+      this.held -= this.inflightChunk.length;
       this.budget.give(this.inflightChunk);
     } else {
-      this.heldBytes -= this.inflight.body.length;
+      this.held -= this.inflight.body.length;
       this.budget.release(this.inflight.body.length);
     }
     this.inflightChunk = null;
@@ -314,7 +318,7 @@ export class Drain implements BufferHolder {
       // The batch is a copy of its chunks: they are let go, and the copy is held instead.
       for (const c of taken) this.budget.release(c.buf.length);
       this.budget.charge(body.length);
-      this.heldBytes += body.length - taken.reduce((sum, c) => sum + c.buf.length, 0);
+      this.held += body.length - taken.reduce((sum, c) => sum + c.buf.length, 0);
     }
     this.queuedBytes -= bytes;
     this.queuedRecords -= records;
@@ -418,7 +422,7 @@ export class Drain implements BufferHolder {
     if (this.closed) return;
     this.closed = true;
     for (const c of this.chunks.splice(0)) {
-      this.heldBytes -= c.buf.length;
+      this.held -= c.buf.length;
       this.budget.release(c.buf.length);
     }
     this.queuedBytes = this.queuedRecords = 0;
