@@ -69,7 +69,7 @@ export interface EdgeAgentOptions {
   cacheWhenDisconnected?: CacheWhenDisconnected;
   /** The node's name in access records and log objects (default the region's cache name). */
   nodeName?: string;
-  /** Log drains: each drain's buffer (LOG_DRAIN_BUFFER_BYTES), and overrides of the batch interval and the longest retry wait. */
+  /** Log drains: the buffer all the drains share (LOG_DRAIN_BUFFER_BYTES), and overrides of the batch interval and the longest retry wait. */
   logDrains?: { bufferBytes?: number; flushIntervalMs?: number; retryMaxMs?: number };
   /**
    * The port `http_to_https_redirect` and `http_to_https` redirect rules send viewers to (omitted from the URL

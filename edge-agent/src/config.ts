@@ -71,7 +71,8 @@ const schema = z.object({
   // of the agent reports it in this header (x-forwarded-for, x-real-ip...) and the peer is one of TRUSTED_PROXY_CIDRS.
   TRUST_PROXY_HEADER: z.string().trim().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'a header name such as x-forwarded-for').optional(),
   TRUSTED_PROXY_CIDRS: z.string().trim().min(1).optional(),
-  // Log drains: the records each drain may hold while its destination is slow or down (then dropped and counted), and
+  // Log drains: the memory all the drains of a worker share for the records they hold while destinations are slow or
+  // down (then dropped and counted), and
   // overrides of the batch interval (default 2 s for http, elasticsearch and datadog, 60 s for s3 and gcs) and of the
   // longest wait between retries (default 30 s).
   LOG_DRAIN_BUFFER_BYTES: bytes.default(64 * MiB),

@@ -35,8 +35,13 @@ const logger = agentLogger(config);
 const workers = config.WORKERS;
 // The node's id (kept in DATA_DIR/node-id): Hello names the node with it, and it signs the shield hops this agent sends.
 const identity = config.CONTROL_PLANE_URL ? loadOrCreateNodeId(config.DATA_DIR) : null;
-// With workers, this agent serves no viewer: it keeps the configuration's bodies to start new workers from, and no cache.
-const agent = new EdgeAgent({ ...agentOptions(config, logger), nodeId: identity?.nodeId, ...(workers > 1 ? { keepConfigBodies: true, memoryBytes: 1024 * 1024, diskBytes: 0 } : {}) });
+// With workers, this agent serves no viewer: it keeps the configuration's bodies to start new workers from, no cache,
+// and no log buffer (its drains are never handed a record: the workers' buffers are the node's).
+const options = agentOptions(config, logger);
+const agent = new EdgeAgent({
+  ...options, nodeId: identity?.nodeId,
+  ...(workers > 1 ? { keepConfigBodies: true, memoryBytes: 1024 * 1024, diskBytes: 0, logDrains: { ...options.logDrains, bufferBytes: 0 } } : {}),
+});
 const pool = workers > 1
   ? new WorkerPool({ config, agent, logger, exec: fileURLToPath(new URL('./workers/worker.ts', import.meta.url)), args: process.argv.slice(2) })
   : null;

@@ -24,6 +24,8 @@ export interface Receiver {
   port: number;
   url: string;
   requests: Received[];
+  /** Every request that arrived, whatever it was answered (requests holds the ones answered 200 by default). */
+  arrived: Received[];
   /** Answer every request with this status (and body) instead of 200; null: 200 again. */
   fail: { status: number; body?: string } | null;
   /** Stops listening (connections refused) until up(). */
@@ -36,7 +38,7 @@ export interface Receiver {
 export async function startReceiver(t: Teardown): Promise<Receiver> {
   let server: http.Server;
   const receiver: Receiver = {
-    port: 0, url: '', requests: [], fail: null,
+    port: 0, url: '', requests: [], arrived: [], fail: null,
     async down() {
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
@@ -52,6 +54,7 @@ export async function startReceiver(t: Teardown): Promise<Receiver> {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c)).on('end', () => {
       const got: Received = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks) };
+      receiver.arrived.push(got);
       if (receiver.handle?.(got, res)) return;
       if (receiver.fail) {
         res.writeHead(receiver.fail.status, { 'content-type': 'text/plain' });
@@ -216,4 +219,43 @@ export async function startS3Fake(t: Teardown, buckets: string[]): Promise<S3Fak
       return out;
     },
   };
+}
+
+/**
+ * How a receiver may write back a header it was sent, in an error answer: as it came, percent-encoded, JSON-escaped
+ * (twice), as part of the header block in base64, upper-cased, as the answer's error code, and placed across the
+ * 200th character of the body (where error texts were cut before they were scrubbed).
+ */
+export const ECHO_FORMS: Record<string, (value: string) => string> = {
+  'as it came': (v) => `denied: ${v}`,
+  'percent-encoded': (v) => `denied: ${encodeURIComponent(v)}`,
+  'JSON-escaped': (v) => JSON.stringify({ message: 'denied', request: JSON.stringify({ headers: { authorization: v } }) }),
+  'base64 in the header block': (v) => `denied: ${Buffer.from(`x-debug: 1\r\nauthorization: ${v}\r\n`).toString('base64')}`,
+  'upper-cased': (v) => `DENIED: ${v.toUpperCase()}`,
+  'as the error code': (v) => JSON.stringify({ error: v }),
+  'across the 200th character': (v) => `${'x'.repeat(200 - Math.floor(v.length / 2))}${v} and more`,
+};
+
+/** The receiver answers every request with `status` and the value of its header `header` written back in `form`. */
+export function echoHeader(receiver: Receiver, status: number, header: string, form: (value: string) => string): void {
+  receiver.handle = (r, res) => {
+    res.writeHead(status, { 'content-type': 'text/plain' });
+    res.end(form(String(r.headers[header] ?? '')));
+    return true;
+  };
+}
+
+/** The forms of a secret found in a text (as it is, any case, percent-encoded, JSON-escaped, base64, or half of it): none for a clean text. */
+export function secretShown(text: string, secret: string): string[] {
+  const lower = text.toLowerCase();
+  const half = secret.slice(0, Math.ceil(secret.length / 2));
+  const forms: Record<string, string> = {
+    secret, 'percent-encoded': encodeURIComponent(secret), 'JSON-escaped': JSON.stringify(secret).slice(1, -1),
+    base64: Buffer.from(secret).toString('base64').slice(0, -4), 'its first half': half,
+  };
+  const shown = Object.entries(forms).filter(([, f]) => f.length >= 4 && lower.includes(f.toLowerCase())).map(([name]) => name);
+  // Base64 at any alignment: every run that looks like base64, decoded.
+  const decoded = [...text.matchAll(/[A-Za-z0-9+/_-]{8,}/g)].map((m) => Buffer.from(m[0], 'base64').toString('latin1').toLowerCase());
+  if (decoded.some((d) => d.includes(half.toLowerCase()))) shown.push('base64 at some alignment');
+  return shown;
 }

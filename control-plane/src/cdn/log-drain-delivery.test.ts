@@ -9,12 +9,14 @@
 import { randomUUID } from 'node:crypto';
 import t from 'tap';
 import { query, RELAXED_LIMITS } from '../../../test/support/auth.ts';
-import { caller, cdnCallers, uniqueName } from '../../../test/support/cdn.ts';
+import { caller, cdnCallers, makeEndpoint, uniqueName } from '../../../test/support/cdn.ts';
 import { collectingLogger } from '../../../test/support/cdn-policies.ts';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { TestConfigSource, agentConnector, testTokens } from '../../../test/support/edge-channel.ts';
 import { eventually } from '../../../test/support/eventually.ts';
-import { bulkItems, datadogEntries, serviceAccount, startGcsFake, startReceiver, startS3Fake } from '../../../test/support/log-receivers.ts';
+import {
+  bulkItems, datadogEntries, ECHO_FORMS, echoHeader, secretShown, serviceAccount, startGcsFake, startReceiver, startS3Fake,
+} from '../../../test/support/log-receivers.ts';
 
 const { log, lines } = collectingLogger();
 const cp = await startTestControlPlane(t, {
@@ -27,7 +29,9 @@ const send = caller(cp);
 const base = '/v1/cdn/log-drains';
 
 async function makeDrain(destination_type: string, destination_config: Record<string, unknown>, extra: Record<string, unknown> = {}) {
-  const res = await send(admin, 'POST', base, { name: uniqueName('drain'), destination_type, destination_config, ...extra });
+  // An endpoint of its own: a drain for every endpoint counts against each endpoint's cap (MAX_DRAINS_PER_ENDPOINT).
+  const { endpoint } = await makeEndpoint(cp, admin);
+  const res = await send(admin, 'POST', base, { name: uniqueName('drain'), destination_type, destination_config, endpoint_ids: [endpoint.id], ...extra });
   if (res.status !== 201) throw new Error(`create drain: ${res.status} ${res.text}`);
   return res.body as Record<string, any> & { id: string };
 }
@@ -64,7 +68,7 @@ t.test('POST /v1/cdn/log-drains/{id}/test: one synthetic record, bare {success, 
   receiver.fail = { status: 401, body: 'bad token Bearer test-op-Secret-1' };
   const refused = await test(drain.id);
   t.equal(refused.body.success, false);
-  t.equal(refused.body.error, 'the receiver answered 401: bad token ***', 'the credential is never echoed');
+  t.equal(refused.body.error, 'the receiver answered 401 Unauthorized', 'the status, never the receiver\'s text');
   t.equal((await send(viewer, 'GET', `${base}/${drain.id}`)).body.status, 'active', 'a failed test leaves the drain as it was');
 });
 
@@ -101,6 +105,28 @@ t.test('the test through each destination\'s client: Elasticsearch bulk, Datadog
   t.equal(wrongRes.success, false);
   t.match(wrongRes.error, /OAuth token endpoint answered 400.*invalid_grant/);
   t.notOk(lines.join('\n').includes('PRIVATE KEY'), 'no key in the log');
+});
+
+t.test('the test\'s error and the log never carry a credential, whatever form the receiver echoes it in (across the 200th character too)', async (t) => {
+  const receiver = await startReceiver(t);
+  const auth = 'Bearer echo-test-Secret-42';
+  const key = 'echo-key-Secret-0042';
+  const drain = await makeDrain('http', { url: `${receiver.url}/in`, auth_header: auth, headers: { 'X-Api-Key': key }, allow_private_network: true });
+  const logged = lines.length;
+  for (const [name, form] of Object.entries(ECHO_FORMS)) {
+    for (const [header, secret] of [['authorization', auth], ['x-api-key', key]] as const) {
+      echoHeader(receiver, 401, header, form);
+      const res = (await test(drain.id)).body;
+      t.equal(res.success, false);
+      t.match(res.error, /^the receiver answered 401 Unauthorized/);
+      t.same(secretShown(res.error, secret), [], `${header} echoed ${name}: ${res.error}`);
+    }
+  }
+  const log = lines.slice(logged).join('\n');
+  t.match(log, /log drain test failed/, 'the failures were logged');
+  for (const secret of [auth, key]) t.same(secretShown(log, secret), [], 'nor in the log');
+  const viewed = (await send(viewer, 'GET', `${base}/${drain.id}`)).text;
+  for (const secret of [auth, key]) t.same(secretShown(viewed, secret), [], 'nor in what a viewer reads');
 });
 
 t.test('the test dials through the SSRF guard: a name that resolves to a metadata address is refused when it is dialled', async (t) => {

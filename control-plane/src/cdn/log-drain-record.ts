@@ -18,6 +18,13 @@ import { INDEX_PLACEHOLDERS } from '../../../shared/src/logs/elasticsearch.ts';
  */
 export { LOG_FIELDS };
 export const MAX_DRAIN_ENDPOINTS = 1000;
+/**
+ * Drains at most on the platform, and sending one endpoint's logs (those naming it and those for every endpoint):
+ * each drain is a client, connections and a share of every agent worker's log buffer (LOG_DRAIN_BUFFER_BYTES), and
+ * every answer of an endpoint is rendered once per drain of it.
+ */
+export const MAX_LOG_DRAINS = 100;
+export const MAX_DRAINS_PER_ENDPOINT = 10;
 export const MAX_DRAIN_HEADERS = 20;
 
 /** Datadog intake sites (https://docs.datadoghq.com/getting_started/site/). */
@@ -30,6 +37,17 @@ export const CREDENTIAL_MEMBERS: Record<DestinationType, readonly string[]> = {
   datadog: ['api_key'],
   elasticsearch: ['password', 'api_key'],
   http: ['auth_header', 'headers'],
+};
+/**
+ * Members that say where logs (and credentials) go, per type: a change of any of them moves the destination, and
+ * then every credential must be sent in clear ("***" keeps a stored credential only for an unchanged destination).
+ */
+export const DESTINATION_MEMBERS: Record<DestinationType, readonly string[]> = {
+  s3: ['bucket', 'region', 'endpoint_url'],
+  gcs: ['bucket', 'endpoint_url'],
+  datadog: ['site', 'url'],
+  elasticsearch: ['url'],
+  http: ['url'],
 };
 /** Members holding a URL the control plane checks (https, SSRF). */
 export const URL_MEMBERS: Record<DestinationType, readonly string[]> = { s3: ['endpoint_url'], gcs: ['endpoint_url'], datadog: ['url'], elasticsearch: ['url'], http: ['url'] };
@@ -74,7 +92,8 @@ const s3Config = z.strictObject({
 });
 
 const serviceAccountJson = z.string().max(16_384).superRefine((text, ctx) => {
-  // The message never repeats the text: it is a private key.
+  // The message never repeats the text: it is a private key. MASKED_VALUE keeps the stored key (the service checks one is).
+  if (text === MASKED_VALUE) return;
   let parsed: unknown;
   try { parsed = JSON.parse(text); } catch { /* reported below */ }
   const key = parsed as { type?: unknown; client_email?: unknown; private_key?: unknown } | undefined;

@@ -5,7 +5,9 @@
 import { bare, empty, page, reply } from '../http/route.ts';
 import { findEndpoint } from './endpoint-service.ts';
 import { distributionParams, idParams, listResources, scopedQuery, topLevelQuery } from './fields.ts';
-import { createLogDrainBody, logDrainRecord, logDrainResource, updateLogDrainBody, type CreateLogDrainInput } from './log-drain-record.ts';
+import {
+  createLogDrainBody, logDrainRecord, logDrainResource, MAX_DRAINS_PER_ENDPOINT, MAX_LOG_DRAINS, updateLogDrainBody, type CreateLogDrainInput,
+} from './log-drain-record.ts';
 import {
   createLogDrain, deleteLogDrain, DRAIN_TEST_TIMEOUT_MS, findLogDrain, listDistributionLogDrains, setLogDrainPaused, testLogDrain, updateLogDrain,
 } from './log-drain-service.ts';
@@ -21,7 +23,9 @@ const rules = 'name, destination_type (s3, datadog, elasticsearch, http, gcs) an
   + 'log_format json, ndjson (default) or w3c_extended; fields default to all. Credentials (access keys, api keys, passwords, header values, '
   + 'service account keys) are stored encrypted and always shown as "***". Refused with 422 INVALID_CONFIGURATION naming the member: an '
   + 'endpoint id that does not exist, a destination URL that is plain http, or whose host is or resolves to a private-use address, without '
-  + 'allow_private_network (link-local, metadata and reserved addresses always).';
+  + 'allow_private_network (link-local, metadata and reserved addresses always). '
+  + `At most ${MAX_LOG_DRAINS} drains, and ${MAX_DRAINS_PER_ENDPOINT} sending one endpoint's logs (those naming it and those for every endpoint): `
+  + 'beyond, 409 LOG_DRAIN_LIMIT_REACHED (naming the endpoints) and nothing is stored.';
 
 export const listLogDrainsRoute = defineRoute({
   method: 'get', path: base, tags, access: read,
@@ -40,7 +44,7 @@ export const createLogDrainRoute = defineRoute({
   description: `${rules} endpoint_ids empty or left out: every endpoint. The drain starts \`active\`; a connectivity test is advised before production use. Audit-logged, credentials masked.`,
   body: createLogDrainBody,
   responses: { 201: bare(logDrainResource) },
-  errors: ['INVALID_CONFIGURATION'],
+  errors: ['INVALID_CONFIGURATION', 'LOG_DRAIN_LIMIT_REACHED'],
   async handler({ body, rc, app }) {
     const drain = await createLogDrain(app, rc, body as CreateLogDrainInput);
     return reply.created(drain, `${base}/${drain.id}`);
@@ -65,7 +69,7 @@ export const createDistributionLogDrainRoute = defineRoute({
   description: `${rules} The distribution is added to endpoint_ids (alone when none are given). Audit-logged, credentials masked.`,
   params: distributionParams, body: createLogDrainBody,
   responses: { 201: bare(logDrainResource) },
-  errors: ['INVALID_CONFIGURATION'],
+  errors: ['INVALID_CONFIGURATION', 'LOG_DRAIN_LIMIT_REACHED'],
   async handler({ params, body, rc, app }) {
     await findEndpoint(rc, params.id);
     const drain = await createLogDrain(app, rc, body as CreateLogDrainInput, params.id);
@@ -87,12 +91,14 @@ export const updateLogDrainRoute = defineRoute({
   method: 'patch', path: `${base}/:id`, tags, access: write,
   summary: 'Update a log drain',
   description: 'Partial: only sent fields change; destination_type cannot change. destination_config replaces the stored one whole and is checked '
-    + 'against the drain\'s type; a credential (or header value) sent as "***" keeps its stored value, so what a read shows can be sent back. '
+    + 'against the drain\'s type; a credential (or header value) sent as "***" keeps its stored value, so what a read shows can be sent back, '
+    + 'but only while the destination stays where it is: a change of url, endpoint_url, site, bucket or region needs every credential in clear '
+    + '(422 INVALID_CONFIGURATION naming each one sent as "***"; nothing changes). '
     + `fields and endpoint_ids replace the lists. With a stale If-Match: 412, nothing changes. ${rules} Audit-logged, credentials masked.`,
   params: idParams, body: updateLogDrainBody,
   ifMatch: ({ params, rc }) => findLogDrain(rc, params.id),
   responses: { 200: bare(logDrainResource) },
-  errors: ['INVALID_CONFIGURATION'],
+  errors: ['INVALID_CONFIGURATION', 'LOG_DRAIN_LIMIT_REACHED'],
   async handler({ params, body, rc, app }) {
     return updateLogDrain(app, rc, params.id, body);
   },

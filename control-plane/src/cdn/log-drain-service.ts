@@ -2,9 +2,12 @@
 // later issue). Credentials of destination_config are split off and sealed
 // with the secret box (bound to the drain's id); the stored destination_config
 // holds the rest with each credential as MASKED_VALUE, which is what replies
-// and the audit trail show. Destination URLs pass the edge's SSRF rules at
-// write time; endpoint_ids must name existing endpoints. Deleting an endpoint
-// takes it out of every drain (detachEndpointFromDrains, in its transaction).
+// and the audit trail show; "***" on update keeps a stored credential only
+// while the destination members (DESTINATION_MEMBERS) stay as they are, so a
+// stored secret never follows a moved destination. Destination URLs pass the
+// edge's SSRF rules at write time; endpoint_ids must name existing endpoints.
+// Deleting an endpoint takes it out of every drain (detachEndpointFromDrains,
+// in its transaction).
 import { randomUUID } from 'node:crypto';
 import { raw } from '@mikro-orm/core';
 import { lineRenderer, syntheticRecord, type LogFormat } from '../../../shared/src/logs/access-record.ts';
@@ -17,7 +20,7 @@ import { ApiError, found, type FieldError } from '../http/errors.ts';
 import { Endpoint } from './cdn.entities.ts';
 import { assertValidConfiguration, listResources, type ListOptions } from './fields.ts';
 import {
-  CREDENTIAL_MEMBERS, destinationConfigSchemas, ELASTICSEARCH_FORMATS, URL_MEMBERS, type CreateLogDrainInput, type DestinationConfig, type UpdateLogDrainInput,
+  CREDENTIAL_MEMBERS, DESTINATION_MEMBERS, destinationConfigSchemas, ELASTICSEARCH_FORMATS, MAX_DRAIN_ENDPOINTS, MAX_DRAINS_PER_ENDPOINT, MAX_LOG_DRAINS, URL_MEMBERS, type CreateLogDrainInput, type DestinationConfig, type UpdateLogDrainInput,
 } from './log-drain-record.ts';
 import { normaliseOriginHost, originHostRefusal } from './origin-host.ts';
 import { MASKED_VALUE } from './origin-record.ts';
@@ -75,6 +78,29 @@ export function splitConfig(type: DestinationType, config: DestinationConfig, st
   return { shown, secrets };
 }
 
+/** The destination members whose value changes (URLs compared as parsed: `HTTPS://Host` is `https://host/`). */
+function movedMembers(type: DestinationType, before: DestinationConfig, after: DestinationConfig): string[] {
+  const value = (member: string, v: unknown) => (typeof v !== 'string' ? null : URL_MEMBERS[type].includes(member) && URL.canParse(v) ? new URL(v).href : v);
+  return DESTINATION_MEMBERS[type].filter((member) => value(member, before[member]) !== value(member, after[member]));
+}
+
+/**
+ * 422 naming each credential sent as MASKED_VALUE (header values each) when the destination moves: a kept secret
+ * would be sent to the new host with the next batch and test, which is how a write access to the drain reads it.
+ */
+function keptCredentialProblems(type: DestinationType, before: DestinationConfig, after: DestinationConfig): FieldError[] {
+  const moved = movedMembers(type, before, after);
+  if (moved.length === 0) return [];
+  const message = `The destination changes (${moved.map((m) => `destination_config.${m}`).join(', ')}): "${MASKED_VALUE}" keeps a stored credential `
+    + 'only for an unchanged destination; send this credential in clear';
+  return CREDENTIAL_MEMBERS[type].flatMap((member) => {
+    const value = after[member];
+    if (value === MASKED_VALUE) return [{ field: `destination_config.${member}`, message }];
+    if (value === null || typeof value !== 'object') return [];
+    return Object.entries(value).filter(([, v]) => v === MASKED_VALUE).map(([name]) => ({ field: `destination_config.${member}.${name}`, message }));
+  });
+}
+
 /** 422 for a destination URL the control plane would not send logs to: plain http on the public network, or a refused address. */
 async function urlProblems(app: CdnServices, type: DestinationType, config: DestinationConfig): Promise<FieldError[]> {
   const problems: FieldError[] = [];
@@ -112,20 +138,55 @@ async function endpointProblems(rc: RequestContext, ids: readonly string[]): Pro
   return ids.flatMap((id, i) => (existing.has(id) ? [] : [{ field: `endpoint_ids[${i}]`, message: `Endpoint ${id} does not exist` }]));
 }
 
+/**
+ * 409 LOG_DRAIN_LIMIT_REACHED when a drain with these endpoint_ids (empty: every endpoint) would pass a cap: more
+ * than MAX_LOG_DRAINS drains (on create: `drainId` null), or an endpoint receiving its logs through more than
+ * MAX_DRAINS_PER_ENDPOINT drains (those naming it and those for every endpoint; the drain updated, `drainId`, left
+ * out). Takes the configuration lock first (every drain write takes it), so concurrent writes cannot pass a cap together.
+ */
+async function assertWithinCaps(em: EntityManager, endpointIds: readonly string[], drainId: string | null): Promise<void> {
+  await em.execute('select 1 from cdn_config_revision where id = 1 for no key update');
+  if (drainId === null) {
+    const [total] = await em.execute<{ n: number }[]>('select count(*)::int as n from cdn_log_drain');
+    if (total!.n >= MAX_LOG_DRAINS) {
+      throw new ApiError('LOG_DRAIN_LIMIT_REACHED', `The platform has the most log drains allowed (${MAX_LOG_DRAINS}); delete one, or send more endpoints to one drain`);
+    }
+  }
+  const others = drainId ?? '00000000-0000-0000-0000-000000000000';
+  const [every] = await em.execute<{ n: number }[]>(`select count(*)::int as n from cdn_log_drain where id <> ? and endpoint_ids = '[]'::jsonb`, [others]);
+  // Per endpoint, the drains naming it: those named (or, for a drain for every endpoint, the most loaded endpoint).
+  const named = await em.execute<{ endpoint_id: string; n: number }[]>(
+    `select e.value as endpoint_id, count(*)::int as n from cdn_log_drain d cross join lateral jsonb_array_elements_text(d.endpoint_ids) e
+     where d.id <> ? and (?::jsonb = '[]'::jsonb or e.value in (select value from jsonb_array_elements_text(?::jsonb)))
+     group by e.value order by n desc, e.value limit ${endpointIds.length === 0 ? 1 : MAX_DRAIN_ENDPOINTS}`,
+    [others, JSON.stringify(endpointIds), JSON.stringify(endpointIds)],
+  );
+  const counts = new Map(named.map((r) => [r.endpoint_id, r.n]));
+  const over = (endpointId: string) => every!.n + (counts.get(endpointId) ?? 0) + 1 > MAX_DRAINS_PER_ENDPOINT;
+  const problems: FieldError[] = endpointIds.length === 0
+    ? (every!.n + (named[0]?.n ?? 0) + 1 > MAX_DRAINS_PER_ENDPOINT
+      ? [{ field: 'endpoint_ids', message: `A drain for every endpoint would give ${named[0] ? `endpoint ${named[0].endpoint_id}` : 'each endpoint'} more than ${MAX_DRAINS_PER_ENDPOINT} drains` }]
+      : [])
+    : endpointIds.flatMap((id, i) => (over(id) ? [{ field: `endpoint_ids[${i}]`, message: `Endpoint ${id} already has its logs sent by the most drains allowed (${MAX_DRAINS_PER_ENDPOINT}, counting those for every endpoint)` }] : []));
+  if (problems.length) throw new ApiError('LOG_DRAIN_LIMIT_REACHED', `An endpoint may have its logs sent by at most ${MAX_DRAINS_PER_ENDPOINT} drains`, { errors: problems });
+}
+
 /** Creates a drain; `distributionId` (the distribution-scoped create) is added to its endpoint_ids. */
 export async function createLogDrain(app: CdnServices, rc: RequestContext, input: CreateLogDrainInput, distributionId: string | null = null): Promise<LogDrain> {
   const endpointIds = [...new Set([...(input.endpoint_ids ?? []), ...(distributionId ? [distributionId] : [])])];
   const { shown, secrets } = splitConfig(input.destination_type, input.destination_config, {});
   assertValidConfiguration([...(await endpointProblems(rc, endpointIds)), ...(await urlProblems(app, input.destination_type, input.destination_config))]);
-  const id = crypto.randomUUID();
-  const drain = rc.em.create(LogDrain, {
-    id, name: input.name, destination_type: input.destination_type, destination_config: shown,
-    destination_secrets_sealed: app.secretBox.seal(JSON.stringify(secrets), aad(id)),
-    log_format: input.log_format, fields: input.fields, endpoint_ids: endpointIds, status: 'active', last_error: null,
-  } as never);
-  recordAudit(rc, { action: 'log_drain.created', resource_type: 'log_drain', resource_id: drain.id, changes: changesOf({}, snapshot(drain)) });
-  await rc.em.flush();
-  return drain;
+  return rc.em.transactional(async (em) => {
+    await assertWithinCaps(em, endpointIds, null);
+    const id = crypto.randomUUID();
+    const drain = em.create(LogDrain, {
+      id, name: input.name, destination_type: input.destination_type, destination_config: shown,
+      destination_secrets_sealed: app.secretBox.seal(JSON.stringify(secrets), aad(id)),
+      log_format: input.log_format, fields: input.fields, endpoint_ids: endpointIds, status: 'active', last_error: null,
+    } as never);
+    recordAudit(rc, { action: 'log_drain.created', resource_type: 'log_drain', resource_id: drain.id, changes: changesOf({}, snapshot(drain)) }, em);
+    return drain;
+  });
 }
 
 export async function updateLogDrain(app: CdnServices, rc: RequestContext, id: string, input: UpdateLogDrainInput): Promise<LogDrain> {
@@ -139,7 +200,7 @@ export async function updateLogDrain(app: CdnServices, rc: RequestContext, id: s
     const config = parseWith(destinationConfigSchemas[drain.destination_type], rawConfig, 'destination_config') as DestinationConfig;
     const stored = drainSecrets(app, drain);
     next = splitConfig(drain.destination_type, config, stored);
-    problems.push(...(await urlProblems(app, drain.destination_type, config)));
+    problems.push(...keptCredentialProblems(drain.destination_type, drain.destination_config, config), ...(await urlProblems(app, drain.destination_type, config)));
     const secrets = next.secrets;
     secretsChanged = [...new Set([...Object.keys(stored), ...Object.keys(secrets)])]
       .filter((member) => JSON.stringify(stored[member] ?? null) !== JSON.stringify(secrets[member] ?? null));
@@ -149,19 +210,22 @@ export async function updateLogDrain(app: CdnServices, rc: RequestContext, id: s
     throw new ApiError('VALIDATION_ERROR', undefined, { errors: [{ field: 'log_format', message: 'Elasticsearch indexes JSON documents: json or ndjson' }] });
   }
   assertValidConfiguration(problems);
-  if (next) {
-    drain.destination_config = next.shown;
-    if (secretsChanged.length) drain.destination_secrets_sealed = app.secretBox.seal(JSON.stringify(next.secrets), aad(drain.id));
-  }
-  for (const [field, value] of Object.entries(rest)) if (value !== undefined) (drain as unknown as Record<string, unknown>)[field] = value;
-  const changes = changesOf(before, snapshot(drain), DRAIN_FIELDS);
-  if (Object.keys(changes).length === 0 && secretsChanged.length === 0) return drain;
-  // Credentials show as "***" before and after: the entry names the ones that changed, never their values.
-  recordAudit(rc, {
-    action: 'log_drain.updated', resource_type: 'log_drain', resource_id: drain.id, changes,
-    ...(secretsChanged.length ? { metadata: { credentials_changed: secretsChanged } } : {}),
+  const endpointsChange = rest.endpoint_ids !== undefined && JSON.stringify(rest.endpoint_ids) !== JSON.stringify(drain.endpoint_ids);
+  await rc.em.transactional(async (em) => {
+    if (endpointsChange) await assertWithinCaps(em, rest.endpoint_ids!, drain.id);
+    if (next) {
+      drain.destination_config = next.shown;
+      if (secretsChanged.length) drain.destination_secrets_sealed = app.secretBox.seal(JSON.stringify(next.secrets), aad(drain.id));
+    }
+    for (const [field, value] of Object.entries(rest)) if (value !== undefined) (drain as unknown as Record<string, unknown>)[field] = value;
+    const changes = changesOf(before, snapshot(drain), DRAIN_FIELDS);
+    if (Object.keys(changes).length === 0 && secretsChanged.length === 0) return;
+    // Credentials show as "***" before and after: the entry names the ones that changed, never their values.
+    recordAudit(rc, {
+      action: 'log_drain.updated', resource_type: 'log_drain', resource_id: drain.id, changes,
+      ...(secretsChanged.length ? { metadata: { credentials_changed: secretsChanged } } : {}),
+    }, em);
   });
-  await rc.em.flush();
   return drain;
 }
 

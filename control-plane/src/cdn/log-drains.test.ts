@@ -44,7 +44,9 @@ const CONFIGS: Record<string, Record<string, unknown>> = {
 };
 
 async function makeDrain(body: Record<string, unknown> = {}, path = base) {
-  const res = await send(admin, 'POST', path, { name: uniqueName('drain'), destination_type: 's3', destination_config: s3(), ...body });
+  // An endpoint of its own unless the test says which: a drain for every endpoint counts against each endpoint's cap.
+  const own = 'endpoint_ids' in body || path !== base ? {} : { endpoint_ids: [(await makeEndpoint(cp, admin)).endpoint.id] };
+  const res = await send(admin, 'POST', path, { name: uniqueName('drain'), destination_type: 's3', destination_config: s3(), ...own, ...body });
   if (res.status !== 201) throw new Error(`create drain: ${res.status} ${res.text}`);
   return res.body as Record<string, any> & { id: string };
 }
@@ -206,11 +208,11 @@ t.test('PATCH: partial; destination_config replaced with "***" keeping stored cr
   t.match(renamed.body, { name: 'renamed', log_format: 'json', fields: ['timestamp', 'url'], endpoint_ids: [endpoint.id], destination_type: 's3' });
   t.same(renamed.body.destination_config, drain.destination_config, 'config untouched');
 
-  // What a read shows can be sent back: "***" keeps each credential.
+  // What a read shows can be sent back: "***" keeps each credential (the destination stays: see the next test).
   const read = await send(admin, 'GET', `${base}/${drain.id}`);
-  const moved = await send(admin, 'PATCH', `${base}/${drain.id}`, { destination_config: { ...read.body.destination_config, bucket: 'other-bucket', prefix: undefined } }, { 'if-match': read.headers.get('etag')! });
+  const moved = await send(admin, 'PATCH', `${base}/${drain.id}`, { destination_config: { ...read.body.destination_config, prefix: undefined } }, { 'if-match': read.headers.get('etag')! });
   t.equal(moved.status, 200, moved.text);
-  t.same(moved.body.destination_config, { bucket: 'other-bucket', region: 'eu-west-1', access_key_id: '***', secret_access_key: '***', allow_private_network: false }, 'prefix removed, config replaced');
+  t.same(moved.body.destination_config, { bucket: 'cdn-logs', region: 'eu-west-1', access_key_id: '***', secret_access_key: '***', allow_private_network: false }, 'prefix removed, config replaced');
   t.same((await stored(drain.id)).secrets, { access_key_id: SECRETS.accessKey, secret_access_key: SECRETS.secretKey }, 'credentials kept');
 
   const rotated = await send(admin, 'PATCH', `${base}/${drain.id}`, { destination_config: { ...moved.body.destination_config, secret_access_key: SECRETS.newSecretKey } });
@@ -246,11 +248,77 @@ t.test('PATCH: partial; destination_config replaced with "***" keeping stored cr
   t.same(fieldsOf(unknownHeader), ['destination_config.headers.X-Other']);
   t.same(await policiesState(cp), mid, 'nothing changed');
   t.ok(before);
-  const kept = await send(admin, 'PATCH', `${base}/${http.id}`, { destination_config: { url: 'https://logs.example.com/v2', auth_header: SECRETS.newAuth, headers: { 'x-api-key': '***' } } });
+  const kept = await send(admin, 'PATCH', `${base}/${http.id}`, { destination_config: { url: 'https://logs.example.com/ingest', auth_header: SECRETS.newAuth, headers: { 'x-api-key': '***' } } });
   t.equal(kept.status, 200, kept.text);
   t.same((await stored(http.id)).secrets, { auth_header: SECRETS.newAuth, headers: { 'x-api-key': SECRETS.headerValue } }, 'header kept case-insensitively, the dropped one gone');
   const same = await send(admin, 'PATCH', `${base}/${http.id}`, {});
   t.equal(same.body.updated_at, kept.body.updated_at, 'an empty update changes nothing');
+});
+
+t.test('credentials never follow a moved destination: "***" with a changed url, endpoint_url, site, bucket or region is 422 naming each masked credential, nothing changes', async (t) => {
+  // Per kind: which members are the destination, which are the credentials (every one must come in clear once it moves).
+  const kinds: { type: string; config: Record<string, unknown>; moves: Record<string, unknown>[]; stays: Record<string, unknown>; credentials: string[]; clear: Record<string, unknown> }[] = [
+    {
+      type: 's3', config: s3(), moves: [{ bucket: 'other-bucket' }, { region: 'us-east-1' }, { endpoint_url: 'https://s3.example.net' }], stays: { prefix: 'other/' },
+      credentials: ['destination_config.access_key_id', 'destination_config.secret_access_key'],
+      clear: { access_key_id: 'AKIAMOVEDACCESSKEY01', secret_access_key: 'moved-Secret-Access-Key-111111' },
+    },
+    {
+      type: 'gcs', config: { ...CONFIGS.gcs, endpoint_url: 'https://storage.example.net' }, moves: [{ bucket: 'other-gcs-bucket' }, { endpoint_url: 'https://storage2.example.net' }, { endpoint_url: undefined }],
+      stays: { prefix: 'p/' }, credentials: ['destination_config.service_account_json'],
+      clear: { service_account_json: JSON.stringify({ type: 'service_account', client_email: 'moved@p.iam.gserviceaccount.com', private_key: 'moved-key' }) },
+    },
+    {
+      type: 'datadog', config: CONFIGS.datadog, moves: [{ site: 'datadoghq.com' }, { url: 'https://logs.example.com/api/v2/logs' }], stays: { service: 'other' },
+      credentials: ['destination_config.api_key'], clear: { api_key: 'dd-moved-Secret-000000000000000' },
+    },
+    {
+      type: 'elasticsearch', config: CONFIGS.elasticsearch, moves: [{ url: 'https://93.184.216.31:9200' }, { url: 'https://93.184.216.30:9201' }], stays: { index: 'other-index', url: 'https://93.184.216.30:9200/' },
+      credentials: ['destination_config.password'], clear: { password: 'es-moved-Secret-88' },
+    },
+    {
+      type: 'elasticsearch', config: { url: 'https://93.184.216.30:9200', index: 'cdn-logs', api_key: SECRETS.esApiKey }, moves: [{ url: 'https://logs.example.com' }], stays: { index: 'x' },
+      credentials: ['destination_config.api_key'], clear: { api_key: 'ZXMtbW92ZWQtU2VjcmV0' },
+    },
+    {
+      type: 'http', config: CONFIGS.http, moves: [{ url: 'https://93.184.216.20/ingest' }, { url: 'https://logs.example.com/other' }],
+      stays: { url: 'https://LOGS.example.com/ingest', allow_private_network: true },
+      credentials: ['destination_config.auth_header', 'destination_config.headers.X-Api-Key', 'destination_config.headers.X-Team'],
+      clear: { auth_header: 'Bearer moved-token-Secret-1', headers: { 'X-Api-Key': 'moved-header-Secret-2', 'X-Team': 'video' } },
+    },
+  ];
+  const { endpoint } = await makeEndpoint(cp, admin);
+  for (const kind of kinds) {
+    const drain = await makeDrain({ destination_type: kind.type, destination_config: kind.config, endpoint_ids: [endpoint.id] });
+    const shown = drain.destination_config as Record<string, unknown>;
+    const secrets = (await stored(drain.id)).secrets;
+    for (const move of kind.moves) {
+      const before = await policiesState(cp);
+      const audits = (await query(cp, `select 1 from audit_log where resource_id = ?`, [drain.id])).length;
+      const res = await send(admin, 'PATCH', `${base}/${drain.id}`, { name: 'moved', destination_config: { ...shown, ...move } });
+      t.equal(res.status, 422, `${kind.type} ${JSON.stringify(move)}: ${res.text}`);
+      t.equal(res.body.code, 'INVALID_CONFIGURATION');
+      t.same(fieldsOf(res).sort(), [...kind.credentials].sort(), `${kind.type} ${JSON.stringify(move)}: names every credential sent as "***"`);
+      t.match(res.body.errors[0].message, /destination changes \(destination_config\.\w+\).*send this credential in clear/);
+      t.same(await policiesState(cp), before, 'the stored drain is unchanged');
+      t.equal((await query(cp, `select 1 from audit_log where resource_id = ?`, [drain.id])).length, audits, 'no audit entry');
+    }
+    // Half in clear is still a move with a kept secret: only the masked ones are named.
+    if (kind.credentials.length > 1) {
+      const [first] = Object.keys(kind.clear);
+      const res = await send(admin, 'PATCH', `${base}/${drain.id}`, { destination_config: { ...shown, ...kind.moves[0], [first!]: kind.clear[first!] } });
+      t.equal(res.status, 422);
+      t.notOk(fieldsOf(res).includes(`destination_config.${first}`), 'a credential sent in clear is not named');
+    }
+    // An unchanged destination (a URL spelled another way included) keeps what "***" names.
+    const stays = await send(admin, 'PATCH', `${base}/${drain.id}`, { destination_config: { ...shown, ...kind.stays } });
+    t.equal(stays.status, 200, `${kind.type} stays: ${stays.text}`);
+    t.same((await stored(drain.id)).secrets, secrets, `${kind.type}: "***" keeps the credentials of an unchanged destination`);
+    // Moved with every credential in clear: stored.
+    const moved = await send(admin, 'PATCH', `${base}/${drain.id}`, { destination_config: { ...stays.body.destination_config, ...kind.moves[0], ...kind.clear } });
+    t.equal(moved.status, 200, `${kind.type} moved in clear: ${moved.text}`);
+    t.same((await stored(drain.id)).secrets, kind.clear, `${kind.type}: the new credentials stored`);
+  }
 });
 
 t.test('pause and resume: active → paused → active; asking again answers unchanged; audit-logged once each', async (t) => {
@@ -316,7 +384,7 @@ t.test('deleting an endpoint takes it out of every drain in its transaction; a d
   const { endpoint: e2 } = await makeEndpoint(cp, admin);
   const shared = await makeDrain({ endpoint_ids: [e1.id, e2.id] });
   const only = await makeDrain({ endpoint_ids: [e1.id] });
-  const all = await makeDrain({});
+  const all = await makeDrain({ endpoint_ids: [] });
   t.equal((await send(admin, 'DELETE', `/v1/cdn/endpoints/${e1.id}`)).status, 204);
   t.match((await send(viewer, 'GET', `${base}/${shared.id}`)).body, { endpoint_ids: [e2.id], status: 'active' });
   const alone = (await send(viewer, 'GET', `${base}/${only.id}`)).body;

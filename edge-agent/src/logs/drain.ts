@@ -10,15 +10,21 @@
 // for less time than the buffer holds, and what does not fit is dropped and
 // counted. A batch the destination refuses as such (400, 413, 422) is
 // dropped and counted. A paused drain keeps queueing (within the buffer) and
-// sends nothing; resumed, it continues where it stopped.
+// sends nothing; resumed, it continues where it stopped. The buffer is the
+// worker's, shared by all its drains (buffer-budget.ts): every chunk and
+// batch in flight is counted in it, and a drain holding the most gives up its
+// newest chunk when another needs room.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { lineRenderer, lineWriter, type AccessRecord, type LineRenderer, type LineWriter } from '../../../shared/src/logs/access-record.ts';
 import { createDestination } from '../../../shared/src/logs/destinations.ts';
 import { DeliveryError, type Batch, type Destination, type DestinationContext, type DrainSpec } from '../../../shared/src/logs/destination.ts';
+import { BufferBudget, MiB, type BufferHolder } from './buffer-budget.ts';
+
+export { MiB };
 
 export interface DrainLimits {
-  /** Bound on the bytes of rendered records held (queued and in flight). */
+  /** Bound on the bytes held (queued and in flight) when the drain has no budget shared with others. */
   bufferBytes: number;
   batchMaxRecords: number;
   batchMaxBytes: number;
@@ -27,8 +33,6 @@ export interface DrainLimits {
   retryBaseMs: number;
   retryMaxMs: number;
 }
-
-export const MiB = 1024 * 1024;
 
 /** Per destination type: streaming intakes get small, frequent batches; object stores larger, rarer objects. */
 export function defaultLimits(type: DrainSpec['destination_type'], bufferBytes: number, flushIntervalMs?: number): DrainLimits {
@@ -72,7 +76,7 @@ export interface DrainEvents {
   delivered?(drain: Drain, seconds: number, records: number): void;
 }
 
-export class Drain {
+export class Drain implements BufferHolder {
   readonly id: string;
   private spec: DrainSpec;
   private destination: Destination;
@@ -99,9 +103,18 @@ export class Drain {
   private pumping = false;
   private readonly idle = new Set<() => void>();
   readonly stats: DrainStats;
+  /** The memory its records are held in: the worker's, shared with its other drains (or its own, of limits.bufferBytes). */
+  private readonly budget: BufferBudget;
+  /** Capacity of the buffers it holds from the budget: its chunks and its batch in flight. */
+  private held = 0;
 
-  constructor(spec: DrainSpec & { status?: string }, limits: DrainLimits, context: DestinationContext, logger: Logger, events: DrainEvents = {}) {
+  constructor(
+    spec: DrainSpec & { status?: string }, limits: DrainLimits, context: DestinationContext, logger: Logger, events: DrainEvents = {},
+    budget: BufferBudget = new BufferBudget(limits.bufferBytes),
+  ) {
     this.id = spec.id;
+    this.budget = budget;
+    budget.join(this);
     this.spec = spec;
     this.limits = limits;
     this.context = context;
@@ -165,10 +178,8 @@ export class Drain {
     let chunk = chunks.length === 0 ? undefined : chunks[chunks.length - 1]!;
     if (chunk !== undefined && chunk.count < this.limits.batchMaxRecords && this.write !== null) {
       // The common case: the line is written straight into the last chunk (no string per line), within the
-      // chunk's room and the buffer's bound, its newline's byte kept. What does not fit takes the way below.
-      const held = this.heldBytes();
-      const end = Math.min(chunk.buf.length, chunk.used + this.limits.bufferBytes - held) - 1;
-      const pos = this.write(record, chunk.buf, chunk.used, end);
+      // chunk's room (already counted in the budget), its newline's byte kept. What does not fit takes the way below.
+      const pos = this.write(record, chunk.buf, chunk.used, chunk.buf.length - 1);
       if (pos >= 0) {
         chunk.buf[pos] = 10;
         this.queuedBytes += pos + 1 - chunk.used;
@@ -177,23 +188,18 @@ export class Drain {
         return;
       }
     }
-    // A first chunk, a full one, or the buffer's bound: the line as text, measured.
+    // A first chunk, a full one: the line as text, measured, and a new chunk from the budget if it does not fit.
     const line = this.render(record);
     const bytes = Buffer.byteLength(line) + 1;
     if (chunk !== undefined && (chunk.buf.length - chunk.used < bytes || chunk.count >= this.limits.batchMaxRecords)) chunk = undefined;
-    if (this.heldBytes() + bytes > this.limits.bufferBytes) {
-      this.stats.recordsDropped++;
-      if (this.stats.recordsDropped === 1 || this.stats.recordsDropped % 10_000 === 0) {
-        this.logger.warn({ drain: this.id, dropped: this.stats.recordsDropped, buffer_bytes: this.limits.bufferBytes }, 'log drain buffer full: records dropped');
-      }
-      this.stats.lastError = `buffer full (${this.limits.bufferBytes} bytes): ${this.stats.recordsDropped} records dropped`;
-      if (!this.paused) this.stats.status = 'error';
-      return;
-    }
     if (chunk === undefined) {
-      const size = Math.max(this.chunkBytes, bytes);
-      const spare = this.spare.pop();
-      chunk = { buf: spare !== undefined && spare.length >= size ? spare : Buffer.allocUnsafe(size), used: 0, count: 0, times: [], ids: [] };
+      const buf = this.budget.take(this, Math.max(this.budget.chunkBytes(this.chunkBytes), bytes));
+      if (buf === null) {
+        this.dropped(1);
+        return;
+      }
+      this.held += buf.length;
+      chunk = { buf, used: 0, count: 0, times: [], ids: [] };
       chunks.push(chunk);
     }
     const written = chunk.buf.write(line, chunk.used, 'utf8');
@@ -201,6 +207,37 @@ export class Drain {
     chunk.used += written + 1;
     this.queuedBytes += written + 1;
     this.counted(chunk, record);
+  }
+
+  /** Records dropped because the buffer is full (its own, or given up to another drain): counted, the status says so. */
+  private dropped(records: number): void {
+    const before = this.stats.recordsDropped;
+    this.stats.recordsDropped += records;
+    if (before === 0 || Math.floor(before / 10_000) !== Math.floor(this.stats.recordsDropped / 10_000)) {
+      this.logger.warn({ drain: this.id, dropped: this.stats.recordsDropped, buffer_bytes: this.budget.bytes, drains: this.budget.drains }, 'log drain buffer full: records dropped');
+    }
+    this.stats.lastError = `buffer full (${this.budget.bytes} bytes shared by ${this.budget.drains} drain${this.budget.drains === 1 ? '' : 's'}): `
+      + `${this.stats.recordsDropped} records dropped`;
+    if (!this.paused) this.stats.status = 'error';
+  }
+
+  get heldBytes(): number {
+    return this.held;
+  }
+
+  get sheddable(): boolean {
+    return this.chunks.length > 0;
+  }
+
+  /** Gives up its newest queued chunk to another drain that needs room (BufferBudget.take): its records are dropped and counted. */
+  shed(): Buffer | null {
+    const chunk = this.chunks.pop();
+    if (chunk === undefined) return null;
+    this.queuedBytes -= chunk.used;
+    this.queuedRecords -= chunk.count;
+    this.held -= chunk.buf.length;
+    this.dropped(chunk.count);
+    return chunk.buf;
   }
 
   /** A record's line is in the chunk: counted, its time and id kept, and the batch sent or timed. */
@@ -233,24 +270,26 @@ export class Drain {
     return Math.min(4 * MiB, Math.max(4096, this.limits.batchMaxBytes));
   }
 
-  /** Chunks of delivered batches, kept for the next ones (two at most). */
-  private readonly spare: Buffer[] = [];
-  /** The chunk the batch in flight is a view of (given back when it is done). */
+  /** The chunk the batch in flight is a view of (given back when it is done); null when the batch was made of several. */
   private inflightChunk: Buffer | null = null;
 
+  /** The batch in flight is done (delivered or dropped): its memory goes back to the budget. */
   private release(): void {
-    if (this.inflightChunk !== null && this.spare.length < 2) this.spare.push(this.inflightChunk);
+    if (this.inflight === null) return;
+    if (this.inflightChunk !== null) {
+      this.held -= this.inflightChunk.length;
+      this.budget.give(this.inflightChunk);
+    } else {
+      this.held -= this.inflight.body.length;
+      this.budget.release(this.inflight.body.length);
+    }
     this.inflightChunk = null;
+    this.inflight = null;
   }
 
-  /** Bytes the buffer holds: queued, and the batch in flight (bounded by bufferBytes together). */
-  private heldBytes(): number {
-    return this.queuedBytes + (this.inflight === null ? 0 : this.inflight.body.length);
-  }
-
-  /** Buffered bytes and records (queued and in flight). */
+  /** Buffered bytes (of records, as written) and records, queued and in flight. */
   get buffered(): { bytes: number; records: number } {
-    return { bytes: this.heldBytes(), records: this.queuedRecords + (this.inflight?.count ?? 0) };
+    return { bytes: this.queuedBytes + (this.inflight?.body.length ?? 0), records: this.queuedRecords + (this.inflight?.count ?? 0) };
   }
 
   snapshot(): DrainStats {
@@ -275,6 +314,12 @@ export class Drain {
     const taken = this.chunks.splice(0, n);
     this.inflightChunk = taken.length === 1 ? taken[0]!.buf : null;
     const body = taken.length === 1 ? taken[0]!.buf.subarray(0, taken[0]!.used) : Buffer.concat(taken.map((c) => c.buf.subarray(0, c.used)), bytes);
+    if (taken.length > 1) {
+      // The batch is a copy of its chunks: they are let go, and the copy is held instead.
+      for (const c of taken) this.budget.release(c.buf.length);
+      this.budget.charge(body.length);
+      this.held += body.length - taken.reduce((sum, c) => sum + c.buf.length, 0);
+    }
     this.queuedBytes -= bytes;
     this.queuedRecords -= records;
     return { id: randomUUID(), body, count: records, times: taken.flatMap((c) => c.times), ids: taken.flatMap((c) => c.ids) };
@@ -299,14 +344,14 @@ export class Drain {
         try {
           await this.destination.send(batch);
         } catch (err) {
-          const e = err instanceof DeliveryError ? err : new DeliveryError((err as Error).message, true);
+          // A destination client says what failed in a DeliveryError (scrubbed); another error's text is not shown (it may quote a credential).
+          const e = err instanceof DeliveryError ? err : new DeliveryError(`the destination client failed (${(err as Error).name ?? 'error'})`, true);
           this.stats.batchesFailed++;
           this.stats.lastError = e.message;
           this.stats.status = this.paused ? 'paused' : 'error';
           if (!e.retryable) {
             // The destination refuses this batch as such: sending it again would fail the same way.
             this.stats.recordsDropped += batch.count;
-            this.inflight = null;
             this.release();
             this.logger.warn({ drain: this.id, records: batch.count, err: e.message }, 'log drain batch refused by the destination: dropped');
             continue;
@@ -322,7 +367,6 @@ export class Drain {
           this.retryTimer.unref();
           break;
         }
-        this.inflight = null;
         this.release();
         if (this.failures > 0) this.logger.info({ drain: this.id, failures: this.failures }, 'log drain delivering again');
         this.failures = 0;
@@ -335,6 +379,12 @@ export class Drain {
       }
     } finally {
       this.pumping = false;
+      if (this.closed) {
+        // Closed while a batch was being sent: its memory goes back now, and it is not tried again.
+        this.release();
+        if (this.retryTimer) clearTimeout(this.retryTimer);
+        this.retryTimer = null;
+      }
       if (this.queuedRecords > 0 && this.timer === null && this.retryTimer === null && !this.paused && !this.closed) {
         this.timer = setTimeout(() => {
           this.timer = null;
@@ -367,9 +417,18 @@ export class Drain {
     this.closing = false;
   }
 
-  /** Stops for good (the drain was deleted, or the agent stops): queued records are dropped. */
+  /** Stops for good (the drain was deleted, or the agent stops): queued records are dropped, their memory given back. */
   close(): void {
+    if (this.closed) return;
     this.closed = true;
+    for (const c of this.chunks.splice(0)) {
+      this.held -= c.buf.length;
+      this.budget.release(c.buf.length);
+    }
+    this.queuedBytes = this.queuedRecords = 0;
+    this.budget.leave(this);
+    // A batch being sent is let go when its send ends (pump).
+    if (!this.pumping) this.release();
     if (this.timer) clearTimeout(this.timer);
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.timer = this.retryTimer = null;

@@ -10,6 +10,7 @@ import client from 'prom-client';
 import type { LogDrainSnapshot } from '../../../shared/src/config/snapshot.ts';
 import type { AccessRecord } from '../../../shared/src/logs/access-record.ts';
 import type { DrainSpec } from '../../../shared/src/logs/destination.ts';
+import { BufferBudget } from './buffer-budget.ts';
 import { defaultLimits, Drain, MiB, type DrainLimits, type DrainStats } from './drain.ts';
 
 /** What the drains of an endpoint read beyond the record's cheap fields (the exit leaves the rest empty). */
@@ -24,7 +25,7 @@ export interface LogDrainsOptions {
   /** The node's name (object keys, Datadog's hostname, the edge_node field). */
   nodeName: string;
   logger: Logger;
-  /** Buffer of each drain (LOG_DRAIN_BUFFER_BYTES). */
+  /** The memory all the drains of this worker share for their records (LOG_DRAIN_BUFFER_BYTES). */
   bufferBytes?: number;
   /** Overrides every destination's batch interval (LOG_DRAIN_FLUSH_INTERVAL_MS). */
   flushIntervalMs?: number;
@@ -58,9 +59,12 @@ export class LogDrains {
   /** What each list of drains reads (keyed by the list itself). */
   private needs = new Map<readonly Drain[], RecordNeeds>();
   private latency: client.Histogram<'drain'> | null = null;
+  /** One budget for every drain's records (and batches in flight): what they hold together stays within it. */
+  readonly budget: BufferBudget;
 
   constructor(options: LogDrainsOptions) {
     this.options = options;
+    this.budget = new BufferBudget(options.bufferBytes ?? DEFAULT_DRAIN_BUFFER_BYTES);
   }
 
   get nodeName(): string {
@@ -110,7 +114,7 @@ export class LogDrains {
           drain?.close();
           drain = new Drain(spec, this.limits(entry.destination_type), { nodeName: this.options.nodeName, timeoutMs: this.options.timeoutMs }, this.options.logger, {
             delivered: (d, seconds) => this.latency?.observe({ drain: d.id }, seconds),
-          });
+          }, this.budget);
           this.drains.set(entry.id, drain);
         }
       } catch (err) {
@@ -177,6 +181,12 @@ export class LogDrains {
     const drains = this;
     gauge('edge_log_drain_queue_records', 'Records a log drain holds (queued and in flight)', (s) => s.bufferedRecords);
     gauge('edge_log_drain_queue_bytes', 'Bytes of rendered records a log drain holds (queued and in flight)', (s) => s.bufferedBytes);
+    for (const [name, help, value] of [
+      ['edge_log_drain_buffer_bytes', 'Bytes the log drains hold in memory together (records queued and in flight, buffers kept for reuse), within LOG_DRAIN_BUFFER_BYTES per worker', () => drains.budget.heldBytes],
+      ['edge_log_drain_buffer_limit_bytes', 'The memory the log drains may hold together (LOG_DRAIN_BUFFER_BYTES per worker)', () => drains.budget.bytes],
+    ] as const) {
+      new client.Gauge({ name, help, registers: [registry], collect() { this.set(value()); } });
+    }
     gauge('edge_log_drain_up', '1 when the drain\'s last delivery succeeded (or none failed yet), 0 in error, -1 paused', (s) => (s.status === 'active' ? 1 : s.status === 'error' ? 0 : -1));
     counter('edge_log_drain_records_shipped_total', 'Records a log drain delivered', (s) => [[{}, s.recordsShipped]]);
     counter('edge_log_drain_records_dropped_total', 'Records a log drain dropped (buffer full, or a batch the destination refused)', (s) => [[{}, s.recordsDropped]]);

@@ -4,9 +4,11 @@
 // signature) and Cloud Storage's upload with a service account's OAuth token;
 // a batch sent twice is one object or one document; wrong credentials fail.
 import t from 'tap';
-import { bodyText, bulkItems, datadogEntries, serviceAccount, sigV4Valid, startGcsFake, startReceiver, startS3Fake } from '../../../test/support/log-receivers.ts';
+import {
+  bodyText, bulkItems, datadogEntries, ECHO_FORMS, echoHeader, secretShown, serviceAccount, sigV4Valid, startGcsFake, startReceiver, startS3Fake,
+} from '../../../test/support/log-receivers.ts';
 import { frameBatch, lineRenderer, syntheticRecord, w3cFields, type AccessRecord, type LogFormat } from './access-record.ts';
-import { batchLines, batchOfLines, DeliveryError, type Batch, type DrainSpec } from './destination.ts';
+import { batchLines, batchOfLines, DeliveryError, safeText, scrub, type Batch, type DrainSpec } from './destination.ts';
 import { createDestination } from './destinations.ts';
 import { indexFor } from './elasticsearch.ts';
 
@@ -192,4 +194,58 @@ t.test('an address logs may not go to is refused at dial time', async (t) => {
   }
   const p = createDestination(spec('http', { url: 'http://127.0.0.1:9/x', allow_private_network: false }), { nodeName: 'edge-1', timeoutMs: 2_000 });
   t.match((await failure(p.send(batchOf('ndjson', [], p)))).message, /127\.0\.0\.1/);
+});
+
+t.test('scrub finds a secret however it is written back: as it is, percent-encoded (twice), JSON-escaped (twice), \\u-escaped, base64 at any alignment in either alphabet, in any case', async (t) => {
+  const secret = 'Bearer tok/en+"x\\y Secret-123';
+  const forms: Record<string, string> = {
+    raw: secret, 'percent-encoded': encodeURIComponent(secret), 'percent-encoded twice': encodeURIComponent(encodeURIComponent(secret)),
+    'percent-encoded, lower-case hex': encodeURIComponent(secret).toLowerCase(), 'form-encoded': new URLSearchParams({ v: secret }).toString().slice(2),
+    'JSON-escaped': JSON.stringify(secret).slice(1, -1), 'JSON-escaped twice': JSON.stringify(JSON.stringify(secret)).slice(1, -1),
+    '\\u-escaped': secret.replace(/[^A-Za-z]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`),
+    'upper-cased': secret.toUpperCase(), 'lower-cased': secret.toLowerCase(),
+    base64: Buffer.from(secret).toString('base64'), 'base64, one byte in': Buffer.from(`x${secret}`).toString('base64'),
+    'base64, two bytes in': Buffer.from(`xy${secret}`).toString('base64'), base64url: Buffer.from(`xy${secret}`).toString('base64url'),
+    'base64, percent-encoded': encodeURIComponent(Buffer.from(secret).toString('base64')),
+  };
+  for (const [name, form] of Object.entries(forms)) {
+    const out = scrub(`before ${form} after`, [secret]);
+    t.same(secretShown(out, secret), [], `${name}: ${out}`);
+    t.match(out, /^before .*\*\*\*.* after$/, `${name}: the text around it stays`);
+  }
+  t.equal(scrub('nothing to see', [secret, 'abc']), 'nothing to see', 'other text untouched (secrets under 4 characters are not scrubbed)');
+});
+
+t.test('safeText scrubs before it cuts: a secret across the limit is replaced whole, not left half-shown', async (t) => {
+  const secret = 'straddling-Secret-0123456789';
+  for (let at = 180; at < 200; at++) {
+    const text = safeText(`${'x'.repeat(at)}${secret} tail`, [secret], 200);
+    t.ok(text.length <= 200, 'cut to the limit');
+    t.same(secretShown(text, secret), [], `at ${at}: ${text.slice(170)}`);
+  }
+});
+
+t.test('an answer\'s error never shows the receiver\'s body, only its status and error code, scrubbed: a receiver echoing a credential in any form leaks nothing', async (t) => {
+  const receiver = await startReceiver(t);
+  const auth = 'Bearer echoed-token-Secret-1234';
+  const key = 'echoed-key-Secret-5678';
+  const d = createDestination(spec('http', { url: `${receiver.url}/in`, auth_header: auth, headers: { 'X-Api-Key': key } }), { nodeName: 'edge-1' });
+  for (const [name, form] of Object.entries(ECHO_FORMS)) {
+    for (const [header, secret] of [['authorization', auth], ['x-api-key', key]] as const) {
+      echoHeader(receiver, 401, header, form);
+      const f = await failure(d.send(batchOf('ndjson', [], d)));
+      t.same(secretShown(f.message, secret), [], `${header} echoed ${name}: ${f.message}`);
+      t.match(f.message, /^the receiver answered 401 Unauthorized( \(\*\*\*\))?$/, `${header} echoed ${name}: the status (the code scrubbed)`);
+    }
+  }
+  // Elasticsearch's bulk items: the error type, never the reason (free text).
+  const es = createDestination(spec('elasticsearch', { url: receiver.url, index: 'cdn', api_key: key }), { nodeName: 'edge-1' });
+  receiver.handle = (r, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ errors: true, items: [{ create: { status: 400, error: { type: 'mapper_parsing_exception', reason: `bad: ${r.headers.authorization}` } } }] }));
+    return true;
+  };
+  const f = await failure(es.send(batchOf('ndjson', [], es)));
+  t.equal(f.message, 'Elasticsearch refused a document (400 mapper_parsing_exception)');
+  receiver.handle = undefined;
 });

@@ -5,7 +5,7 @@
 // (those items answer 409, counted as delivered). The index may name the
 // record's UTC date: {yyyy}, {mm}, {dd} and {hh} (e.g. cdn-logs-{yyyy}.{mm}.{dd}).
 // Authentication: basic (username and password) or an API key.
-import { batchLines, guardedDispatcher, sendRequest, statusError, str, DeliveryError, type Batch, type Destination, type DestinationContext, type DrainSpec, DELIVERY_TIMEOUT_MS } from './destination.ts';
+import { batchLines, errorCode, guardedDispatcher, safeText, sendRequest, statusError, str, DeliveryError, type Batch, type Destination, type DestinationContext, type DrainSpec, DELIVERY_TIMEOUT_MS } from './destination.ts';
 
 /** The placeholders an index may hold. */
 export const INDEX_PLACEHOLDERS = /\{(yyyy|mm|dd|hh)\}/g;
@@ -67,7 +67,8 @@ export function elasticsearchDestination(drain: DrainSpec, ctx: DestinationConte
         if (status === 429 || status >= 500) retry ??= item;
         else refused ??= item;
       }
-      const describe = (item: BulkItem) => `Elasticsearch refused a document (${item.status}${item.error?.type ? ` ${item.error.type}` : ''}${item.error?.reason ? `: ${item.error.reason.slice(0, 200)}` : ''})`;
+      // Its error type only: the reason is the receiver's free text (it may echo what it was sent).
+      const describe = (item: BulkItem) => safeText(`Elasticsearch refused a document (${item.status}${errorCode(item.error?.type) ? ` ${item.error!.type}` : ''})`, secrets);
       if (retry) throw new DeliveryError(describe(retry), true);
       if (refused) throw new DeliveryError(describe(refused), false);
     },

@@ -35,7 +35,8 @@ export function gcsDestination(drain: DrainSpec, ctx: DestinationContext): Desti
   async function accessToken(signal?: AbortSignal): Promise<string> {
     if (token && token.until > Date.now()) return token.value;
     account ??= serviceAccountOf(config);
-    secrets.push(account.private_key);
+    // The key, then this exchange's assertion and token (the previous ones are gone with it).
+    secrets.splice(0, secrets.length, account.private_key);
     let key: Awaited<ReturnType<typeof importPKCS8>>;
     try {
       key = await importPKCS8(account.private_key, 'RS256');
