@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startAgentProcess } from '../../edge-agent/test/helpers.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
+import { freePort } from './private-services.ts';
 import { startControlPlaneProcess, type RunningProcess } from './processes.ts';
 
 interface Teardown { teardown(fn: () => unknown): void }
@@ -103,13 +104,40 @@ export interface ViewerReply { status: number; headers: http.IncomingHttpHeaders
 
 /** A viewer's GET through an agent, with the given Host. */
 export function viewerGet(port: number, host: string, path: string, headers: Record<string, string> = {}): Promise<ViewerReply> {
+  return viewerRequest(port, host, 'GET', path, headers);
+}
+
+/** A viewer's request through an agent, with the given Host (and body). */
+export function viewerRequest(port: number, host: string, method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<ViewerReply> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path, headers: { host, ...headers }, timeout: 10_000 }, (res) => {
-      let body = '';
-      res.setEncoding('utf8').on('data', (c: string) => (body += c)).on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+    const req = http.request({ host: '127.0.0.1', port, method, path, headers: { host, ...headers }, timeout: 10_000 }, (res) => {
+      let text = '';
+      res.setEncoding('utf8').on('data', (c: string) => (text += c)).on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: text }));
     });
-    req.on('timeout', () => req.destroy(new Error('viewer request timed out'))).on('error', reject).end();
+    req.on('timeout', () => req.destroy(new Error('viewer request timed out'))).on('error', reject).end(body);
   });
+}
+
+/** An agent that shields its region: SHIELD_ADDRESS names its own HTTP port, unless `address` names another place (a silent server, a closed port). */
+export async function startShieldAgent(t: Teardown, deployment: Pick<Deployment, 'agentToken' | 'grpcPort'>, name: string, region: string, env: Record<string, string> = {}, address?: string): Promise<AgentProcess> {
+  const port = await freePort();
+  return startEdgeAgent(t, deployment, deployment.grpcPort, name, { REGION: region, HTTP_PORT: String(port), SHIELD_ADDRESS: address ?? `http://127.0.0.1:${port}`, ...env });
+}
+
+/** The agent's Prometheus exposition, from the metrics port its start line names. */
+export async function agentMetrics(agent: Pick<AgentProcess, 'logs'>): Promise<string> {
+  return (await fetch(agentHealthUrl(agent).replace(/\/healthz$/, '/metrics'))).text();
+}
+
+/** The sum of a metric's series whose labels include every label given (0 when none). */
+export function metricSum(text: string, name: string, labels: Record<string, string> = {}): number {
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name + '{') && !line.startsWith(name + ' ')) continue;
+    if (!Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) continue;
+    sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return sum;
 }
 
 /** An origin answering every GET with its path and a counter, cacheable for five minutes unless `handler` answers. */

@@ -16,6 +16,7 @@ import type { Exit } from './exit.ts';
 import { applyRequestEdits } from '../policy/headers.ts';
 import { connectionListedFields, headerString, HOP_BY_HOP, passthroughHeaders } from './http-util.ts';
 import { fetchOrigin, OriginError, ViewerBodyTimeoutError, type OriginPools, type OriginRequest, type OriginResponse } from './origin-client.ts';
+import { withLoopEntry } from './loop.ts';
 import { SHIELD_HEADER, type ShieldDirectory, type ShieldNode } from './shield-directory.ts';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
@@ -251,7 +252,7 @@ export class Forwarder {
    * and Connection-listed ones already gone, the route's request header policy
    * applied), Host per forward_host_header, X-Forwarded-*, the policy again
    * (so it may also remove or set the fields the edge adds), the origin's
-   * custom headers. The viewer's authority reaches the origin (Host and
+   * custom headers, then CDN-Loop. The viewer's authority reaches the origin (Host and
    * X-Forwarded-Host) exactly when the cache key holds it.
    */
   originHeaders(ex: RoutedExchange, forCache: boolean): Record<string, string | string[]> {
@@ -276,6 +277,8 @@ export class Forwarder {
     const edits = ex.route.shaping.headers?.request;
     if (edits) applyRequestEdits(edits, out);
     for (const [k, v] of origin.customHeaders) out[k] = v;
+    // Last, from the viewer's own field: no header policy or origin setting may drop the entries (RFC 8586 §2).
+    out['cdn-loop'] = withLoopEntry(ex.vh.cdnLoop);
     return out;
   }
 

@@ -274,6 +274,9 @@ export class ViewerHeaders {
   /** For compression (the coding an encoded variant is chosen by) and CORS (the origin echoed). */
   acceptEncoding: string | undefined = undefined;
   origin: string | undefined = undefined;
+  /** CDN-Loop (RFC 8586: counted even when Connection lists it, loop.ts) and the shield hop mark (read by a shield). */
+  cdnLoop: string | undefined = undefined;
+  shieldHop: string | undefined = undefined;
 
   /** Forgets a field the viewer listed in Connection (it is hop-by-hop: neither forwarded nor used). */
   clear(name: string): void {
@@ -317,6 +320,8 @@ export function scanViewerHeaders(raw: string[]): ViewerHeaders {
       case 'cookie': h.cookie = h.cookie === undefined ? v : h.cookie + '; ' + v; break;
       case 'accept-encoding': h.acceptEncoding = join(h.acceptEncoding, v); break;
       case 'origin': if (h.origin === undefined) h.origin = v; break;
+      case 'cdn-loop': h.cdnLoop = join(h.cdnLoop, v); break;
+      case 'x-edge-shield': h.shieldHop = v; break;
     }
   }
   return h;

@@ -168,6 +168,8 @@ function headerValue(v: string | string[] | undefined): string | undefined {
 }
 
 function statusRetryClass(status: number): string | null {
+  // A loop (loop.ts) answers the same however often it is asked: retrying one multiplies it at every pass.
+  if (status === 508) return null;
   if (status >= 500) return '5xx';
   if (status === 429) return '429';
   if (status === 408) return '408';
