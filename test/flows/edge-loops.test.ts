@@ -6,7 +6,7 @@
 // about which of them shields an endpoint never bounce a request between them.
 import t from 'tap';
 import {
-  agentHealth, agentMetrics, metricSum, startCountingOrigin, startDeployment, startEdgeAgent, startShieldAgent, viewerGet, viewerRequest, type AgentProcess, type Deployment,
+  agentMetrics, endpointOn, metricSum, publishedToAll, shieldsKnown, startCountingOrigin, startDeployment, startEdgeAgent, startShieldAgent, viewerGet, viewerRequest, type AgentProcess,
 } from '../support/edge-deployment.ts';
 import { eventually } from '../support/eventually.ts';
 import { detectServices } from '../support/services.ts';
@@ -27,19 +27,6 @@ async function answered(agents: AgentProcess[], endpoint: string): Promise<{ all
   return { all, failed };
 }
 
-/** An endpoint on an origin of its own at 127.0.0.1:port (an origin belongs to one endpoint). */
-async function endpointOn(deployment: Deployment, port: number, name: string, fields: Record<string, unknown> = {}): Promise<{ id: string; hostname: string }> {
-  // The SSRF check lets a private origin through only when asked to.
-  const origin = await deployment.must('POST', '/v1/cdn/origins', { name: `${name} origin`, scheme: 'http', host: '127.0.0.1', port, allow_private_network: true });
-  return deployment.must('POST', '/v1/cdn/endpoints', { name, default_origin_id: origin.id, ...fields });
-}
-
-async function synced(deployment: Deployment, agents: AgentProcess[], description: string): Promise<number> {
-  const { version_number: version } = await deployment.must('POST', '/v1/cdn/config/publish', { description });
-  for (const agent of agents) await eventually(async () => (await agentHealth(agent)).config_version === version, `${description}: every agent has version ${version}`);
-  return version;
-}
-
 const { postgresUrl } = await detectServices();
 if (!postgresUrl) t.pass('skipped: needs PostgreSQL');
 else {
@@ -48,12 +35,11 @@ else {
     const shield = await startShieldAgent(t, deployment, 'loop-shield', 'shield-r');
     const edge = await startEdgeAgent(t, deployment, deployment.grpcPort, 'loop-edge', { REGION: 'edge-r' });
     const agents = [shield, edge];
-    await eventually(async () => (await deployment.must('GET', '/v1/cdn/shield-regions')).data.some((r: { id: string }) => r.id === 'shield-r'), 'the shield region is listed');
+    await shieldsKnown(agents, ['shield-r']);
     // Both origins are the edge agent itself.
     const plain = await endpointOn(deployment, edge.port, 'loop');
     const shielded = await endpointOn(deployment, edge.port, 'loop shielded', { shield_region: 'shield-r' });
-    await synced(deployment, agents, 'loops');
-    await eventually(() => edge.logs.some((l) => l.includes('shield map applied') && l.includes('shield-r:1')), 'the edge knows the shield');
+    await publishedToAll(deployment, agents, 'loops');
 
     // Arrivals carry 0..3 of our entries and are passed on; the fifth arrival (4 entries) is refused. A range miss
     // also starts the edge's fill of the whole object, a second chain of four arrivals.
@@ -111,14 +97,13 @@ else {
     // B serves one endpoint at most: it refuses the second version whole and keeps the first.
     const b = await startShieldAgent(t, deployment, 'shield-b', 'r2', { MAX_ENDPOINTS: '1' });
     const edge = await startEdgeAgent(t, deployment, deployment.grpcPort, 'skew-edge', { REGION: 'edge-r' });
-    await eventually(async () => (await deployment.must('GET', '/v1/cdn/shield-regions')).data.length === 2, 'both shield regions listed');
+    await shieldsKnown([a, b, edge], ['r1', 'r2']);
     const endpoint = await endpointOn(deployment, origin.port, 'skewed', { shield_region: 'r1' });
-    await synced(deployment, [a, b, edge], 'shielded in r1');
+    await publishedToAll(deployment, [a, b, edge], 'shielded in r1');
     await deployment.must('PATCH', `/v1/cdn/endpoints/${endpoint.id}`, { shield_region: 'r2' });
     await endpointOn(deployment, origin.port, 'second');
-    await synced(deployment, [a, edge], 'shielded in r2');
+    await publishedToAll(deployment, [a, edge], 'shielded in r2');
     await eventually(() => b.logs.some((l) => l.includes('MAX_ENDPOINTS')), 'B refused the second version');
-    for (const agent of [a, b, edge]) await eventually(() => agent.logs.some((l) => l.includes('shield map applied') && l.includes('r1:1') && l.includes('r2:1')), 'every agent knows both shields');
 
     // A and the edge take B (r2) for the shield; B, still on the first version, takes A (r1).
     for (const [name, agent, path] of [['the edge', edge, '/skew/edge'], ['A', a, '/skew/a'], ['B', b, '/skew/b']] as const) {

@@ -18,8 +18,11 @@ import { RELAXED_LIMITS } from '../support/auth.ts';
 import { caller, cdnCallers } from '../support/cdn.ts';
 import { startTestControlPlane } from '../support/control-plane.ts';
 import { testTokens } from '../support/edge-channel.ts';
-import { agentHealth, startCountingOrigin, viewerGet } from '../support/edge-deployment.ts';
+import {
+  agentHealth, endpointOn, publishedToAll, shieldsKnown, startCountingOrigin, startDeployment, startEdgeAgent, startShieldAgent, viewerGet, type AgentProcess,
+} from '../support/edge-deployment.ts';
 import { eventually } from '../support/eventually.ts';
+import { detectServices } from '../support/services.ts';
 
 const AGENT_TOKEN = 'agt_edge_shield_flow_test_0123456789';
 
@@ -108,4 +111,55 @@ t.test('with a shield region set, misses across two edge agents make one origin 
     t.equal(originRequests.get(path), 2, 'each edge asked the origin itself');
     t.notMatch(String(a.headers['cache-status']), 'edge-shield-r', 'no shield entry');
   });
+});
+
+const { postgresUrl } = await detectServices();
+
+/** A control-plane process, a shield agent of `shield-r` and two edge agents of `edge-r`, an origin, and an endpoint shielded in `shield-r`. */
+async function shieldedDeployment(t: { teardown(fn: () => unknown): void }, handler: Parameters<typeof startCountingOrigin>[1], shieldEnv: { env?: Record<string, string>; address?: string } = {}) {
+  const deployment = await startDeployment(t, { postgresUrl: postgresUrl! });
+  const origin = await startCountingOrigin(t, handler);
+  const shield = await startShieldAgent(t, deployment, 'shield', 'shield-r', shieldEnv.env, shieldEnv.address);
+  const edges = [await startEdgeAgent(t, deployment, deployment.grpcPort, 'edge-1', { REGION: 'edge-r' }), await startEdgeAgent(t, deployment, deployment.grpcPort, 'edge-2', { REGION: 'edge-r' })];
+  await shieldsKnown([shield, ...edges], ['shield-r']);
+  const endpoint = await endpointOn(deployment, origin.port, 'shielded', { shield_region: 'shield-r' });
+  await publishedToAll(deployment, [shield, ...edges], 'shielded endpoint');
+  return { deployment, origin, shield, edges, endpoint };
+}
+
+if (!postgresUrl) t.pass('skipped: needs PostgreSQL');
+else await t.test('a tag purge under a shield evicts the tagged objects on every agent, the edges included; viewers never see the tags', { timeout: 240_000 }, async (t) => {
+  const tags: Record<string, Record<string, string>> = {
+    '/tagged/a.ts': { 'cache-tag': 'video-1, common' },
+    '/tagged/b.ts': { 'surrogate-key': 'video-2 common key,with,commas' },
+    '/tagged/c.ts': { 'cache-tag': 'other' },
+    '/tagged/private.ts': { 'cache-tag': 'video-1', 'cache-control': 'private' },
+  };
+  const { deployment, shield, edges, endpoint } = await shieldedDeployment(t, (req, res, n) => {
+    res.writeHead(200, { 'content-type': 'text/plain', 'cache-control': 'public, max-age=300', ...tags[req.url!] });
+    res.end(`${req.url} #${n}`);
+    return true;
+  });
+  const agents = [shield, ...edges];
+  const own = async (agent: AgentProcess, path: string) => {
+    const res = await viewerGet(agent.port, endpoint.hostname, path);
+    t.equal(res.status, 200);
+    t.same([res.headers['cache-tag'], res.headers['surrogate-key']], [undefined, undefined], `no purge tags reach a viewer (${path})`);
+    return res.headers['x-cache-status'];
+  };
+  for (const path of Object.keys(tags)) for (const edge of edges) await own(edge, path);
+  for (const agent of agents) for (const path of ['/tagged/a.ts', '/tagged/b.ts', '/tagged/c.ts']) t.equal(await own(agent, path), 'HIT', `every agent holds ${path}`);
+
+  const purgeTag = async (tag: string) => {
+    const purge = await deployment.must('POST', `/v1/cdn/endpoints/${endpoint.id}/purge`, { purge_type: 'tag', tags: [tag] });
+    await eventually(async () => (await deployment.must('GET', `/v1/cdn/purge/${purge.id}`)).status === 'completed', `the purge of ${tag} completed`);
+  };
+  await purgeTag('video-1');
+  // The shield first, so an edge's miss cannot be answered from the shield's old copy.
+  t.same(await Promise.all(agents.map((a) => own(a, '/tagged/a.ts'))), ['MISS', 'MISS', 'MISS'], 'a Cache-Tag purge: no agent answers the object from its cache');
+  t.same(await Promise.all(agents.map((a) => own(a, '/tagged/c.ts'))), ['HIT', 'HIT', 'HIT'], 'an object without the tag stays');
+  await purgeTag('key');
+  t.same(await Promise.all(agents.map((a) => own(a, '/tagged/b.ts'))), ['HIT', 'HIT', 'HIT'], 'a tag reaches the edge whole: "key" is not the Surrogate-Key "key,with,commas"');
+  await purgeTag('video-2');
+  t.same(await Promise.all(agents.map((a) => own(a, '/tagged/b.ts'))), ['MISS', 'MISS', 'MISS'], 'a Surrogate-Key purge reaches every agent too');
 });

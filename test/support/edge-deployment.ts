@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startAgentProcess } from '../../edge-agent/test/helpers.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
+import { eventually } from './eventually.ts';
 import { freePort } from './private-services.ts';
 import { startControlPlaneProcess, type RunningProcess } from './processes.ts';
 
@@ -156,8 +157,27 @@ export async function startCountingOrigin(t: Teardown, handler?: (req: http.Inco
 
 /** An origin and an endpoint on it, published; returns the endpoint record. */
 export async function publishedEndpoint(deployment: Deployment, originPort: number, name: string): Promise<{ id: string; hostname: string }> {
-  const origin = await deployment.must('POST', '/v1/cdn/origins', { name: `${name} origin`, scheme: 'http', host: '127.0.0.1', port: originPort, allow_private_network: true });
-  const endpoint = await deployment.must('POST', '/v1/cdn/endpoints', { name, default_origin_id: origin.id });
+  const endpoint = await endpointOn(deployment, originPort, name);
   await deployment.must('POST', '/v1/cdn/config/publish', { description: name });
   return endpoint;
+}
+
+/** An endpoint on an origin of its own at 127.0.0.1:port (an origin belongs to one endpoint). */
+export async function endpointOn(deployment: Deployment, port: number, name: string, fields: Record<string, unknown> = {}): Promise<{ id: string; hostname: string }> {
+  // The SSRF check lets a private origin through only when asked to.
+  const origin = await deployment.must('POST', '/v1/cdn/origins', { name: `${name} origin`, scheme: 'http', host: '127.0.0.1', port, allow_private_network: true });
+  return deployment.must('POST', '/v1/cdn/endpoints', { name, default_origin_id: origin.id, ...fields });
+}
+
+/** Publishes the configuration and waits until every agent given serves it; returns its version. */
+export async function publishedToAll(deployment: Deployment, agents: AgentProcess[], description: string): Promise<number> {
+  const { version_number: version } = await deployment.must('POST', '/v1/cdn/config/publish', { description });
+  for (const agent of agents) await eventually(async () => (await agentHealth(agent)).config_version === version, `${description}: every agent has version ${version}`);
+  return version;
+}
+
+/** Waits until every agent given has applied a shield map with nodes in each region given. */
+export async function shieldsKnown(agents: AgentProcess[], regions: string[]): Promise<void> {
+  const known = (line: string) => line.includes('shield map applied') && regions.every((r) => line.includes(`"${r}:`));
+  for (const agent of agents) await eventually(() => agent.logs.some(known), `an agent knows the shields of ${regions.join(', ')}`);
 }

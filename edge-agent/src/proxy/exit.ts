@@ -14,6 +14,7 @@ import type { CacheStatus, TrafficCounters } from '../metrics/traffic.ts';
 import type { PolicyResponse } from '../policy/index.ts';
 import type { CachedObject } from './cache-store.ts';
 import { requestHasBody, type Exchange } from './exchange.ts';
+import { tagFields } from './http-util.ts';
 import type { ResponseShaper } from './shaping.ts';
 
 export type AnswerBody = Buffer | string | Readable | null;
@@ -95,6 +96,8 @@ export class Exit {
       return;
     }
     const endpoint = ex.endpoint;
+    // A hop's answer from cache carries the object's tags, so the agent that asked can purge its copy by them.
+    if (ex.shieldHop !== null && entry !== null && entry.tags.length > 0) headers = headers.concat(tagFields(entry.tags));
     // A shield hop's answer is shaped by the agent that asked (it serves it to its viewer), not here.
     if (endpoint !== null && ex.shieldHop === null) {
       const shaping = (ex.route ?? endpoint.defaultRoute).shaping;

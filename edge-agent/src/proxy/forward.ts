@@ -203,9 +203,9 @@ export class Forwarder {
     await this.stream(ex, answer, answer.body, status);
   }
 
-  /** An origin answer streamed to the viewer unchanged, hop-by-hop fields removed, Cache-Status added. */
+  /** An origin answer streamed to the viewer unchanged, hop-by-hop fields (and, but for a hop, the purge tags) removed, Cache-Status added. */
   stream(ex: RoutedExchange, r: OriginResponse, body: Readable | Buffer, status: CacheStatus): Promise<void> | void {
-    const headers = passthroughHeaders(r.headers);
+    const headers = passthroughHeaders(r.headers, ex.shieldHop !== null);
     // A rule with cache_status_header false hides both fields (the node's region with them).
     if (ex.rule === null || ex.rule.cacheStatusHeader) headers.push('cache-status', this.deps.exit.cacheStatusValues[status], 'x-cache-status', status);
     return this.deps.exit.send(ex, r.statusCode, headers, body, status);

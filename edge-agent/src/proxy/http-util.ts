@@ -60,13 +60,20 @@ export function storedHeaderPairs(headers: HeaderBag): [string, string][] {
   return out;
 }
 
-/** Response headers to pass through to the viewer unchanged (hop-by-hop removed, Surrogate-Control dropped). */
-export function passthroughHeaders(headers: HeaderBag): string[] {
+/** The purge tags of an answer (Cache-Tag, Surrogate-Key): the CDN's business, never a viewer's. */
+const TAG_FIELDS = new Set(['cache-tag', 'surrogate-key']);
+
+/**
+ * Response headers to pass through to the viewer unchanged (hop-by-hop removed, Surrogate-Control dropped, the
+ * purge tags dropped unless the answer goes to another agent: a shield hop's, which indexes them).
+ */
+export function passthroughHeaders(headers: HeaderBag, forAgent = false): string[] {
   const extra = connectionTokens(headers);
   const out: string[] = [];
   for (const name in headers) {
     const v = headers[name];
     if (v === undefined || HOP_BY_HOP.has(name) || name === 'surrogate-control' || name === 'x-cache-status' || (extra !== null && extra.has(name))) continue;
+    if (!forAgent && TAG_FIELDS.has(name)) continue;
     if (Array.isArray(v)) for (const x of v) out.push(name, x);
     else out.push(name, v);
   }
@@ -239,6 +246,19 @@ export function parseRange(header: string, size: number): [number, number] | nul
   if (start >= size) return null;
   const end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
   return [start, end];
+}
+
+/**
+ * A stored object's tags as fields responseTags reads back the same (a shield's answer to a hop): in Cache-Tag,
+ * but those holding a comma (only Surrogate-Key can give one, and never with a space) in Surrogate-Key.
+ */
+export function tagFields(tags: readonly string[]): string[] {
+  const out: string[] = [];
+  const listed = tags.filter((t) => !t.includes(','));
+  const keys = tags.filter((t) => t.includes(','));
+  if (listed.length > 0) out.push('cache-tag', listed.join(', '));
+  if (keys.length > 0) out.push('surrogate-key', keys.join(' '));
+  return out;
 }
 
 /** Tags from Cache-Tag (comma-separated) and Surrogate-Key (space-separated). */
