@@ -186,10 +186,14 @@ export class Exit {
     const endpoint = ex.endpoint;
     if (endpoint === null) this.traffic.recordUnrouted(code, status, ms);
     else {
-      // A hit counts its URL through the entry's slot (entries of other paths, e.g. a collapsed Vary variant, use the map).
-      const holder = entry !== null && entry.path === ex.path ? entry : null;
       const country = this.country(ex);
-      this.traffic.record(endpoint.id, code, status, bytes, fromCache, ms, ex.path, ex.rule === null ? null : ex.rule.id, holder, ex.route === null ? null : ex.route.origin.id, country);
+      // A shield hop's viewer was counted by the agent that asked: here it is shield traffic, never viewer traffic.
+      if (ex.shieldHop !== null) this.traffic.recordShieldHop(endpoint.id, code, status, bytes);
+      else {
+        // A hit counts its URL through the entry's slot (entries of other paths, e.g. a collapsed Vary variant, use the map).
+        const holder = entry !== null && entry.path === ex.path ? entry : null;
+        this.traffic.record(endpoint.id, code, status, bytes, fromCache, ms, ex.path, ex.rule === null ? null : ex.rule.id, holder, ex.route === null ? null : ex.route.origin.id, country);
+      }
       const logs = this.logs;
       if (logs !== null) {
         // The access record is made only for an endpoint some drain receives.
