@@ -12,6 +12,8 @@ import { eventually } from '../support/eventually.ts';
 import { detectServices } from '../support/services.ts';
 
 const TOKEN = 'streaming-platform-cdn';
+/** A loaded host must not make a shield look offline (3 silent intervals) and drop it from the shield map mid-test. */
+const SLOW_HEARTBEATS = { EDGE_HEARTBEAT_INTERVAL_MS: '2000' };
 
 /** What the agents answered for an endpoint, viewers' requests and shield hops alike: all of them, and those with a 5xx. */
 async function answered(agents: AgentProcess[], endpoint: string): Promise<{ all: number; failed: number }> {
@@ -31,7 +33,7 @@ const { postgresUrl } = await detectServices();
 if (!postgresUrl) t.pass('skipped: needs PostgreSQL');
 else {
   await t.test('an endpoint whose origin is the edge itself: one viewer request makes a bounded number of edge requests and is answered 508 at once', { timeout: 240_000 }, async (t) => {
-    const deployment = await startDeployment(t, { postgresUrl });
+    const deployment = await startDeployment(t, { postgresUrl, env: SLOW_HEARTBEATS });
     const shield = await startShieldAgent(t, deployment, 'loop-shield', 'shield-r');
     const edge = await startEdgeAgent(t, deployment, deployment.grpcPort, 'loop-edge', { REGION: 'edge-r' });
     const agents = [shield, edge];
@@ -90,7 +92,7 @@ else {
   });
 
   await t.test('two shield regions whose configurations disagree about which is the shield never bounce a request: a hop goes to the origin', { timeout: 240_000 }, async (t) => {
-    const deployment = await startDeployment(t, { postgresUrl });
+    const deployment = await startDeployment(t, { postgresUrl, env: SLOW_HEARTBEATS });
     const seen: { url: string; loop: string | undefined }[] = [];
     const origin = await startCountingOrigin(t, (req) => { seen.push({ url: req.url!, loop: req.headers['cdn-loop'] as string | undefined }); });
     const a = await startShieldAgent(t, deployment, 'shield-a', 'r1');

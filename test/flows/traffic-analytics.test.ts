@@ -138,7 +138,8 @@ else await t.test('traffic analytics through two agents', { timeout: 240_000 }, 
 });
 
 if (postgresUrl) await t.test('under a shield the metrics routes count viewer requests only; the shield\'s hops are its own Prometheus series', { timeout: 240_000 }, async (t) => {
-  const deployment = await startDeployment(t, { postgresUrl, env: { EDGE_TRAFFIC_REPORT_INTERVAL_MS: '300' } });
+  // Heartbeats every 2 s: a loaded host must not make the shield look offline (3 intervals) and drop it from the map.
+  const deployment = await startDeployment(t, { postgresUrl, env: { EDGE_TRAFFIC_REPORT_INTERVAL_MS: '300', EDGE_HEARTBEAT_INTERVAL_MS: '2000' } });
   let fetched = 0;
   const origin = await startCountingOrigin(t, (req, res) => {
     if (req.url === '/video.ts') fetched++;

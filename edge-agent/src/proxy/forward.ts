@@ -17,7 +17,7 @@ import { applyRequestEdits } from '../policy/headers.ts';
 import { connectionListedFields, headerString, HOP_BY_HOP, passthroughHeaders } from './http-util.ts';
 import { fetchOrigin, OriginError, ViewerBodyTimeoutError, type OriginPools, type OriginRequest, type OriginResponse } from './origin-client.ts';
 import { withLoopEntry } from './loop.ts';
-import { SHIELD_HEADER, type ShieldDirectory, type ShieldNode } from './shield-directory.ts';
+import { SHIELD_HEADER, ShieldSilentError, type ShieldDirectory, type ShieldNode } from './shield-directory.ts';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
 /**
@@ -145,7 +145,8 @@ export class Forwarder {
   /**
    * The request as a viewer's to the shield node (the keyed authority as Host, the path and query the edge keyed, the
    * viewer's fields and the fill's conditionals, never the origin's own custom headers), marked with a signed hop
-   * header. A shield that cannot be reached sends the edge to the origin itself.
+   * header. A shield that cannot be reached, or answers neither the hop nor a liveness probe (ShieldDirectory.watch),
+   * sends the edge to the origin itself and is passed over for a while.
    */
   private async viaShield(ex: RoutedExchange, request: Omit<OriginRequest, 'path'>, shield: ShieldDeps, node: ShieldNode): Promise<OriginResponse> {
     const target = ex.query ? `${ex.path}?${ex.query}` : ex.path;
@@ -155,12 +156,17 @@ export class Forwarder {
     for (const name of NOT_FOR_SHIELD) delete headers[name];
     headers.host = host;
     headers[SHIELD_HEADER] = shield.directory.hopHeader(request.method, host, target);
+    const watch = shield.directory.watch(node, request.signal);
     try {
-      const res = await fetchOrigin(shield.pools, node.origin, { ...request, path: target, headers }, this.timing(ex));
+      // No longer than the origin itself may take: the shield waits that long for it.
+      const res = await fetchOrigin(shield.pools, node.origin, { ...request, path: target, headers, signal: watch.signal, timeoutMs: ex.route.origin.snapshot.timeout_ms }, this.timing(ex));
+      watch.answered();
       ex.viaShield = node.nodeId;
       return res;
     } catch (err) {
-      if (!shieldUnreachable(err)) throw err;
+      watch.answered();
+      if (!(err instanceof ShieldSilentError) && !shieldUnreachable(err)) throw err;
+      shield.directory.markDown(node.nodeId);
       this.deps.logger.warn({ endpoint: ex.endpoint.id, shield: node.nodeId, address: node.address, err: (err as Error).message }, 'shield unreachable; asking the origin');
       return this.fromOrigin(ex, request);
     }

@@ -124,6 +124,8 @@ export class Proxy {
 
   readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
     const ex = new Exchange(req, res, performance.now());
+    // `OPTIONS *` asks about the server itself (RFC 9110 §9.3.7): agents probe a shield's liveness with it (shield-directory.ts).
+    if (ex.method === 'OPTIONS' && req.url === '*') return void this.exit.send(ex, 204, ['allow', 'GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE'], null, 'BYPASS');
     const refusal = normalizeRequest(ex);
     const table = this.deps.table();
     let endpoint = table.byHost.get(ex.host);
