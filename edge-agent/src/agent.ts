@@ -546,6 +546,7 @@ export class EdgeAgent implements ControlledAgent {
     const origins = this.prober.report();
     return {
       shieldLatencies: this.shield.measured,
+      shieldUnreachable: this.shield.unreachableRegions,
       status: origins.some((o) => o.status === 'unhealthy') ? 'degraded' : 'ok',
       configVersion: this.table.version,
       purgeSequence: this.purgeSequence,

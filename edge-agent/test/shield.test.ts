@@ -5,10 +5,12 @@
 // of the origin's own headers), the shield answers through its cache without
 // the viewer's policies or response shaping (the edge applies them), both
 // access records say so (`via` / `from`), a stale or foreign hop header counts
-// for nothing, rendezvous hashing keeps each key on one node, and the latency
-// to other regions' shields is measured.
+// for nothing, rendezvous hashing keeps each key on one node (and passes over
+// a node marked down), and the latency to other regions' shields is measured
+// (those that do not answer are reported unreachable).
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
+import net from 'node:net';
 import { ShieldDirectory } from '../src/proxy/shield-directory.ts';
 import { startReceiver, bodyText } from '../../test/support/log-receivers.ts';
 import { eventually } from '../../test/support/eventually.ts';
@@ -108,20 +110,39 @@ t.test('an edge\'s miss is answered through the shield, which skips the viewer\'
   });
 });
 
-t.test('the connect time to other regions\' shield nodes is measured (the fastest node per region); unreachable ones give nothing', async (t) => {
+t.test('the connect time to other regions\' shield nodes that answer is measured (the fastest node per region); regions none of whose nodes answer are reported unreachable', async (t) => {
   const listening = await startOrigin((_req, res) => res.end());
   t.teardown(() => listening.close());
+  // Takes connections and never writes: connecting is not answering.
+  const silent = net.createServer(() => {});
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => { silent.close(); });
+  const silentPort = (silent.address() as net.AddressInfo).port;
   const d = new ShieldDirectory({ region: 'edge-r', nodeId: 'e', probe: true });
   t.teardown(() => d.stop());
   d.apply({
     regions: [
       { region: 'near', nodes: [{ nodeId: 'n1', address: `http://127.0.0.1:${listening.port}` }, { nodeId: 'n2', address: 'http://127.0.0.1:9' }] },
       { region: 'down', nodes: [{ nodeId: 'n3', address: 'http://127.0.0.1:9' }] },
+      { region: 'silent', nodes: [{ nodeId: 'n5', address: `http://127.0.0.1:${silentPort}` }] },
       { region: 'edge-r', nodes: [{ nodeId: 'n4', address: `http://127.0.0.1:${listening.port}` }] },
     ],
     hopKeys: keys,
   });
-  await eventually(() => d.measured.length > 0, 'measured');
-  t.same(d.measured.map((m) => m.region), ['near'], 'its own region and a region without a reachable node are not reported');
+  await eventually(() => d.measured.length + d.unreachableRegions.length === 3, 'measured');
+  t.same(d.measured.map((m) => m.region), ['near'], 'its own region and a region without an answering node are not reported reachable');
   t.ok(d.measured[0]!.latencyMs >= 0 && d.measured[0]!.latencyMs < 2000);
+  t.same(d.unreachableRegions, ['down', 'silent'], 'refused, or connected and silent: unreachable');
+});
+
+t.test('a node marked down is passed over for the others of its region, and with none left the miss goes to the origin', async (t) => {
+  const d = new ShieldDirectory({ region: 'edge-r', nodeId: 'e', probe: false });
+  d.apply({ regions: [{ region: 'shield-r', nodes: [{ nodeId: 'a', address: 'http://10.0.0.1:8090' }, { nodeId: 'b', address: 'http://10.0.0.2:8090' }] }], hopKeys: keys });
+  const key = Array.from({ length: 100 }, (_, i) => `ep\x1f/${i}`).find((k) => d.target('shield-r', k)!.nodeId === 'a')!;
+  d.markDown('a');
+  t.equal(d.target('shield-r', key)!.nodeId, 'b', 'the other node of the region');
+  d.markDown('b');
+  t.equal(d.target('shield-r', key), null, 'none left: the origin');
+  d.markDown('a', Date.now() - 31_000);
+  t.equal(d.target('shield-r', key)!.nodeId, 'a', 'tried again after a while');
 });

@@ -18,18 +18,14 @@ import { RELAXED_LIMITS } from '../support/auth.ts';
 import { caller, cdnCallers } from '../support/cdn.ts';
 import { startTestControlPlane } from '../support/control-plane.ts';
 import { testTokens } from '../support/edge-channel.ts';
-import { agentHealth, startCountingOrigin, viewerGet } from '../support/edge-deployment.ts';
+import {
+  agentHealth, endpointOn, publishedToAll, shieldsKnown, startCountingOrigin, startDeployment, startEdgeAgent, startShieldAgent, viewerGet, type AgentProcess,
+} from '../support/edge-deployment.ts';
 import { eventually } from '../support/eventually.ts';
+import { freePort } from '../support/private-services.ts';
+import { detectServices } from '../support/services.ts';
 
 const AGENT_TOKEN = 'agt_edge_shield_flow_test_0123456789';
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 t.test('with a shield region set, misses across two edge agents make one origin request; a forged hop is a viewer; an unreachable shield sends the edges to the origin', { timeout: 180_000 }, async (t) => {
   const cp = await startTestControlPlane(t, { env: { ...RELAXED_LIMITS }, services: { edgeAgentTokens: testTokens({ [AGENT_TOKEN]: randomUUID() }) } });
@@ -108,4 +104,100 @@ t.test('with a shield region set, misses across two edge agents make one origin 
     t.equal(originRequests.get(path), 2, 'each edge asked the origin itself');
     t.notMatch(String(a.headers['cache-status']), 'edge-shield-r', 'no shield entry');
   });
+});
+
+const { postgresUrl } = await detectServices();
+
+const regionAvailable = async (deployment: { must(method: string, path: string): Promise<any> }) =>
+  (await deployment.must('GET', '/v1/cdn/shield-regions')).data.find((r: { id: string }) => r.id === 'shield-r')?.available;
+
+/** A control-plane process, a shield agent of `shield-r` and two edge agents of `edge-r`, an origin, and an endpoint shielded in `shield-r`. */
+async function shieldedDeployment(t: { teardown(fn: () => unknown): void }, handler: Parameters<typeof startCountingOrigin>[1], shieldEnv: { env?: Record<string, string>; address?: string } = {}) {
+  // Heartbeats every 2 s: a loaded host must not make the shield look offline (3 intervals) and drop it from the map.
+  const deployment = await startDeployment(t, { postgresUrl: postgresUrl!, env: { EDGE_HEARTBEAT_INTERVAL_MS: '2000' } });
+  const origin = await startCountingOrigin(t, handler);
+  const shield = await startShieldAgent(t, deployment, 'shield', 'shield-r', shieldEnv.env, shieldEnv.address);
+  const edges = [await startEdgeAgent(t, deployment, deployment.grpcPort, 'edge-1', { REGION: 'edge-r' }), await startEdgeAgent(t, deployment, deployment.grpcPort, 'edge-2', { REGION: 'edge-r' })];
+  await shieldsKnown([shield, ...edges], ['shield-r']);
+  const endpoint = await endpointOn(deployment, origin.port, 'shielded', { shield_region: 'shield-r' });
+  await publishedToAll(deployment, [shield, ...edges], 'shielded endpoint');
+  return { deployment, origin, shield, edges, endpoint };
+}
+
+if (!postgresUrl) t.pass('skipped: needs PostgreSQL');
+else await t.test('a tag purge under a shield evicts the tagged objects on every agent, the edges included; viewers never see the tags', { timeout: 240_000 }, async (t) => {
+  const tags: Record<string, Record<string, string>> = {
+    '/tagged/a.ts': { 'cache-tag': 'video-1, common' },
+    '/tagged/b.ts': { 'surrogate-key': 'video-2 common key,with,commas' },
+    '/tagged/c.ts': { 'cache-tag': 'other' },
+    '/tagged/private.ts': { 'cache-tag': 'video-1', 'cache-control': 'private' },
+  };
+  const { deployment, shield, edges, endpoint } = await shieldedDeployment(t, (req, res, n) => {
+    res.writeHead(200, { 'content-type': 'text/plain', 'cache-control': 'public, max-age=300', ...tags[req.url!] });
+    res.end(`${req.url} #${n}`);
+    return true;
+  });
+  const agents = [shield, ...edges];
+  // The edges' probes reach the shield (any agent answers `OPTIONS *`): a latency hint, and available.
+  await eventually(async () => (await deployment.must('GET', '/v1/cdn/shield-regions')).data[0].latency_hint_ms !== null, 'the edges measured the shield');
+  t.equal(await regionAvailable(deployment), true);
+  const own = async (agent: AgentProcess, path: string) => {
+    const res = await viewerGet(agent.port, endpoint.hostname, path);
+    t.equal(res.status, 200);
+    t.same([res.headers['cache-tag'], res.headers['surrogate-key']], [undefined, undefined], `no purge tags reach a viewer (${path})`);
+    return res.headers['x-cache-status'];
+  };
+  for (const path of Object.keys(tags)) for (const edge of edges) await own(edge, path);
+  for (const agent of agents) for (const path of ['/tagged/a.ts', '/tagged/b.ts', '/tagged/c.ts']) t.equal(await own(agent, path), 'HIT', `every agent holds ${path}`);
+
+  const purgeTag = async (tag: string) => {
+    const purge = await deployment.must('POST', `/v1/cdn/endpoints/${endpoint.id}/purge`, { purge_type: 'tag', tags: [tag] });
+    await eventually(async () => (await deployment.must('GET', `/v1/cdn/purge/${purge.id}`)).status === 'completed', `the purge of ${tag} completed`);
+  };
+  await purgeTag('video-1');
+  // The shield first, so an edge's miss cannot be answered from the shield's old copy.
+  t.same(await Promise.all(agents.map((a) => own(a, '/tagged/a.ts'))), ['MISS', 'MISS', 'MISS'], 'a Cache-Tag purge: no agent answers the object from its cache');
+  t.same(await Promise.all(agents.map((a) => own(a, '/tagged/c.ts'))), ['HIT', 'HIT', 'HIT'], 'an object without the tag stays');
+  await purgeTag('key');
+  t.same(await Promise.all(agents.map((a) => own(a, '/tagged/b.ts'))), ['HIT', 'HIT', 'HIT'], 'a tag reaches the edge whole: "key" is not the Surrogate-Key "key,with,commas"');
+  await purgeTag('video-2');
+  t.same(await Promise.all(agents.map((a) => own(a, '/tagged/b.ts'))), ['MISS', 'MISS', 'MISS'], 'a Surrogate-Key purge reaches every agent too');
+});
+
+/** A TCP server that takes connections and reads them, and never writes: a hung shield. Counts the requests it got by their first line. */
+async function silentServer(t: { teardown(fn: () => unknown): void }): Promise<{ port: number; requests: (start: string) => number }> {
+  const lines: string[] = [];
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.on('data', (d: Buffer) => { for (const line of d.toString('latin1').split('\r\n')) if (/^[A-Z]+ \S+ HTTP\/1\.1$/.test(line)) lines.push(line); });
+    socket.on('error', () => {}).on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => { for (const s of sockets) s.destroy(); server.close(); });
+  return { port: (server.address() as net.AddressInfo).port, requests: (start) => lines.filter((l) => l.startsWith(start)).length };
+}
+
+if (postgresUrl) await t.test('a shield that takes connections and never answers: the miss goes to the origin within moments, the shield is passed over, and its region reads unavailable', { timeout: 240_000 }, async (t) => {
+  const silent = await silentServer(t);
+  const fetched: string[] = [];
+  // The shield agent runs and heartbeats, but the address it advertises leads to the silent server.
+  const { deployment, edges, endpoint } = await shieldedDeployment(t, (req) => { fetched.push(req.url!); }, { address: `http://127.0.0.1:${silent.port}` });
+  const first = await viewerGet(edges[0]!.port, endpoint.hostname, '/hung/1.ts');
+  t.equal(first.status, 200, 'answered from the origin, long before the origin\'s timeout_ms (30 s) or the viewer\'s (10 s)');
+  t.notMatch(String(first.headers['cache-status']), 'edge-shield-r', 'no shield entry');
+  t.equal(silent.requests('GET /hung/1.ts'), 1, 'the hop went to the shield once');
+  t.ok(silent.requests('OPTIONS *') >= 1, 'which was then asked whether it answers at all');
+  const second = await viewerGet(edges[0]!.port, endpoint.hostname, '/hung/2.ts');
+  t.equal(second.status, 200);
+  t.equal(silent.requests('GET /hung/2.ts'), 0, 'the silent shield is passed over: the next miss goes to the origin at once');
+  t.same(fetched.filter((u) => u.startsWith('/hung/')), ['/hung/1.ts', '/hung/2.ts']);
+  await eventually(async () => (await regionAvailable(deployment)) === false, 'the region reads unavailable while its shield is silent');
+});
+
+if (postgresUrl) await t.test('a shield whose address refuses connections: misses go to the origin and its region reads unavailable', { timeout: 240_000 }, async (t) => {
+  const closed = await freePort();
+  const { deployment, edges, endpoint } = await shieldedDeployment(t, undefined, { address: `http://127.0.0.1:${closed}` });
+  t.equal((await viewerGet(edges[1]!.port, endpoint.hostname, '/refused.ts')).status, 200);
+  await eventually(async () => (await regionAvailable(deployment)) === false, 'the region reads unavailable while its shield refuses');
 });

@@ -4,13 +4,17 @@
 // the totals the viewers saw (requests, status classes, cache statuses,
 // bytes, top URLs, countries and continents), p95/p99 equal to what the
 // agents' own histograms give merged; a report whose receipt was lost is sent
-// again after the reconnect and is not counted twice.
+// again after the reconnect and is not counted twice. Under an origin shield the
+// routes count viewer requests only, never the shield's hops.
 import t from 'tap';
 import { histogramQuantile } from '../../control-plane/src/cdn-analytics/metrics-service.ts';
 import { parseClientAddress } from '../../edge-agent/src/policy/client-address.ts';
 import { packagedCountryDatabase } from '../../edge-agent/src/policy/geo.ts';
 import { RESPONSE_TIME_BUCKETS_MS } from '../../shared/src/metrics/buckets.ts';
-import { agentHealth, publishedEndpoint, startCountingOrigin, startDeployment, startEdgeAgent, viewerGet, type AgentProcess } from '../support/edge-deployment.ts';
+import {
+  agentHealth, agentMetrics, endpointOn, metricSum, publishedEndpoint, publishedToAll, shieldsKnown, startCountingOrigin, startDeployment, startEdgeAgent, startShieldAgent,
+  viewerGet, type AgentProcess,
+} from '../support/edge-deployment.ts';
 import { eventually } from '../support/eventually.ts';
 import { detectServices } from '../support/services.ts';
 import { startTcpProxy } from '../support/tcp-proxy.ts';
@@ -131,4 +135,46 @@ else await t.test('traffic analytics through two agents', { timeout: 240_000 }, 
   t.ok(value(text, 'edge_channel_traffic_reports_total{outcome="stored"}') >= 2);
   t.ok(value(text, 'edge_channel_traffic_reports_total{outcome="copy"}') >= 1, 'the report sent again is counted as a copy');
   t.ok(value(text, 'edge_channel_traffic_rollups_total') >= 3);
+});
+
+if (postgresUrl) await t.test('under a shield the metrics routes count viewer requests only; the shield\'s hops are its own Prometheus series', { timeout: 240_000 }, async (t) => {
+  // Heartbeats every 2 s: a loaded host must not make the shield look offline (3 intervals) and drop it from the map.
+  const deployment = await startDeployment(t, { postgresUrl, env: { EDGE_TRAFFIC_REPORT_INTERVAL_MS: '300', EDGE_HEARTBEAT_INTERVAL_MS: '2000' } });
+  let fetched = 0;
+  const origin = await startCountingOrigin(t, (req, res) => {
+    if (req.url === '/video.ts') fetched++;
+    res.writeHead(200, { 'content-type': 'text/plain', 'cache-control': 'public, max-age=300' });
+    res.end('x'.repeat(1000));
+    return true;
+  });
+  const shield = await startShieldAgent(t, deployment, 'shield', 'shield-r');
+  const edges = [await startEdgeAgent(t, deployment, deployment.grpcPort, 'edge-1', { REGION: 'edge-r' }), await startEdgeAgent(t, deployment, deployment.grpcPort, 'edge-2', { REGION: 'edge-r' })];
+  await shieldsKnown([shield, ...edges], ['shield-r']);
+  const endpoint = await endpointOn(deployment, origin.port, 'shielded analytics', { shield_region: 'shield-r' });
+  await publishedToAll(deployment, [shield, ...edges], 'shielded analytics');
+  const api = (path: string) => deployment.must('GET', path);
+
+  // Three viewers of the edges: a miss the shield fills, a miss the shield answers from its cache, a hit.
+  const statuses = [];
+  for (const edge of [edges[0]!, edges[1]!, edges[0]!]) statuses.push((await viewerGet(edge.port, endpoint.hostname, '/video.ts')).headers['x-cache-status']);
+  t.same(statuses, ['MISS', 'MISS', 'HIT']);
+  t.equal(fetched, 1, 'one origin request, by the shield');
+  await eventually(async () => (await api('/v1/cdn/metrics/traffic?period=last_1h')).total_requests >= 3, 'the edges\' three requests counted', 60_000);
+  // A viewer of the shield itself: its report, which would carry the two hops if they counted, is in once this is.
+  t.equal((await viewerGet(shield.port, endpoint.hostname, '/video.ts')).headers['x-cache-status'], 'HIT');
+  await eventually(async () => (await api('/v1/cdn/metrics/traffic?period=last_1h')).total_requests >= 4, 'the shield\'s viewer counted', 60_000);
+
+  const traffic = await api('/v1/cdn/metrics/traffic?period=last_1h');
+  t.equal(traffic.total_requests, 4, 'four viewer requests, not the two hops besides');
+  t.equal(traffic.bytes_served, 4000, 'the bytes the viewers received');
+  t.equal((await api(`/v1/cdn/metrics/bandwidth?period=last_1h&endpoint_id=${endpoint.id}`)).total_bytes_transferred, 4000);
+  const top = await api(`/v1/cdn/metrics/top-urls?period=last_1h&endpoint_id=${endpoint.id}`);
+  t.same(top.items.map((i: { url: string; request_count: number }) => [i.url, i.request_count]), [[`https://${endpoint.hostname}/video.ts`, 4]]);
+
+  const text = await agentMetrics(shield);
+  t.equal(metricSum(text, 'edge_requests_total', { endpoint: endpoint.id }), 1, 'the shield counts its own viewer as a viewer request');
+  t.equal(metricSum(text, 'edge_shield_requests_total', { endpoint: endpoint.id }), 2, 'and the two hops apart');
+  t.equal(metricSum(text, 'edge_shield_requests_total', { endpoint: endpoint.id, cache_status: 'HIT' }), 1, 'one of them answered from its cache');
+  t.equal(metricSum(text, 'edge_shield_bytes_total', { endpoint: endpoint.id }), 2000);
+  for (const edge of edges) t.equal(metricSum(await agentMetrics(edge), 'edge_shield_requests_total'), 0, 'an edge answered no hop');
 });

@@ -10,6 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startAgentProcess } from '../../edge-agent/test/helpers.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
+import { eventually } from './eventually.ts';
+import { freePort } from './private-services.ts';
 import { startControlPlaneProcess, type RunningProcess } from './processes.ts';
 
 interface Teardown { teardown(fn: () => unknown): void }
@@ -103,13 +105,40 @@ export interface ViewerReply { status: number; headers: http.IncomingHttpHeaders
 
 /** A viewer's GET through an agent, with the given Host. */
 export function viewerGet(port: number, host: string, path: string, headers: Record<string, string> = {}): Promise<ViewerReply> {
+  return viewerRequest(port, host, 'GET', path, headers);
+}
+
+/** A viewer's request through an agent, with the given Host (and body). */
+export function viewerRequest(port: number, host: string, method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<ViewerReply> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path, headers: { host, ...headers }, timeout: 10_000 }, (res) => {
-      let body = '';
-      res.setEncoding('utf8').on('data', (c: string) => (body += c)).on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+    const req = http.request({ host: '127.0.0.1', port, method, path, headers: { host, ...headers }, timeout: 10_000 }, (res) => {
+      let text = '';
+      res.setEncoding('utf8').on('data', (c: string) => (text += c)).on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: text }));
     });
-    req.on('timeout', () => req.destroy(new Error('viewer request timed out'))).on('error', reject).end();
+    req.on('timeout', () => req.destroy(new Error('viewer request timed out'))).on('error', reject).end(body);
   });
+}
+
+/** An agent that shields its region: SHIELD_ADDRESS names its own HTTP port, unless `address` names another place (a silent server, a closed port). */
+export async function startShieldAgent(t: Teardown, deployment: Pick<Deployment, 'agentToken' | 'grpcPort'>, name: string, region: string, env: Record<string, string> = {}, address?: string): Promise<AgentProcess> {
+  const port = await freePort();
+  return startEdgeAgent(t, deployment, deployment.grpcPort, name, { REGION: region, HTTP_PORT: String(port), SHIELD_ADDRESS: address ?? `http://127.0.0.1:${port}`, ...env });
+}
+
+/** The agent's Prometheus exposition, from the metrics port its start line names. */
+export async function agentMetrics(agent: Pick<AgentProcess, 'logs'>): Promise<string> {
+  return (await fetch(agentHealthUrl(agent).replace(/\/healthz$/, '/metrics'))).text();
+}
+
+/** The sum of a metric's series whose labels include every label given (0 when none). */
+export function metricSum(text: string, name: string, labels: Record<string, string> = {}): number {
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name + '{') && !line.startsWith(name + ' ')) continue;
+    if (!Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) continue;
+    sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return sum;
 }
 
 /** An origin answering every GET with its path and a counter, cacheable for five minutes unless `handler` answers. */
@@ -128,8 +157,27 @@ export async function startCountingOrigin(t: Teardown, handler?: (req: http.Inco
 
 /** An origin and an endpoint on it, published; returns the endpoint record. */
 export async function publishedEndpoint(deployment: Deployment, originPort: number, name: string): Promise<{ id: string; hostname: string }> {
-  const origin = await deployment.must('POST', '/v1/cdn/origins', { name: `${name} origin`, scheme: 'http', host: '127.0.0.1', port: originPort, allow_private_network: true });
-  const endpoint = await deployment.must('POST', '/v1/cdn/endpoints', { name, default_origin_id: origin.id });
+  const endpoint = await endpointOn(deployment, originPort, name);
   await deployment.must('POST', '/v1/cdn/config/publish', { description: name });
   return endpoint;
+}
+
+/** An endpoint on an origin of its own at 127.0.0.1:port (an origin belongs to one endpoint). */
+export async function endpointOn(deployment: Deployment, port: number, name: string, fields: Record<string, unknown> = {}): Promise<{ id: string; hostname: string }> {
+  // The SSRF check lets a private origin through only when asked to.
+  const origin = await deployment.must('POST', '/v1/cdn/origins', { name: `${name} origin`, scheme: 'http', host: '127.0.0.1', port, allow_private_network: true });
+  return deployment.must('POST', '/v1/cdn/endpoints', { name, default_origin_id: origin.id, ...fields });
+}
+
+/** Publishes the configuration and waits until every agent given serves it; returns its version. */
+export async function publishedToAll(deployment: Deployment, agents: AgentProcess[], description: string): Promise<number> {
+  const { version_number: version } = await deployment.must('POST', '/v1/cdn/config/publish', { description });
+  for (const agent of agents) await eventually(async () => (await agentHealth(agent)).config_version === version, `${description}: every agent has version ${version}`);
+  return version;
+}
+
+/** Waits until every agent given has applied a shield map with nodes in each region given. */
+export async function shieldsKnown(agents: AgentProcess[], regions: string[]): Promise<void> {
+  const known = (line: string) => line.includes('shield map applied') && regions.every((r) => line.includes(`"${r}:`));
+  for (const agent of agents) await eventually(() => agent.logs.some(known), `an agent knows the shields of ${regions.join(', ')}`);
 }

@@ -4,8 +4,8 @@
 // map (each region's online shield nodes and the hop keys) after Welcome and
 // again when a shield node comes or goes, and GET /v1/cdn/shield-regions lists
 // the regions with shield nodes: named and placed as their nodes say,
-// available while one is online, the latency hint the median of what nodes of
-// other regions measured.
+// available while one is online and the agents of other regions reach it, the
+// latency hint the median of what nodes of other regions measured.
 import { randomUUID } from 'node:crypto';
 import t from 'tap';
 import { status as GrpcStatus } from '@grpc/grpc-js';
@@ -65,6 +65,15 @@ t.test('the shield map after Welcome and when shield nodes come and go; the shie
   await eventually(async () => JSON.stringify((await send(viewer, 'GET', '/v1/cdn/shield-regions')).body.data) === JSON.stringify(expected), 'the list');
   t.same((await send(viewer, 'GET', '/v1/cdn/shield-regions')).body, { data: expected },
     'eu-west: the median of 40 and 80 (its own node\'s 0 not counted); us-east: 70 (a node\'s measure of its own region not counted)');
+
+  // Every node of another region that measured eu-west found its shield refusing or silent: unavailable, though online.
+  edge.heartbeat({ status: 'ok', shieldLatencies: [{ region: 'us-east', latencyMs: 1 }], unreachableShieldRegions: ['eu-west', 'Bad Region'] });
+  us.heartbeat({ status: 'ok', unreachableShieldRegions: ['eu-west'] });
+  await eventually(async () => (await send(viewer, 'GET', '/v1/cdn/shield-regions')).body.data[0]?.available === false, 'eu-west unavailable while no agent reaches it');
+  t.match((await send(viewer, 'GET', '/v1/cdn/shield-regions')).body.data, [{ id: 'eu-west', available: false, latency_hint_ms: null }, { id: 'us-east', available: true, latency_hint_ms: 70 }]);
+  us.heartbeat({ status: 'ok', shieldLatencies: [{ region: 'eu-west', latencyMs: 80 }] });
+  await eventually(async () => (await send(viewer, 'GET', '/v1/cdn/shield-regions')).body.data[0]?.available === true, 'eu-west available once one agent reaches it');
+  t.equal((await send(viewer, 'GET', '/v1/cdn/shield-regions')).body.data[0].latency_hint_ms, 80, 'the hint from the agent that reached it');
 
   us.close();
   t.same(regionsOf(await edge.next('shieldMap')), [['eu-west', ['http://10.1.0.1:8090']]], 'a shield node gone: the map without it');

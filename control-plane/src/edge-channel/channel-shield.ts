@@ -1,7 +1,8 @@
 // Origin shield (issue 23 item 5; a feed of the session layer, channel-feed.ts).
 // A node says in Hello whether it shields (the address other agents reach it
 // at) and how its region is shown (name, country, city); each heartbeat
-// carries what it measured to the shield nodes of other regions. Every stream
+// carries what it measured to the shield nodes of other regions (a latency per
+// region it reached, the regions it could not). Every stream
 // is sent the shield map (each region's online shield nodes) after Welcome and
 // whenever it changes (read on every tick, so every replica's streams follow
 // the nodes of every replica within a tick), with the keys that sign shield
@@ -81,8 +82,10 @@ export class ShieldFeed implements Feed<null> {
     if (!stream.closed) stream.write(map.bytes);
   }
 
+  /** What the node measured: the latency to each region it reached, null for each region it could not (shield-regions' `available`). */
   onHeartbeat(stream: AgentStream, _state: null, heartbeat: Heartbeat): void {
-    const latencies: Record<string, number> = {};
+    const latencies: Record<string, number | null> = {};
+    for (const region of heartbeat.unreachableShieldRegions.slice(0, MAX_LATENCIES)) if (REGION.test(region)) latencies[region] = null;
     for (const l of heartbeat.shieldLatencies.slice(0, MAX_LATENCIES)) {
       if (REGION.test(l.region) && l.latencyMs <= MAX_LATENCY_MS) latencies[l.region] = l.latencyMs;
     }

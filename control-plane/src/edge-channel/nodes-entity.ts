@@ -45,7 +45,7 @@ export const EdgeNodeSchema = defineEntity({
     region_country_code: p.text().nullable(),
     region_city: p.text().nullable(),
     // What the node measured (heartbeats) to the shield nodes of other regions: region → milliseconds.
-    shield_latencies: p.json<Record<string, number>>().default('{}'),
+    shield_latencies: p.json<Record<string, number | null>>().default('{}'),
     created_at: p.datetime().onCreate(() => new Date()),
     updated_at: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
   },

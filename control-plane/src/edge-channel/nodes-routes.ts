@@ -41,7 +41,7 @@ export const shieldRegionRecord = z.object({
   id: z.string().describe('The region id, as endpoints name it in shield_region'),
   name: z.string().describe('As its nodes name it (REGION_NAME); the id when none does'),
   location: z.object({ country_code: orNull(z.string()), city: orNull(z.string()) }),
-  available: z.boolean().describe('Whether one of its shield nodes is online now'),
+  available: z.boolean().describe('Whether one of its shield nodes is online now and answers the agents of other regions (false while every agent that measured it found its shield nodes refusing or silent)'),
   latency_hint_ms: orNull(z.number().int()).describe('The median of what the online nodes of other regions last measured to its shield nodes (null before any did)'),
 });
 
@@ -49,7 +49,7 @@ const shieldRegions = defineRoute({
   method: 'get', path: '/v1/cdn/shield-regions', tags: ['CDN: edge nodes'], access: { permission: 'cdn.read' },
   summary: 'List shield regions',
   description: 'The regions with edge nodes willing to shield (they advertise an address other agents reach them at), ordered by id, whatever their '
-    + 'status: `available` says whether one is online. An endpoint\'s shield_region must be one of these ids; a miss on an agent outside that region '
+    + 'status: `available` says whether one is online and answers the other regions\' agents. An endpoint\'s shield_region must be one of these ids; a miss on an agent outside that region '
     + 'is then fetched through a shield node of the region, so only the shield goes to the origin. Name and location are what its nodes report.',
   responses: { 200: wholeList(shieldRegionRecord) },
   async handler({ rc }) {

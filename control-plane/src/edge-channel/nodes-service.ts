@@ -47,8 +47,9 @@ export interface ShieldRegion {
 /**
  * The shield regions (document 3 "Shield regions"): every region with a node willing to shield (a shield address in
  * its Hello), whatever its status; named, placed and located as its most recently seen node says (the id when none
- * says); available while one of those nodes is online; latency_hint_ms the median of what the online nodes of other
- * regions last measured to it (null before any did).
+ * says); available while one of those nodes is online and the online nodes of other regions reach it (unless all of
+ * those that measured it last found none of its nodes answering: refused or silent); latency_hint_ms the median of
+ * what the online nodes of other regions last measured to it (null before any reached it).
  */
 export async function listShieldRegions(em: EntityManager): Promise<ShieldRegion[]> {
   const rows = await em.execute<{ region: string; name: string | null; country: string | null; city: string | null; available: boolean; latency: number | null }[]>(
@@ -59,7 +60,11 @@ export async function listShieldRegions(em: EntityManager): Promise<ShieldRegion
          (array_agg(region_city order by last_seen_at desc nulls last) filter (where region_city is not null))[1] as city,
          bool_or(status = 'online') as available
        from cdn_edge_node where shield_address is not null group by region)
-     select s.region, s.name, s.country, s.city, s.available,
+     select s.region, s.name, s.country, s.city,
+       s.available and (
+         not exists (select 1 from cdn_edge_node n where n.status = 'online' and n.region <> s.region and n.shield_latencies ? s.region)
+         or exists (select 1 from cdn_edge_node n where n.status = 'online' and n.region <> s.region and jsonb_typeof(n.shield_latencies -> s.region) = 'number')
+       ) as available,
        (select round(percentile_cont(0.5) within group (order by (n.shield_latencies ->> s.region)::numeric))::int
           from cdn_edge_node n where n.status = 'online' and n.region <> s.region and n.shield_latencies ? s.region) as latency
      from shields s order by s.region`,

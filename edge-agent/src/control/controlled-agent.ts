@@ -38,6 +38,8 @@ export interface HealthReport {
   logDrains?: DrainState[];
   /** The fastest connect time to each other region's shield nodes (absent: none measured). */
   shieldLatencies?: readonly ShieldLatency[];
+  /** The other regions none of whose shield nodes answered the last probe (absent: none). */
+  shieldUnreachable?: readonly string[];
 }
 
 /** The control plane refused the agent's token (revoked, expired or wrong): the gRPC status, what it said, since when. */

@@ -125,6 +125,7 @@ export function heartbeatMessage(status: NodeStatus, configVersion: number, repo
           failureReason: o.failureReason, consecutiveFailures: o.consecutiveFailures, checkedAtMs: BigInt(o.checkedAtMs),
         })),
         shieldLatencies: (report.shieldLatencies ?? []).map((l) => create(ShieldLatencySchema, { region: l.region, latencyMs: Math.min(60_000, Math.max(0, l.latencyMs)) })),
+        unreachableShieldRegions: [...(report.shieldUnreachable ?? [])],
         logDrains: (report.logDrains ?? []).map((d) => create(LogDrainStateSchema, {
           drainId: d.drainId, status: d.status, lastError: d.lastError, recordsShipped: big(d.recordsShipped), recordsDropped: big(d.recordsDropped),
           batchesSent: big(d.batchesSent), bufferedBytes: big(d.bufferedBytes), lastDeliveredAtMs: BigInt(d.lastDeliveredAtMs),

@@ -91,6 +91,29 @@ export function createMetrics(sources: MetricsSources): AgentMetrics {
     },
   } as unknown as client.Metric);
 
+  registry.registerMetric({
+    name: 'edge_shield_requests_total',
+    get: async () => {
+      const values: { labels: Record<string, string>; value: number; metricName: string }[] = [];
+      for (const [endpoint, c] of sources.traffic.shieldHops) {
+        for (let i = CACHE_STATUSES.length; i < c.requests.length; i++) {
+          const cls = Math.floor(i / CACHE_STATUSES.length);
+          const status = CACHE_STATUSES[i % CACHE_STATUSES.length]!;
+          if (c.requests[i] > 0) values.push({ metricName: 'edge_shield_requests_total', labels: { endpoint, status_class: STATUS_CLASS[cls], cache_status: status }, value: c.requests[i] });
+        }
+      }
+      return { name: 'edge_shield_requests_total', help: 'Shield hops answered (other agents fetching through this shield), by endpoint, status class and cache status; never counted as viewer requests', type: 'counter', values, aggregator: 'sum' };
+    },
+  } as unknown as client.Metric);
+
+  registry.registerMetric({
+    name: 'edge_shield_bytes_total',
+    get: async () => {
+      const values = [...sources.traffic.shieldHops].map(([endpoint, c]) => ({ metricName: 'edge_shield_bytes_total', labels: { endpoint }, value: c.bytes }));
+      return { name: 'edge_shield_bytes_total', help: 'Response body bytes sent to other agents\' shield hops; never counted as bytes served to viewers', type: 'counter', values, aggregator: 'sum' };
+    },
+  } as unknown as client.Metric);
+
   const originLatency = new client.Histogram({
     name: 'edge_origin_request_duration_seconds',
     help: 'Origin fetch time to response headers',

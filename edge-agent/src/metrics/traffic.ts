@@ -71,6 +71,13 @@ export class EndpointCounters {
   }
 }
 
+/** Shield hops an agent answered for an endpoint (other agents' fetches through it): apart from viewer traffic. */
+export class ShieldHopCounters {
+  /** By status class (1..5) and cache status: index class * CACHE_STATUSES.length + cache status. */
+  readonly requests = new Float64Array(6 * CACHE_STATUSES.length);
+  bytes = 0;
+}
+
 export interface SliceRollup {
   originId: string;
   cacheRuleId: string;
@@ -130,6 +137,8 @@ function count(c: EndpointCounters | SliceCounters, cls: number, cs: number, byt
  */
 export class TrafficCounters {
   readonly totals = new Map<string, EndpointCounters>();
+  /** Shield hops answered, per endpoint (Prometheus only: never in the viewer totals or the rollups). */
+  readonly shieldHops = new Map<string, ShieldHopCounters>();
   private window = new Map<string, EndpointCounters>();
   private windowStartMs = minuteOf(Date.now());
   private closed: { minute: number; window: Map<string, EndpointCounters> }[] = [];
@@ -191,6 +200,14 @@ export class TrafficCounters {
     u.bytes += bytes;
     if (cs === 0) u.cacheHits++;
     u.cacheStatuses[cs]++;
+  }
+
+  /** An answer to another agent's shield hop: its viewer was counted by that agent, so it is counted apart here. */
+  recordShieldHop(endpointId: string, status: number, cacheStatus: CacheStatus, bytes: number): void {
+    let c = this.shieldHops.get(endpointId);
+    if (c === undefined) this.shieldHops.set(endpointId, (c = new ShieldHopCounters()));
+    c.requests[((status / 100) | 0) * CACHE_STATUSES.length + CACHE_STATUS_INDEX[cacheStatus]]++;
+    c.bytes += bytes;
   }
 
   /**

@@ -14,6 +14,7 @@ import { MAX_PAGE_BYTES, type ErrorPageRule } from '../policy/error-pages.ts';
 import { applyRequestEdits } from '../policy/headers.ts';
 import type { CachedObject, CacheStore } from './cache-store.ts';
 import { headerString, responseTags } from './http-util.ts';
+import { CDN_LOOP_TOKEN } from './loop.ts';
 import { fetchOrigin, type OriginPools } from './origin-client.ts';
 import type { CompiledEndpoint } from './routing.ts';
 import { SingleFlight } from './single-flight.ts';
@@ -67,6 +68,7 @@ export class ErrorPageLoader {
     const edits = endpoint.defaultRoute.shaping.headers?.request;
     if (edits) applyRequestEdits(edits, headers);
     for (const [k, v] of origin.customHeaders) headers[k] = v;
+    headers['cdn-loop'] = CDN_LOOP_TOKEN;
     try {
       const res = await fetchOrigin(pools, origin, { method: 'GET', path: origin.pathPrefix + rule.target, headers, signal: AbortSignal.timeout(PAGE_FETCH_TIMEOUT_MS) });
       if (res.statusCode < 200 || res.statusCode > 299) {

@@ -39,6 +39,8 @@ export class Exchange implements HeaderSource {
   viewer: Viewer | undefined = undefined;
   /** A shield hop: the node id of the agent that sent it (its viewer's policies were applied there); null: a viewer's request. */
   shieldHop: string | null = null;
+  /** How many times the request already passed through this CDN (our CDN-Loop entries, loop.ts). */
+  loopVisits = 0;
   /** The shield node this agent asked instead of the origin (null: none). */
   viaShield: string | null = null;
   /** Time to the origin's response head when the origin was asked (access record). */

@@ -14,6 +14,7 @@ import type { CacheStatus, TrafficCounters } from '../metrics/traffic.ts';
 import type { PolicyResponse } from '../policy/index.ts';
 import type { CachedObject } from './cache-store.ts';
 import { requestHasBody, type Exchange } from './exchange.ts';
+import { tagFields } from './http-util.ts';
 import type { ResponseShaper } from './shaping.ts';
 
 export type AnswerBody = Buffer | string | Readable | null;
@@ -95,6 +96,8 @@ export class Exit {
       return;
     }
     const endpoint = ex.endpoint;
+    // A hop's answer from cache carries the object's tags, so the agent that asked can purge its copy by them.
+    if (ex.shieldHop !== null && entry !== null && entry.tags.length > 0) headers = headers.concat(tagFields(entry.tags));
     // A shield hop's answer is shaped by the agent that asked (it serves it to its viewer), not here.
     if (endpoint !== null && ex.shieldHop === null) {
       const shaping = (ex.route ?? endpoint.defaultRoute).shaping;
@@ -183,10 +186,14 @@ export class Exit {
     const endpoint = ex.endpoint;
     if (endpoint === null) this.traffic.recordUnrouted(code, status, ms);
     else {
-      // A hit counts its URL through the entry's slot (entries of other paths, e.g. a collapsed Vary variant, use the map).
-      const holder = entry !== null && entry.path === ex.path ? entry : null;
       const country = this.country(ex);
-      this.traffic.record(endpoint.id, code, status, bytes, fromCache, ms, ex.path, ex.rule === null ? null : ex.rule.id, holder, ex.route === null ? null : ex.route.origin.id, country);
+      // A shield hop's viewer was counted by the agent that asked: here it is shield traffic, never viewer traffic.
+      if (ex.shieldHop !== null) this.traffic.recordShieldHop(endpoint.id, code, status, bytes);
+      else {
+        // A hit counts its URL through the entry's slot (entries of other paths, e.g. a collapsed Vary variant, use the map).
+        const holder = entry !== null && entry.path === ex.path ? entry : null;
+        this.traffic.record(endpoint.id, code, status, bytes, fromCache, ms, ex.path, ex.rule === null ? null : ex.rule.id, holder, ex.route === null ? null : ex.route.origin.id, country);
+      }
       const logs = this.logs;
       if (logs !== null) {
         // The access record is made only for an endpoint some drain receives.

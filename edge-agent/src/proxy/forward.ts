@@ -16,7 +16,8 @@ import type { Exit } from './exit.ts';
 import { applyRequestEdits } from '../policy/headers.ts';
 import { connectionListedFields, headerString, HOP_BY_HOP, passthroughHeaders } from './http-util.ts';
 import { fetchOrigin, OriginError, ViewerBodyTimeoutError, type OriginPools, type OriginRequest, type OriginResponse } from './origin-client.ts';
-import { SHIELD_HEADER, type ShieldDirectory, type ShieldNode } from './shield-directory.ts';
+import { withLoopEntry } from './loop.ts';
+import { SHIELD_HEADER, ShieldSilentError, type ShieldDirectory, type ShieldNode } from './shield-directory.ts';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
 /**
@@ -144,7 +145,8 @@ export class Forwarder {
   /**
    * The request as a viewer's to the shield node (the keyed authority as Host, the path and query the edge keyed, the
    * viewer's fields and the fill's conditionals, never the origin's own custom headers), marked with a signed hop
-   * header. A shield that cannot be reached sends the edge to the origin itself.
+   * header. A shield that cannot be reached, or answers neither the hop nor a liveness probe (ShieldDirectory.watch),
+   * sends the edge to the origin itself and is passed over for a while.
    */
   private async viaShield(ex: RoutedExchange, request: Omit<OriginRequest, 'path'>, shield: ShieldDeps, node: ShieldNode): Promise<OriginResponse> {
     const target = ex.query ? `${ex.path}?${ex.query}` : ex.path;
@@ -154,12 +156,17 @@ export class Forwarder {
     for (const name of NOT_FOR_SHIELD) delete headers[name];
     headers.host = host;
     headers[SHIELD_HEADER] = shield.directory.hopHeader(request.method, host, target);
+    const watch = shield.directory.watch(node, request.signal);
     try {
-      const res = await fetchOrigin(shield.pools, node.origin, { ...request, path: target, headers }, this.timing(ex));
+      // No longer than the origin itself may take: the shield waits that long for it.
+      const res = await fetchOrigin(shield.pools, node.origin, { ...request, path: target, headers, signal: watch.signal, timeoutMs: ex.route.origin.snapshot.timeout_ms }, this.timing(ex));
+      watch.answered();
       ex.viaShield = node.nodeId;
       return res;
     } catch (err) {
-      if (!shieldUnreachable(err)) throw err;
+      watch.answered();
+      if (!(err instanceof ShieldSilentError) && !shieldUnreachable(err)) throw err;
+      shield.directory.markDown(node.nodeId);
       this.deps.logger.warn({ endpoint: ex.endpoint.id, shield: node.nodeId, address: node.address, err: (err as Error).message }, 'shield unreachable; asking the origin');
       return this.fromOrigin(ex, request);
     }
@@ -202,9 +209,9 @@ export class Forwarder {
     await this.stream(ex, answer, answer.body, status);
   }
 
-  /** An origin answer streamed to the viewer unchanged, hop-by-hop fields removed, Cache-Status added. */
+  /** An origin answer streamed to the viewer unchanged, hop-by-hop fields (and, but for a hop, the purge tags) removed, Cache-Status added. */
   stream(ex: RoutedExchange, r: OriginResponse, body: Readable | Buffer, status: CacheStatus): Promise<void> | void {
-    const headers = passthroughHeaders(r.headers);
+    const headers = passthroughHeaders(r.headers, ex.shieldHop !== null);
     // A rule with cache_status_header false hides both fields (the node's region with them).
     if (ex.rule === null || ex.rule.cacheStatusHeader) headers.push('cache-status', this.deps.exit.cacheStatusValues[status], 'x-cache-status', status);
     return this.deps.exit.send(ex, r.statusCode, headers, body, status);
@@ -251,7 +258,7 @@ export class Forwarder {
    * and Connection-listed ones already gone, the route's request header policy
    * applied), Host per forward_host_header, X-Forwarded-*, the policy again
    * (so it may also remove or set the fields the edge adds), the origin's
-   * custom headers. The viewer's authority reaches the origin (Host and
+   * custom headers, then CDN-Loop. The viewer's authority reaches the origin (Host and
    * X-Forwarded-Host) exactly when the cache key holds it.
    */
   originHeaders(ex: RoutedExchange, forCache: boolean): Record<string, string | string[]> {
@@ -276,6 +283,8 @@ export class Forwarder {
     const edits = ex.route.shaping.headers?.request;
     if (edits) applyRequestEdits(edits, out);
     for (const [k, v] of origin.customHeaders) out[k] = v;
+    // Last, from the viewer's own field: no header policy or origin setting may drop the entries (RFC 8586 §2).
+    out['cdn-loop'] = withLoopEntry(ex.vh.cdnLoop);
     return out;
   }
 

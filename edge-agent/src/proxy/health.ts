@@ -5,6 +5,7 @@
 // degraded, 3 or more unhealthy. A health_check_url must answer below 400; the
 // root, which many origins do not serve, must answer at all (below 500).
 import type { CompiledOrigin, RoutingTable } from './routing.ts';
+import { CDN_LOOP_TOKEN } from './loop.ts';
 import { fetchOrigin, type OriginPools } from './origin-client.ts';
 
 export interface OriginHealthState {
@@ -65,7 +66,7 @@ export class HealthProber {
     let ok = false;
     let reason = '';
     try {
-      const res = await fetchOrigin(this.pools, o, { method: 'GET', path, headers: { host, 'user-agent': 'edge-agent-health/1' } });
+      const res = await fetchOrigin(this.pools, o, { method: 'GET', path, headers: { host, 'user-agent': 'edge-agent-health/1', 'cdn-loop': CDN_LOOP_TOKEN } });
       await res.body.dump().catch(() => {});
       ok = res.statusCode < (explicit ? 400 : 500);
       if (!ok) reason = `status ${res.statusCode}`;

@@ -60,13 +60,20 @@ export function storedHeaderPairs(headers: HeaderBag): [string, string][] {
   return out;
 }
 
-/** Response headers to pass through to the viewer unchanged (hop-by-hop removed, Surrogate-Control dropped). */
-export function passthroughHeaders(headers: HeaderBag): string[] {
+/** The purge tags of an answer (Cache-Tag, Surrogate-Key): the CDN's business, never a viewer's. */
+const TAG_FIELDS = new Set(['cache-tag', 'surrogate-key']);
+
+/**
+ * Response headers to pass through to the viewer unchanged (hop-by-hop removed, Surrogate-Control dropped, the
+ * purge tags dropped unless the answer goes to another agent: a shield hop's, which indexes them).
+ */
+export function passthroughHeaders(headers: HeaderBag, forAgent = false): string[] {
   const extra = connectionTokens(headers);
   const out: string[] = [];
   for (const name in headers) {
     const v = headers[name];
     if (v === undefined || HOP_BY_HOP.has(name) || name === 'surrogate-control' || name === 'x-cache-status' || (extra !== null && extra.has(name))) continue;
+    if (!forAgent && TAG_FIELDS.has(name)) continue;
     if (Array.isArray(v)) for (const x of v) out.push(name, x);
     else out.push(name, v);
   }
@@ -241,6 +248,19 @@ export function parseRange(header: string, size: number): [number, number] | nul
   return [start, end];
 }
 
+/**
+ * A stored object's tags as fields responseTags reads back the same (a shield's answer to a hop): in Cache-Tag,
+ * but those holding a comma (only Surrogate-Key can give one, and never with a space) in Surrogate-Key.
+ */
+export function tagFields(tags: readonly string[]): string[] {
+  const out: string[] = [];
+  const listed = tags.filter((t) => !t.includes(','));
+  const keys = tags.filter((t) => t.includes(','));
+  if (listed.length > 0) out.push('cache-tag', listed.join(', '));
+  if (keys.length > 0) out.push('surrogate-key', keys.join(' '));
+  return out;
+}
+
 /** Tags from Cache-Tag (comma-separated) and Surrogate-Key (space-separated). */
 export function responseTags(headers: HeaderBag): string[] {
   const out = new Set<string>();
@@ -274,6 +294,9 @@ export class ViewerHeaders {
   /** For compression (the coding an encoded variant is chosen by) and CORS (the origin echoed). */
   acceptEncoding: string | undefined = undefined;
   origin: string | undefined = undefined;
+  /** CDN-Loop (RFC 8586: counted even when Connection lists it, loop.ts) and the shield hop mark (read by a shield). */
+  cdnLoop: string | undefined = undefined;
+  shieldHop: string | undefined = undefined;
 
   /** Forgets a field the viewer listed in Connection (it is hop-by-hop: neither forwarded nor used). */
   clear(name: string): void {
@@ -317,6 +340,8 @@ export function scanViewerHeaders(raw: string[]): ViewerHeaders {
       case 'cookie': h.cookie = h.cookie === undefined ? v : h.cookie + '; ' + v; break;
       case 'accept-encoding': h.acceptEncoding = join(h.acceptEncoding, v); break;
       case 'origin': if (h.origin === undefined) h.origin = v; break;
+      case 'cdn-loop': h.cdnLoop = join(h.cdnLoop, v); break;
+      case 'x-edge-shield': h.shieldHop = v; break;
     }
   }
   return h;

@@ -148,6 +148,8 @@ export interface OriginRequest {
   /** Upload phase: the body may pause at most this long between chunks (0: no limit). */
   bodyIdleTimeoutMs?: number;
   signal?: AbortSignal;
+  /** The wait for the response head and between body chunks, instead of the origin's timeout_ms (without a body only). */
+  timeoutMs?: number;
   /** Interim (1xx) responses from the origin, e.g. 103 Early Hints. */
   onInfo?: (info: { statusCode: number; headers: Record<string, string | string[]> }) => void;
 }
@@ -168,6 +170,8 @@ function headerValue(v: string | string[] | undefined): string | undefined {
 }
 
 function statusRetryClass(status: number): string | null {
+  // A loop (loop.ts) answers the same however often it is asked: retrying one multiplies it at every pass.
+  if (status === 508) return null;
   if (status >= 500) return '5xx';
   if (status === 429) return '429';
   if (status === 408) return '408';
@@ -201,8 +205,8 @@ export async function fetchOrigin(pools: OriginPools, origin: CompiledOrigin, re
         method: req.method as Dispatcher.HttpMethod,
         headers: req.headers,
         body: req.body ?? null,
-        headersTimeout: o.timeout_ms,
-        bodyTimeout: o.timeout_ms,
+        headersTimeout: req.timeoutMs ?? o.timeout_ms,
+        bodyTimeout: req.timeoutMs ?? o.timeout_ms,
         signal: req.signal,
         onInfo: req.onInfo,
       });

@@ -28,7 +28,7 @@ import { serveFromCache } from './serve-cached.ts';
 import { ResponseShaper } from './shaping.ts';
 import { CacheFiller, type FillResult } from './storing.ts';
 import type { CertificateTable } from '../tls/certificates.ts';
-import { SHIELD_HEADER } from './shield-directory.ts';
+import { loopRefusal, loopVisits, MAX_LOOP_VISITS } from './loop.ts';
 import type { ShieldDeps } from './forward.ts';
 
 /** The country of an HTTP/1.1 connection's peer, looked up once (access records and traffic rollups). */
@@ -124,6 +124,8 @@ export class Proxy {
 
   readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
     const ex = new Exchange(req, res, performance.now());
+    // `OPTIONS *` asks about the server itself (RFC 9110 §9.3.7): agents probe a shield's liveness with it (shield-directory.ts).
+    if (ex.method === 'OPTIONS' && req.url === '*') return void this.exit.send(ex, 204, ['allow', 'GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE'], null, 'BYPASS');
     const refusal = normalizeRequest(ex);
     const table = this.deps.table();
     let endpoint = table.byHost.get(ex.host);
@@ -138,9 +140,12 @@ export class Proxy {
     }
     if (endpoint === undefined) return this.exit.refuse(ex, 421, 'No endpoint is configured for this host\n');
     ex.endpoint = endpoint;
-    const shieldRegion = endpoint.snapshot.shield_region;
-    // Another agent asking this one, a shield of the endpoint's region: its viewer was checked there.
-    if (shieldRegion !== null && this.deps.shield && shieldRegion === this.deps.shield.directory.region) this.acceptHop(ex);
+    // A request that already passed through this CDN more often than any legitimate path goes is a loop (loop.ts).
+    const visits = (ex.loopVisits = loopVisits(ex.vh.cdnLoop));
+    if (visits > MAX_LOOP_VISITS) return this.exit.refuse(ex, 508, loopRefusal(visits));
+    // Another agent asking this one as a shield: its viewer was checked there. Accepted whatever region this
+    // agent's configuration names as the endpoint's shield, so agents on different versions never bounce a hop.
+    if (ex.vh.shieldHop !== undefined && this.deps.shield) this.acceptHop(ex);
     if (ex.shieldHop === null) {
       const socket = req.socket as { encrypted?: boolean; servername?: string | false | null };
       if (socket.encrypted === true && this.deps.tls && !this.deps.tls.sameConnection(socket.servername || null, ex.host)) {
@@ -186,13 +191,16 @@ export class Proxy {
 
   /** A request carrying a valid shield hop header (shield-directory.ts) is another agent's: marked on the exchange. */
   private acceptHop(ex: Exchange): void {
-    const raw = ex.req.rawHeaders;
-    let header: string | undefined;
-    for (let i = 0; i < raw.length; i += 2) {
-      if (raw[i]!.length === SHIELD_HEADER.length && raw[i]!.toLowerCase() === SHIELD_HEADER) header = raw[i + 1];
-    }
-    if (header === undefined) return;
-    ex.shieldHop = this.deps.shield!.directory.verifyHop(header, ex.method, ex.vh.host ?? '', ex.req.url ?? '/');
+    ex.shieldHop = this.deps.shield!.directory.verifyHop(ex.vh.shieldHop, ex.method, ex.vh.host ?? '', ex.req.url ?? '/');
+  }
+
+  /**
+   * Whether the request came back through this CDN other than as the one hop from an edge to its shield (an
+   * origin that is the CDN itself, or another endpoint of it): it never waits on another request's fill, which
+   * may be the very fill it is part of.
+   */
+  private returning(ex: Exchange): boolean {
+    return ex.loopVisits > (ex.shieldHop === null ? 0 : 1);
   }
 
   /** Whether the viewer (the socket's peer, or the trusted proxy's header) has an IPv6 address (v4-mapped ones are IPv4). */
@@ -240,6 +248,8 @@ export class Proxy {
     const reqCC = requestDirectives(ex);
     const now = Date.now();
     const hasAuth = ex.vh.authorization !== undefined;
+    // Alone: its fill neither joins nor is joined by another request's.
+    const alone = hasAuth || this.returning(ex);
     if (entry !== undefined) {
       const f = this.revalidateAll ? 'stale' : freshness(entry, reqCC, now);
       if (f === 'fresh') return serveFromCache(this.exit, ex, entry, 'HIT', now);
@@ -249,11 +259,11 @@ export class Proxy {
         if (!this.collapser.has(key)) this.backgroundFill(ex, primary, key, entry);
         return;
       }
-      void this.missOrStale(ex, primary, key, entry, hasAuth);
+      void this.missOrStale(ex, primary, key, entry, alone);
       return;
     }
     if (reqCC['only-if-cached'] !== undefined) return this.exit.refuse(ex, 504, 'Not in cache (only-if-cached)\n', 'MISS');
-    if (ex.vh.range !== undefined && !hasAuth && reqCC['no-store'] === undefined) {
+    if (ex.vh.range !== undefined && !alone && reqCC['no-store'] === undefined) {
       // Serve the range from the origin now and fill the cache with the whole object in the background,
       // so the next seek is a hit without making this viewer wait for the full object.
       // The fill is the edge's own clean request (no Range, conditionals or credentials), one per key.
@@ -261,7 +271,7 @@ export class Proxy {
       void this.forwarder.forward(ex, 'MISS', false);
       return;
     }
-    void this.missOrStale(ex, primary, key, undefined, hasAuth);
+    void this.missOrStale(ex, primary, key, undefined, alone);
   }
 
   /**
@@ -276,9 +286,9 @@ export class Proxy {
   }
 
   /** Miss or stale: one origin fetch per key; concurrent requests wait for it and share a storable result. */
-  private async missOrStale(ex: RoutedExchange, primary: string, key: string, stale: CachedObject | undefined, hasAuth: boolean): Promise<void> {
+  private async missOrStale(ex: RoutedExchange, primary: string, key: string, stale: CachedObject | undefined, alone: boolean): Promise<void> {
     try {
-      const pending = hasAuth ? undefined : this.collapser.pending(key);
+      const pending = alone ? undefined : this.collapser.pending(key);
       if (pending !== undefined) {
         const shared = await pending;
         if (shared.entry !== null && varyMatches(ex, shared.entry)) return serveFromCache(this.exit, ex, shared.entry, shared.status, Date.now());
@@ -290,7 +300,7 @@ export class Proxy {
         await this.forwarder.forward(ex, stale ? 'EXPIRED' : 'MISS', false);
         return;
       }
-      const result = await this.collapser.lead(key, !hasAuth, () => this.filler.fill(ex, primary, stale ?? null, true));
+      const result = await this.collapser.lead(key, !alone, () => this.filler.fill(ex, primary, stale ?? null, true));
       await this.answerLeader(ex, result, stale);
     } catch (err) {
       this.fail(ex, err);

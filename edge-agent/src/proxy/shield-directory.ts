@@ -12,11 +12,17 @@
 //   response shaping, which the edge applies to what it serves), and answers
 //   it through its cache, going to the origin only on its own miss. A header
 //   that does not verify counts for nothing: the request is a viewer's.
-// Every 30 s the agent that keeps the control stream measures the TCP connect
-// time to every shield node of other regions (the fastest per region goes in
-// its heartbeats: the shield-regions list's latency hint).
+// Every 30 s the agent that keeps the control stream probes every shield node
+// of other regions: it connects and asks `OPTIONS *`, which any agent answers
+// at once. The fastest connect time per region among the nodes that answered
+// goes in its heartbeats (the shield-regions list's latency hint), and the
+// regions none of whose nodes answered are reported unreachable.
+// A node that refuses, or that does not answer a hop's request nor a liveness
+// probe (forward.ts), is passed over for SHIELD_DOWN_MS: misses go to another
+// node of its region, or to the origin.
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { connect } from 'node:net';
+import { connect, isIP } from 'node:net';
+import { connect as connectTls } from 'node:tls';
 import type { OriginSnapshot } from '../../../shared/src/config/snapshot.ts';
 import type { CompiledOrigin } from './routing.ts';
 
@@ -25,7 +31,17 @@ export const SHIELD_HEADER = 'x-edge-shield';
 /** How far a hop's time may be from the shield's clock. */
 const HOP_WINDOW_S = 60;
 const PROBE_EVERY_MS = 30_000;
+/** A probe's bound: connected and the first bytes of an HTTP answer within it, or the node is not answering. */
 const PROBE_TIMEOUT_MS = 2_000;
+/** How long a node that refused or went silent is passed over. */
+const SHIELD_DOWN_MS = 30_000;
+/** How long a hop waits for the shield's response head before asking whether the node answers at all. */
+const SHIELD_FIRST_BYTE_MS = 1_000;
+
+/** A hop given up: its shield node answered neither the hop nor a liveness probe. */
+export class ShieldSilentError extends Error {
+  override name = 'ShieldSilentError';
+}
 /** Connecting to a shield: a node that does not answer within this is unreachable (the edge goes to the origin). */
 const SHIELD_CONNECT_TIMEOUT_MS = 2_000;
 
@@ -92,6 +108,11 @@ export class ShieldDirectory {
   private regions = new Map<string, ShieldNode[]>();
   private keys: Buffer[] = [];
   private latencies: ShieldLatency[] = [];
+  private unreachable: string[] = [];
+  /** Node id → until when it is passed over. */
+  private readonly down = new Map<string, number>();
+  /** Node id → its liveness probe under way (one at a time per node). */
+  private readonly checks = new Map<string, Promise<boolean>>();
   private timer: NodeJS.Timeout | null = null;
   private readonly probe: boolean;
 
@@ -144,7 +165,55 @@ export class ShieldDirectory {
   target(region: string | null, key: string): ShieldNode | null {
     if (region === null || region === this.region || this.keys.length === 0) return null;
     const nodes = this.regions.get(region);
-    return nodes === undefined ? null : rendezvous(nodes, key);
+    if (nodes === undefined) return null;
+    const up = this.down.size === 0 ? nodes : nodes.filter((n) => !this.isDown(n.nodeId));
+    return up.length === 0 ? null : rendezvous(up, key);
+  }
+
+  /** The node refused, or answered neither a hop nor a liveness probe: passed over for a while. */
+  markDown(nodeId: string, now = Date.now()): void {
+    this.down.set(nodeId, now + SHIELD_DOWN_MS);
+  }
+
+  private isDown(nodeId: string): boolean {
+    const until = this.down.get(nodeId);
+    if (until === undefined) return false;
+    if (until > Date.now()) return true;
+    this.down.delete(nodeId);
+    return false;
+  }
+
+  /**
+   * Watches a hop's wait for the node's response head: past SHIELD_FIRST_BYTE_MS the node's liveness is probed, and a
+   * node that does not answer the probe either aborts the hop (the signal's reason: ShieldSilentError); a live node
+   * busy with a slow origin is waited for. answered(): the head came (or the hop failed), stop watching.
+   */
+  watch(node: ShieldNode, viewer: AbortSignal | undefined): { signal: AbortSignal; answered(): void } {
+    const silent = new AbortController();
+    let waiting = true;
+    const timer = setTimeout(() => {
+      void this.alive(node).then((ok) => {
+        if (!ok && waiting) silent.abort(new ShieldSilentError(`shield node ${node.nodeId} answered nothing within ${SHIELD_FIRST_BYTE_MS} ms, nor a liveness probe`));
+      });
+    }, SHIELD_FIRST_BYTE_MS);
+    timer.unref();
+    return {
+      signal: viewer === undefined ? silent.signal : AbortSignal.any([viewer, silent.signal]),
+      answered: () => {
+        waiting = false;
+        clearTimeout(timer);
+      },
+    };
+  }
+
+  /** Whether the node answers HTTP now (`OPTIONS *`, answered by the agent itself, never by an origin). */
+  alive(node: ShieldNode): Promise<boolean> {
+    let check = this.checks.get(node.nodeId);
+    if (check === undefined) {
+      check = probe(node.origin).then((p) => p.answered).finally(() => this.checks.delete(node.nodeId));
+      this.checks.set(node.nodeId, check);
+    }
+    return check;
   }
 
   /** The hop header of a request this agent sends to a shield. */
@@ -168,19 +237,27 @@ export class ShieldDirectory {
     return null;
   }
 
-  /** The fastest connect time to each other region's shield nodes, last measured (heartbeats). */
+  /** The fastest connect time to each other region's shield nodes that answered, last measured (heartbeats). */
   get measured(): readonly ShieldLatency[] {
     return this.latencies;
   }
 
+  /** The other regions none of whose shield nodes answered the last probe (heartbeats). */
+  get unreachableRegions(): readonly string[] {
+    return this.unreachable;
+  }
+
   private async measure(): Promise<void> {
     const out: ShieldLatency[] = [];
+    const silent: string[] = [];
     await Promise.all([...this.regions].filter(([region]) => region !== this.region).map(async ([region, nodes]) => {
-      const times = await Promise.all(nodes.map((n) => connectTime(n.origin.snapshot.host, n.origin.snapshot.port!)));
-      const ok = times.filter((ms): ms is number => ms !== null);
+      const probes = await Promise.all(nodes.map((n) => probe(n.origin)));
+      const ok = probes.filter((p) => p.answered).map((p) => p.connectMs);
       if (ok.length > 0) out.push({ region, latencyMs: Math.round(Math.min(...ok)) });
+      else silent.push(region);
     }));
     this.latencies = out.sort((a, b) => (a.region < b.region ? -1 : 1));
+    this.unreachable = silent.sort();
   }
 
   stop(): void {
@@ -189,16 +266,28 @@ export class ShieldDirectory {
   }
 }
 
-function connectTime(host: string, port: number): Promise<number | null> {
+/**
+ * Connects to a shield node and asks `OPTIONS *` (over TLS for an https:// address, its certificate unchecked: nothing
+ * is sent but the question): the time to connect, and whether an HTTP answer began within PROBE_TIMEOUT_MS.
+ */
+function probe(origin: CompiledOrigin): Promise<{ connectMs: number; answered: boolean }> {
+  const { host, port, scheme } = origin.snapshot;
   return new Promise((resolve) => {
     const t0 = performance.now();
-    const socket = connect({ host, port, timeout: PROBE_TIMEOUT_MS });
-    const done = (ms: number | null) => {
+    let connectMs = 0;
+    const socket = scheme === 'https'
+      ? connectTls({ host, port: port!, servername: isIP(host) ? undefined : host, rejectUnauthorized: false, ALPNProtocols: ['http/1.1'] })
+      : connect({ host, port: port! });
+    const timer = setTimeout(() => done(false), PROBE_TIMEOUT_MS);
+    function done(answered: boolean): void {
+      clearTimeout(timer);
       socket.destroy();
-      resolve(ms);
-    };
-    socket.once('connect', () => done(performance.now() - t0));
-    socket.once('timeout', () => done(null));
-    socket.once('error', () => done(null));
+      resolve({ connectMs, answered });
+    }
+    socket.once('connect', () => { connectMs = performance.now() - t0; });
+    socket.once(scheme === 'https' ? 'secureConnect' : 'connect', () => socket.write(`OPTIONS * HTTP/1.1\r\nHost: ${origin.hostHeader}\r\nConnection: close\r\n\r\n`));
+    socket.once('data', (chunk: Buffer) => done(chunk.subarray(0, 5).toString('latin1') === 'HTTP/'));
+    socket.once('error', () => done(false));
+    socket.once('end', () => done(false));
   });
 }
