@@ -143,9 +143,9 @@ export class Proxy {
     // A request that already passed through this CDN more often than any legitimate path goes is a loop (loop.ts).
     const visits = (ex.loopVisits = loopVisits(ex.vh.cdnLoop));
     if (visits > MAX_LOOP_VISITS) return this.exit.refuse(ex, 508, loopRefusal(visits));
-    // Another agent asking this one as a shield: its viewer was checked there. Accepted whatever region this
-    // agent's configuration names as the endpoint's shield, so agents on different versions never bounce a hop.
-    if (ex.vh.shieldHop !== undefined && this.deps.shield) this.acceptHop(ex);
+    // Another agent asking this one as a shield: its viewer was checked there. Accepted by a shield node whatever
+    // region its configuration names as the endpoint's shield, so agents on different versions never bounce a hop.
+    if (ex.vh.shieldHop !== undefined && this.deps.shield?.directory.shieldsItsRegion) this.acceptHop(ex);
     if (ex.shieldHop === null) {
       const socket = req.socket as { encrypted?: boolean; servername?: string | false | null };
       if (socket.encrypted === true && this.deps.tls && !this.deps.tls.sameConnection(socket.servername || null, ex.host)) {

@@ -152,6 +152,15 @@ export class ShieldDirectory {
     };
   }
 
+  /**
+   * Whether the map names this node a shield of its region: only then does it take hops (a hop skips the viewer
+   * checks, which ran at the edge). Any region's endpoints, whatever its configuration says their shield is, so two
+   * versions that disagree never bounce a hop; but a captured hop header is worth nothing at a plain edge node.
+   */
+  get shieldsItsRegion(): boolean {
+    return this.regions.get(this.region)?.some((n) => n.nodeId === this.nodeId) ?? false;
+  }
+
   /** Every shield node's origin (their pools are kept while they are in the map). */
   get origins(): CompiledOrigin[] {
     return [...this.regions.values()].flatMap((nodes) => nodes.map((n) => n.origin));
