@@ -1,0 +1,312 @@
+// The node-wide tier: one LMDB environment (lmdb-js) in DATA_DIR, opened by
+// every worker of the node, kept across restarts. LMDB is memory-mapped and
+// multi-process (readers never block, one writer at a time across processes),
+// so the size bound holds under concurrent writers: eviction happens inside
+// the write transaction that stores, against the byte count kept in the same
+// environment.
+//
+// Layout (four named databases):
+//   data:    sha256(key) → [f64 sequence][u32 meta length][meta utf8][body]   (one read per hit)
+//   entries: sha256(key) → { k: key, b: bytes, s: sequence }
+//   order:   sequence → sha256(key)                               (oldest first)
+//   state:   'format' | 'bytes' | 'seq'
+// Keys are hashed because LMDB keys are limited to 1,978 bytes and cache keys
+// are not. Eviction is oldest-stored first with a second chance: a read of an
+// entry in the oldest quarter moves it to the young end (so a hot object is not
+// evicted by a stream of cold ones), which keeps hits read-only otherwise. A hit
+// is one read: the record carries its sequence, and the quarter's boundary is
+// re-read every WINDOW_READS reads and after every store of this process.
+import { createHash } from 'node:crypto';
+import { spawn } from 'node:child_process';
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { open, type Database, type RootDatabase } from 'lmdb';
+import { ENTRY_OVERHEAD, entryBytes, type ObjectStore, type StoredEntry } from './store.ts';
+
+/** Bumped when the layout changes: a store of another format is emptied at open. */
+export const FORMAT = 2;
+const FILE = 'cache.mdb';
+const CHECK_TIMEOUT_MS = 60_000;
+const WINDOW_READS = 256;
+const HEAD = 12; // f64 sequence + u32 meta length
+
+interface Entry {
+  /** The cache key. */
+  k: string;
+  /** entryBytes of the entry. */
+  b: number;
+  /** Its place in the eviction order. */
+  s: number;
+}
+
+export interface LmdbStoreOptions {
+  /** Directory holding the store (created if missing). */
+  dir: string;
+  maxBytes: number;
+}
+
+function hashOf(key: string): Buffer {
+  return createHash('sha256').update(key).digest();
+}
+
+export class LmdbStore implements ObjectStore {
+  readonly tier = 'node' as const;
+  readonly maxBytes: number;
+  readonly #env: RootDatabase;
+  readonly #data: Database<Buffer, Buffer>;
+  readonly #entries: Database<Entry, Buffer>;
+  readonly #order: Database<Buffer, number>;
+  readonly #state: Database<number, string>;
+  /** Entries this process has asked to move to the young end and not yet moved. */
+  readonly #touching = new Set<string>();
+  #closed = false;
+  /** Records of a sequence below this are in the oldest quarter (refreshed every WINDOW_READS reads). */
+  #oldQuarter = 0;
+  #readsToWindow = 0;
+
+  private constructor(dir: string, maxBytes: number) {
+    this.maxBytes = Math.max(1, Math.floor(maxBytes));
+    mkdirSync(dir, { recursive: true });
+    // Synchronous commits stay on: LMDB's no-sync modes can leave a file that
+    // crashes the reader after a power loss, and writes here are fills, not hits.
+    this.#env = open({ path: join(dir, FILE), maxDbs: 4, compression: false });
+    this.#data = this.#env.openDB<Buffer, Buffer>('data', { encoding: 'binary', keyEncoding: 'binary' });
+    this.#entries = this.#env.openDB<Entry, Buffer>('entries', { keyEncoding: 'binary' });
+    this.#order = this.#env.openDB<Buffer, number>('order', { encoding: 'binary', });
+    this.#state = this.#env.openDB<number, string>('state', {});
+  }
+
+  /** Opens (or creates) the store; a store of another format is emptied. */
+  static async open(options: LmdbStoreOptions): Promise<LmdbStore> {
+    const store = new LmdbStore(options.dir, options.maxBytes);
+    if (store.#state.get('format') !== FORMAT) {
+      await store.clear();
+    }
+    await store.#fitBound();
+    return store;
+  }
+
+  /** Opens the store as it is, for the check: null (closed) when it is empty or of another format. */
+  static async openForCheck(dir: string): Promise<LmdbStore | null> {
+    const store = new LmdbStore(dir, Number.MAX_SAFE_INTEGER);
+    if (store.#state.get('format') === FORMAT) return store;
+    await store.close();
+    return null;
+  }
+
+  /**
+   * Opens the store after a child process has read all of it: a damaged file
+   * can crash LMDB itself (a segmentation fault, not an exception), so the
+   * check runs apart and a store it cannot read is removed and started empty,
+   * with one line on `log`.
+   */
+  static async openChecked(options: LmdbStoreOptions, log: (line: string) => void = () => {}): Promise<LmdbStore> {
+    const problem = await checkInChild(options.dir);
+    if (problem !== null) {
+      log(`node cache at ${join(options.dir, FILE)} could not be read (${problem}); starting empty`);
+      removeStoreFiles(options.dir);
+    }
+    return LmdbStore.open(options);
+  }
+
+  bytes(): number {
+    return this.#state.get('bytes') ?? 0;
+  }
+
+  count(): number {
+    return this.#entries.getCount();
+  }
+
+  get(key: string): StoredEntry | undefined {
+    const hash = hashOf(key);
+    // getBinaryFast reads into lmdb-js's shared buffer (valid until the next read): copy what is kept.
+    const shared = this.#data.getBinaryFast(hash);
+    if (shared === undefined || shared.length < HEAD) return undefined;
+    const metaLength = shared.readUInt32LE(8);
+    if (HEAD + metaLength > shared.length) return undefined;
+    const meta = shared.toString('utf8', HEAD, HEAD + metaLength);
+    const body = Buffer.allocUnsafe(shared.length - HEAD - metaLength);
+    shared.copy(body, 0, HEAD + metaLength);
+    const seq = shared.readDoubleLE(0);
+    if (--this.#readsToWindow <= 0) this.#refreshWindow();
+    if (seq < this.#oldQuarter) this.#secondChance(hash, key);
+    return { meta, body };
+  }
+
+  async put(key: string, meta: string, body: Buffer): Promise<boolean> {
+    const hash = hashOf(key);
+    const size = entryBytes(key, meta, body);
+    const metaBytes = Buffer.from(meta, 'utf8');
+    const record = Buffer.allocUnsafe(HEAD + metaBytes.length + body.length);
+    record.writeUInt32LE(metaBytes.length, 8);
+    metaBytes.copy(record, HEAD);
+    body.copy(record, HEAD + metaBytes.length);
+    const stored = await this.#env.transaction(() => {
+      let bytes = this.#state.get('bytes') ?? 0;
+      bytes -= this.#remove(hash);
+      if (size > this.maxBytes) {
+        this.#state.put('bytes', bytes);
+        return false;
+      }
+      bytes = this.#evictUntil(bytes, this.maxBytes - size);
+      const seq = (this.#state.get('seq') ?? 0) + 1;
+      record.writeDoubleLE(seq, 0);
+      this.#data.put(hash, record);
+      this.#entries.put(hash, { k: key, b: size, s: seq });
+      this.#order.put(seq, hash);
+      this.#state.put('seq', seq);
+      this.#state.put('bytes', bytes + size);
+      return true;
+    });
+    this.#readsToWindow = 0;
+    return stored;
+  }
+
+  async delete(key: string): Promise<boolean> {
+    const hash = hashOf(key);
+    return this.#env.transaction(() => {
+      const freed = this.#remove(hash);
+      if (freed === 0) return false;
+      this.#state.put('bytes', (this.#state.get('bytes') ?? 0) - freed);
+      return true;
+    });
+  }
+
+  *keys(): IterableIterator<string> {
+    for (const { value } of this.#entries.getRange({})) yield value.k;
+  }
+
+  async clear(): Promise<void> {
+    await this.#env.transaction(() => {
+      for (const db of [this.#data, this.#entries, this.#order, this.#state] as Database<unknown, Buffer | number | string>[]) {
+        for (const key of db.getKeys({})) db.remove(key);
+      }
+      this.#state.put('format', FORMAT);
+      this.#state.put('bytes', 0);
+      this.#state.put('seq', 0);
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#env.flushed;
+    await this.#env.close();
+  }
+
+  /** Reads every record and checks that data, entries, order and the byte count agree. */
+  walk(): StoreWalk {
+    const problems: string[] = [];
+    let entries = 0;
+    let bytes = 0;
+    for (const { key: hash, value: entry } of this.#entries.getRange({})) {
+      entries++;
+      bytes += entry.b;
+      const record = this.#data.getBinary(hash);
+      if (record === undefined) problems.push(`no data for ${entry.k}`);
+      else if (Buffer.byteLength(entry.k) + record.length - HEAD + ENTRY_OVERHEAD !== entry.b) problems.push(`size of ${entry.k} disagrees`);
+      else if (record.readDoubleLE(0) !== entry.s) problems.push(`sequence of ${entry.k} disagrees`);
+      const ordered = this.#order.getBinary(entry.s);
+      if (ordered === undefined || !hash.equals(ordered)) problems.push(`${entry.k} missing from the order`);
+      if (problems.length > 10) break;
+    }
+    if (problems.length === 0 && bytes !== this.bytes()) problems.push(`byte count ${this.bytes()} but entries hold ${bytes}`);
+    if (problems.length === 0 && this.#data.getCount() !== entries) problems.push(`${this.#data.getCount()} data records for ${entries} entries`);
+    return { entries, bytes, problems };
+  }
+
+  /** Removes the entry under hash inside the open write transaction; its bytes (0 when absent). */
+  #remove(hash: Buffer): number {
+    const entry = this.#entries.get(hash);
+    if (entry === undefined) return 0;
+    this.#data.remove(hash);
+    this.#entries.remove(hash);
+    this.#order.remove(entry.s);
+    return entry.b;
+  }
+
+  /** Evicts oldest-first inside the open write transaction until bytes ≤ target; the bytes left. */
+  #evictUntil(bytes: number, target: number): number {
+    while (bytes > target) {
+      let evicted = false;
+      for (const { key: seq, value: hash } of this.#order.getRange({ limit: 64 })) {
+        const entry = this.#entries.get(hash);
+        this.#order.remove(seq);
+        if (entry === undefined || entry.s !== seq) continue; // a stale order row
+        this.#data.remove(hash);
+        this.#entries.remove(hash);
+        bytes -= entry.b;
+        evicted = true;
+        if (bytes <= target) break;
+      }
+      if (!evicted && this.#order.getKeysCount({ limit: 1 }) === 0) {
+        // Nothing left to evict: the count drifted (a crash between processes cannot
+        // cause it, but a hand-edited store can); the store is empty, so is its count.
+        return 0;
+      }
+    }
+    return bytes;
+  }
+
+  /** Brings bytes within maxBytes after an open with a smaller bound. */
+  async #fitBound(): Promise<void> {
+    if (this.bytes() <= this.maxBytes) return;
+    await this.#env.transaction(() => {
+      this.#state.put('bytes', this.#evictUntil(this.#state.get('bytes') ?? 0, this.maxBytes));
+    });
+  }
+
+  /** Where the oldest quarter of the order ends, read again now. */
+  #refreshWindow(): void {
+    this.#readsToWindow = WINDOW_READS;
+    const newest = this.#state.get('seq') ?? 0;
+    let oldest = newest;
+    for (const seq of this.#order.getKeys({ limit: 1 })) oldest = seq;
+    this.#oldQuarter = oldest + (newest - oldest) / 4;
+  }
+
+  /** Moves a read entry of the oldest quarter to the young end (once at a time, asynchronously; its record is rewritten with the new sequence). */
+  #secondChance(hash: Buffer, key: string): void {
+    if (this.#touching.has(key) || this.#closed) return;
+    this.#touching.add(key);
+    this.#env.transaction(() => {
+      const current = this.#entries.get(hash);
+      const record = this.#data.getBinary(hash);
+      if (current === undefined || record === undefined || current.s >= this.#oldQuarter) return;
+      const seq = (this.#state.get('seq') ?? 0) + 1;
+      record.writeDoubleLE(seq, 0);
+      this.#data.put(hash, record);
+      this.#order.remove(current.s);
+      this.#order.put(seq, hash);
+      this.#entries.put(hash, { ...current, s: seq });
+      this.#state.put('seq', seq);
+    }).catch(() => {}).finally(() => this.#touching.delete(key));
+  }
+}
+
+export interface StoreWalk {
+  entries: number;
+  bytes: number;
+  problems: string[];
+}
+
+export function removeStoreFiles(dir: string): void {
+  rmSync(join(dir, FILE), { force: true });
+  rmSync(join(dir, `${FILE}-lock`), { force: true });
+}
+
+/** Runs lmdb-store-check.ts on dir in a child; null when it read the whole store, else what went wrong. */
+function checkInChild(dir: string): Promise<string | null> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [new URL('./lmdb-store-check.ts', import.meta.url).pathname, dir], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr.setEncoding('utf8').on('data', (s: string) => { err = (err + s).slice(-300); });
+    const timer = setTimeout(() => child.kill('SIGKILL'), CHECK_TIMEOUT_MS);
+    child.on('error', (e) => { clearTimeout(timer); resolve(e.message); });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      if (code === 0) resolve(null);
+      else resolve(signal ? `the check died of ${signal}` : err.trim().split('\n').pop() || `the check exited ${code}`);
+    });
+  });
+}

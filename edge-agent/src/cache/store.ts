@@ -1,0 +1,39 @@
+// One interface for every tier that holds cached objects (as undici's cache
+// has one store interface and one conformance suite per store): the worker's
+// in-memory hot tier (memory-store.ts) and the node-wide tier shared by every
+// worker and kept across restarts (lmdb-store.ts). A tier stores opaque
+// entries: the object's metadata as a string (what the proxy serialises) and
+// its body as bytes; it knows nothing of HTTP.
+
+export interface StoredEntry {
+  /** The metadata the proxy stored with the body (JSON of the object's head and freshness). */
+  readonly meta: string;
+  readonly body: Buffer;
+}
+
+export interface ObjectStore {
+  /** 'memory': one worker's hot tier; 'node': shared by every worker of the node. */
+  readonly tier: 'memory' | 'node';
+  /** The size bound: bytes() never exceeds it once a put has returned. */
+  readonly maxBytes: number;
+  /** Bytes held (entryBytes of every entry). */
+  bytes(): number;
+  count(): number;
+  /** Synchronous: a hit must not wait for the event loop. */
+  get(key: string): StoredEntry | undefined;
+  /** Stores or replaces; false when the entry alone exceeds the bound (nothing stored, an older entry under the key removed). */
+  put(key: string, meta: string, body: Buffer): Promise<boolean>;
+  /** True when the key was held. */
+  delete(key: string): Promise<boolean>;
+  keys(): IterableIterator<string>;
+  clear(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Per-entry bookkeeping counted against a tier's bound, beside the key, metadata and body. */
+export const ENTRY_OVERHEAD = 256;
+
+/** What one entry costs against a tier's bound. */
+export function entryBytes(key: string, meta: string, body: Buffer): number {
+  return Buffer.byteLength(key) + Buffer.byteLength(meta) + body.length + ENTRY_OVERHEAD;
+}
