@@ -35,7 +35,7 @@ interface Candidate {
 }
 
 function fromStore(name: string, store: ObjectStore): Candidate {
-  return { name, get: (k) => store.get(k)?.body, put: async (k, b) => { await store.put(k, META, b); } };
+  return { name, get: (k) => store.get(k)?.body, put: async (k, b) => { await store.put(k, META, b, { endpointId: 'bench', path: k, tags: [], generation: store.generation() }); } };
 }
 
 function sqliteCandidate(): Candidate {

@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import { open } from 'lmdb';
 import t from 'tap';
 import { FORMAT, LmdbStore } from './lmdb-store.ts';
-import { storeConformance } from './store-conformance.ts';
+import { ix, storeConformance } from './store-conformance.ts';
 
 const run = promisify(execFile);
 const child = new URL('./lmdb-store.child.ts', import.meta.url).pathname;
@@ -29,7 +29,7 @@ t.test('conformance', async (tt) => {
 t.test('entries stored before a restart are read after it', async (tt) => {
   const dir = tempDir(tt);
   const first = await LmdbStore.open({ dir, maxBytes: 1 << 20 });
-  await first.put('GET https://a.test/seg-1.ts', '{"status":200}', Buffer.alloc(4000, 3));
+  await first.put('GET https://a.test/seg-1.ts', '{"status":200}', Buffer.alloc(4000, 3), ix(first));
   const bytes = first.bytes();
   await first.close();
   const second = await LmdbStore.openChecked({ dir, maxBytes: 1 << 20 });
@@ -42,7 +42,7 @@ t.test('entries stored before a restart are read after it', async (tt) => {
 t.test('a store reopened with a smaller bound evicts down to it', async (tt) => {
   const dir = tempDir(tt);
   const first = await LmdbStore.open({ dir, maxBytes: 1 << 20 });
-  for (let i = 0; i < 100; i++) await first.put(`k${i}`, 'm', Buffer.alloc(5000));
+  for (let i = 0; i < 100; i++) await first.put(`k${i}`, 'm', Buffer.alloc(5000), ix(first));
   await first.close();
   const second = await LmdbStore.open({ dir, maxBytes: 100_000 });
   tt.teardown(() => second.close());
@@ -54,7 +54,7 @@ t.test('a store reopened with a smaller bound evicts down to it', async (tt) => 
 t.test('a whole store passes the check and keeps its entries', async (tt) => {
   const dir = tempDir(tt);
   const first = await LmdbStore.open({ dir, maxBytes: 1 << 20 });
-  for (let i = 0; i < 50; i++) await first.put(`k${i}`, `m${i}`, Buffer.alloc(100 * i));
+  for (let i = 0; i < 50; i++) await first.put(`k${i}`, `m${i}`, Buffer.alloc(100 * i), ix(first));
   tt.same(first.walk().problems, []);
   await first.close();
   const lines: string[] = [];
@@ -76,7 +76,7 @@ for (const [name, damage] of [
   t.test(`a store file ${name} is removed and the node starts empty with one line`, async (tt) => {
     const dir = tempDir(tt);
     const first = await LmdbStore.open({ dir, maxBytes: 1 << 20 });
-    for (let i = 0; i < 40; i++) await first.put(`k${i}`, 'm', Buffer.alloc(8000, i));
+    for (let i = 0; i < 40; i++) await first.put(`k${i}`, 'm', Buffer.alloc(8000, i), ix(first));
     await first.close();
     damage(join(dir, 'cache.mdb'));
     const lines: string[] = [];
@@ -85,7 +85,7 @@ for (const [name, damage] of [
     tt.equal(lines.length, 1, 'one line');
     tt.match(lines[0], /node cache at .*cache\.mdb could not be read .*starting empty/);
     tt.equal(store.count(), 0);
-    tt.equal(await store.put('k', 'm', Buffer.alloc(10)), true, 'and it stores');
+    tt.equal(await store.put('k', 'm', Buffer.alloc(10), ix(store)), true, 'and it stores');
     tt.ok(store.get('k'));
   });
 }
@@ -93,7 +93,7 @@ for (const [name, damage] of [
 t.test('a store of another format is emptied at open', async (tt) => {
   const dir = tempDir(tt);
   const first = await LmdbStore.open({ dir, maxBytes: 1 << 20 });
-  await first.put('k', 'm', Buffer.alloc(10));
+  await first.put('k', 'm', Buffer.alloc(10), ix(first));
   await first.close();
   const raw = open({ path: join(dir, 'cache.mdb'), maxDbs: 4 });
   await raw.openDB('state', {}).put('format', FORMAT + 1);
@@ -108,7 +108,7 @@ t.test('another process reads what this one stored, and this one what it stored'
   const dir = tempDir(tt);
   const store = await LmdbStore.open({ dir, maxBytes: 1 << 20 });
   tt.teardown(() => store.close());
-  await store.put('mine', 'from parent', Buffer.alloc(1234));
+  await store.put('mine', 'from parent', Buffer.alloc(1234), ix(store));
   const { stdout } = await run(process.execPath, [child, dir, String(1 << 20), 'theirs', '3', 'mine']);
   tt.same(JSON.parse(stdout).probe, { meta: 'from parent', length: 1234 });
   tt.equal(store.get('theirs-2')?.meta, 'meta theirs 2');
@@ -123,9 +123,23 @@ t.test('two processes writing at once keep the store within its bound', async (t
   await Promise.all([
     run(process.execPath, [child, dir, String(maxBytes), 'a', '300']),
     run(process.execPath, [child, dir, String(maxBytes), 'b', '300']),
-    (async () => { for (let i = 0; i < 300; i++) await store.put(`p-${i}`, 'm', Buffer.alloc(1500)); })(),
+    (async () => { for (let i = 0; i < 300; i++) await store.put(`p-${i}`, 'm', Buffer.alloc(1500), ix(store)); })(),
   ]);
   tt.ok(store.bytes() <= maxBytes, `bytes ${store.bytes()} within ${maxBytes}`);
   tt.same(store.walk().problems, [], 'entries, order and count agree');
   tt.ok(store.count() > 10);
+});
+
+t.test('a purge in one process removes what another stored and refuses its fills begun before it', async (tt) => {
+  const dir = tempDir(tt);
+  const store = await LmdbStore.open({ dir, maxBytes: 1 << 20 });
+  tt.teardown(() => store.close());
+  const fill = ix(store, '/p');
+  await run(process.execPath, [child, dir, String(1 << 20), 'theirs', '3']);
+  tt.equal(store.count(), 3);
+  tt.equal(await store.purge('ep', { kind: 'path', path: '/p' }), 3, 'the entries another process stored are found by path');
+  tt.equal(await store.put('late', 'm', Buffer.alloc(10), fill), false, 'a fill begun before the purge is refused');
+  const { stdout } = await run(process.execPath, [child, dir, String(1 << 20), 'after', '1', 'after-0']);
+  tt.ok(JSON.parse(stdout).probe, 'a fill another process begins after it is stored');
+  tt.same(store.walk().problems, []);
 });

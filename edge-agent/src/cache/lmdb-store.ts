@@ -5,11 +5,16 @@
 // the write transaction that stores, against the byte count kept in the same
 // environment.
 //
-// Layout (four named databases):
+// Layout (six named databases):
 //   data:    sha256(key) → [f64 sequence][u32 meta length][meta utf8][body]   (one read per hit)
-//   entries: sha256(key) → { k: key, b: bytes, s: sequence }
+//   entries: sha256(key) → { k: key, b: bytes, s: sequence, e: endpoint, p: path, t: tags }
 //   order:   sequence → sha256(key)                               (oldest first)
-//   state:   'format' | 'bytes' | 'seq'
+//   index:   ['p' or 't', endpoint, sha256(path or tag), hex(sha256(key))] → 1   (path and tag purges)
+//   purges:  [endpoint, generation] → { at, target }              (recent purges, against fills in flight)
+//   state:   'format' | 'bytes' | 'seq' | 'gen'
+// A purge is applied once for the node (it is idempotent: a second worker
+// applying the same purge finds nothing left and records a newer generation,
+// which only refuses fills begun before it).
 // Keys are hashed because LMDB keys are limited to 1,978 bytes and cache keys
 // are not. Eviction is oldest-stored first with a second chance: a read of an
 // entry in the oldest quarter moves it to the young end (so a hot object is not
@@ -21,6 +26,7 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
+import { coveredByRecord, PURGE_RECORD_GRACE_MS, targets, type EntryIndex, type PurgeRecord, type PurgeTarget } from './purge.ts';
 import { ENTRY_OVERHEAD, entryBytes, type ObjectStore, type StoredEntry } from './store.ts';
 
 /** Bumped when the layout changes: a store of another format is emptied at open. */
@@ -37,6 +43,10 @@ interface Entry {
   b: number;
   /** Its place in the eviction order. */
   s: number;
+  /** Endpoint, path and tags (the purge index). */
+  e: string;
+  p: string;
+  t: string[];
 }
 
 export interface LmdbStoreOptions {
@@ -49,6 +59,15 @@ function hashOf(key: string): Buffer {
   return createHash('sha256').update(key).digest();
 }
 
+const nameHash = (name: string): string => createHash('sha256').update(name).digest('base64url');
+/** ['p' or 't', endpoint, name hash, entry id], or a prefix of one. */
+type Row = string[];
+const pathRow = (endpointId: string, path: string): Row => ['p', endpointId, nameHash(path)];
+const tagRow = (endpointId: string, tag: string): Row => ['t', endpointId, nameHash(tag)];
+/** The range of index rows that extend prefix (U+FFFF sorts after every hash and id). */
+const rangeOf = (prefix: Row): { start: Row; end: Row } => ({ start: prefix, end: [...prefix, '\uffff'] });
+const rowFor = (prefix: Row, id: string): Row => [...prefix, id];
+
 export class LmdbStore implements ObjectStore {
   readonly tier = 'node' as const;
   readonly maxBytes: number;
@@ -57,6 +76,8 @@ export class LmdbStore implements ObjectStore {
   readonly #entries: Database<Entry, Buffer>;
   readonly #order: Database<Buffer, number>;
   readonly #state: Database<number, string>;
+  readonly #index: Database<number, Row>;
+  readonly #purges: Database<Omit<PurgeRecord, 'g'>, [string, number]>;
   /** Entries this process has asked to move to the young end and not yet moved. */
   readonly #touching = new Set<string>();
   #closed = false;
@@ -69,11 +90,13 @@ export class LmdbStore implements ObjectStore {
     mkdirSync(dir, { recursive: true });
     // Synchronous commits stay on: LMDB's no-sync modes can leave a file that
     // crashes the reader after a power loss, and writes here are fills, not hits.
-    this.#env = open({ path: join(dir, FILE), maxDbs: 4, compression: false });
+    this.#env = open({ path: join(dir, FILE), maxDbs: 6, compression: false });
     this.#data = this.#env.openDB<Buffer, Buffer>('data', { encoding: 'binary', keyEncoding: 'binary' });
     this.#entries = this.#env.openDB<Entry, Buffer>('entries', { keyEncoding: 'binary' });
     this.#order = this.#env.openDB<Buffer, number>('order', { encoding: 'binary', });
     this.#state = this.#env.openDB<number, string>('state', {});
+    this.#index = this.#env.openDB<number, Row>('index', {});
+    this.#purges = this.#env.openDB<Omit<PurgeRecord, 'g'>, [string, number]>('purges', {});
   }
 
   /** Opens (or creates) the store; a store of another format is emptied. */
@@ -117,6 +140,10 @@ export class LmdbStore implements ObjectStore {
     return this.#entries.getCount();
   }
 
+  generation(): number {
+    return this.#state.get('gen') ?? 1;
+  }
+
   get(key: string): StoredEntry | undefined {
     const hash = hashOf(key);
     // getBinaryFast reads into lmdb-js's shared buffer (valid until the next read): copy what is kept.
@@ -133,7 +160,7 @@ export class LmdbStore implements ObjectStore {
     return { meta, body };
   }
 
-  async put(key: string, meta: string, body: Buffer): Promise<boolean> {
+  async put(key: string, meta: string, body: Buffer, index: EntryIndex): Promise<boolean> {
     const hash = hashOf(key);
     const size = entryBytes(key, meta, body);
     const metaBytes = Buffer.from(meta, 'utf8');
@@ -142,6 +169,7 @@ export class LmdbStore implements ObjectStore {
     metaBytes.copy(record, HEAD);
     body.copy(record, HEAD + metaBytes.length);
     const stored = await this.#env.transaction(() => {
+      if (coveredByRecord(this.#recordsAfter(index.endpointId, index.generation), index)) return false;
       let bytes = this.#state.get('bytes') ?? 0;
       bytes -= this.#remove(hash);
       if (size > this.maxBytes) {
@@ -152,8 +180,11 @@ export class LmdbStore implements ObjectStore {
       const seq = (this.#state.get('seq') ?? 0) + 1;
       record.writeDoubleLE(seq, 0);
       this.#data.put(hash, record);
-      this.#entries.put(hash, { k: key, b: size, s: seq });
+      this.#entries.put(hash, { k: key, b: size, s: seq, e: index.endpointId, p: index.path, t: [...index.tags] });
       this.#order.put(seq, hash);
+      const id = hash.toString('hex');
+      this.#index.put(rowFor(pathRow(index.endpointId, index.path), id), 1);
+      for (const tag of index.tags) this.#index.put(rowFor(tagRow(index.endpointId, tag), id), 1);
       this.#state.put('seq', seq);
       this.#state.put('bytes', bytes + size);
       return true;
@@ -172,18 +203,51 @@ export class LmdbStore implements ObjectStore {
     });
   }
 
+  async purge(endpointId: string, target: PurgeTarget): Promise<number> {
+    return this.#env.transaction(() => {
+      const now = Date.now();
+      const g = this.generation() + 1;
+      this.#state.put('gen', g);
+      for (const { key, value } of this.#purges.getRange({ start: [endpointId, 0], end: [endpointId, g] })) {
+        if (now - value.at <= PURGE_RECORD_GRACE_MS) break; // recorded in generation order, so in time order
+        this.#purges.remove(key);
+      }
+      this.#purges.put([endpointId, g], { at: now, target });
+      const prefix: Row = target.kind === 'path' ? pathRow(endpointId, target.path) : target.kind === 'tag' ? tagRow(endpointId, target.tag) : ['p', endpointId];
+      const hashes: Buffer[] = [];
+      for (const row of this.#index.getKeys(rangeOf(prefix))) {
+        const hash = Buffer.from(row[3] ?? '', 'hex');
+        if (target.kind === 'glob' || target.kind === 'all') {
+          const entry = this.#entries.get(hash);
+          if (entry === undefined || !targets(target, entry.p, entry.t)) continue;
+        }
+        hashes.push(hash);
+      }
+      let freed = 0;
+      let removed = 0;
+      for (const hash of hashes) {
+        const bytes = this.#remove(hash);
+        if (bytes > 0) removed++;
+        freed += bytes;
+      }
+      if (freed > 0) this.#state.put('bytes', (this.#state.get('bytes') ?? 0) - freed);
+      return removed;
+    });
+  }
+
   *keys(): IterableIterator<string> {
     for (const { value } of this.#entries.getRange({})) yield value.k;
   }
 
   async clear(): Promise<void> {
     await this.#env.transaction(() => {
-      for (const db of [this.#data, this.#entries, this.#order, this.#state] as Database<unknown, Buffer | number | string>[]) {
+      for (const db of [this.#data, this.#entries, this.#order, this.#state, this.#index, this.#purges] as Database<unknown, Buffer | number | string | [string, number]>[]) {
         for (const key of db.getKeys({})) db.remove(key);
       }
       this.#state.put('format', FORMAT);
       this.#state.put('bytes', 0);
       this.#state.put('seq', 0);
+      this.#state.put('gen', 1);
     });
   }
 
@@ -212,6 +276,8 @@ export class LmdbStore implements ObjectStore {
     }
     if (problems.length === 0 && bytes !== this.bytes()) problems.push(`byte count ${this.bytes()} but entries hold ${bytes}`);
     if (problems.length === 0 && this.#data.getCount() !== entries) problems.push(`${this.#data.getCount()} data records for ${entries} entries`);
+    const pathRows = this.#index.getKeysCount(rangeOf(['p']));
+    if (problems.length === 0 && pathRows !== entries) problems.push(`${pathRows} path index rows for ${entries} entries`);
     return { entries, bytes, problems };
   }
 
@@ -219,10 +285,27 @@ export class LmdbStore implements ObjectStore {
   #remove(hash: Buffer): number {
     const entry = this.#entries.get(hash);
     if (entry === undefined) return 0;
-    this.#data.remove(hash);
-    this.#entries.remove(hash);
+    this.#drop(hash, entry);
     this.#order.remove(entry.s);
     return entry.b;
+  }
+
+  /** Removes the entry's record, its bookkeeping and its index rows (not its order row). */
+  #drop(hash: Buffer, entry: Entry): void {
+    this.#data.remove(hash);
+    this.#entries.remove(hash);
+    const id = hash.toString('hex');
+    this.#index.remove(rowFor(pathRow(entry.e, entry.p), id));
+    for (const tag of entry.t) this.#index.remove(rowFor(tagRow(entry.e, tag), id));
+  }
+
+  /** The endpoint's purge records newer than generation. */
+  #recordsAfter(endpointId: string, generation: number): PurgeRecord[] {
+    const records: PurgeRecord[] = [];
+    for (const { key, value } of this.#purges.getRange({ start: [endpointId, generation + 1], end: [endpointId, Number.MAX_SAFE_INTEGER] })) {
+      records.push({ g: key[1], at: value.at, target: value.target });
+    }
+    return records;
   }
 
   /** Evicts oldest-first inside the open write transaction until bytes ≤ target; the bytes left. */
@@ -233,8 +316,7 @@ export class LmdbStore implements ObjectStore {
         const entry = this.#entries.get(hash);
         this.#order.remove(seq);
         if (entry === undefined || entry.s !== seq) continue; // a stale order row
-        this.#data.remove(hash);
-        this.#entries.remove(hash);
+        this.#drop(hash, entry);
         bytes -= entry.b;
         evicted = true;
         if (bytes <= target) break;

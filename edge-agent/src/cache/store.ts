@@ -3,7 +3,9 @@
 // in-memory hot tier (memory-store.ts) and the node-wide tier shared by every
 // worker and kept across restarts (lmdb-store.ts). A tier stores opaque
 // entries: the object's metadata as a string (what the proxy serialises) and
-// its body as bytes; it knows nothing of HTTP.
+// its body as bytes; it knows nothing of HTTP. Purges are the tier's own work
+// (purge.ts): it indexes each entry by endpoint, path and tags.
+import type { EntryIndex, PurgeTarget } from './purge.ts';
 
 export interface StoredEntry {
   /** The metadata the proxy stored with the body (JSON of the object's head and freshness). */
@@ -21,8 +23,16 @@ export interface ObjectStore {
   count(): number;
   /** Synchronous: a hit must not wait for the event loop. */
   get(key: string): StoredEntry | undefined;
-  /** Stores or replaces; false when the entry alone exceeds the bound (nothing stored, an older entry under the key removed). */
-  put(key: string, meta: string, body: Buffer): Promise<boolean>;
+  /** The generation a fill takes when it begins (EntryIndex.generation). */
+  generation(): number;
+  /**
+   * Stores or replaces; false when the entry alone exceeds the bound (nothing
+   * stored, an older entry under the key removed) or when a purge made after
+   * the fill began covers it (nothing stored).
+   */
+  put(key: string, meta: string, body: Buffer, index: EntryIndex): Promise<boolean>;
+  /** Removes every entry of the endpoint the target names and records the purge; how many were removed. */
+  purge(endpointId: string, target: PurgeTarget): Promise<number>;
   /** True when the key was held. */
   delete(key: string): Promise<boolean>;
   keys(): IterableIterator<string>;
