@@ -26,7 +26,6 @@ export function agentOptions(config: AgentConfig, logger: Logger): EdgeAgentOpti
     persist: config.AGENT_TOKEN !== undefined,
     stateKey: config.AGENT_TOKEN === undefined ? null : StateKey.fromAgentToken(config.AGENT_TOKEN),
     memoryBytes: config.CACHE_MEMORY_BYTES,
-    diskBytes: config.CACHE_DISK_BYTES,
     maxObjectBytes: config.CACHE_MAX_OBJECT_BYTES,
     region: config.REGION,
     defaultEndpointId: config.DEFAULT_ENDPOINT ?? null,

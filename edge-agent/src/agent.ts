@@ -12,13 +12,14 @@ import { normalizePath } from '../../shared/src/match/path.ts';
 import { ConfigStore } from './control/config-store.ts';
 import { SealError, type StateKey } from './control/sealing.ts';
 import {
-  ConfigRefusedError, type ConfigPushResult, type ControlledAgent, type HealthReport, type PrefetchResult, type PurgeCommand, type TokenRefusal,
+  ConfigRefusedError, type ConfigPushResult, type ControlledAgent, type HealthReport, type PrefetchResult, type PurgeCommand, type PurgeResult, type TokenRefusal,
 } from './control/controlled-agent.ts';
 import { ConfigPushError, ResourceSet, type ConfigPush, type ConfigSource, type StagedConfig } from './control/resource-set.ts';
 import { LogDrains } from './logs/drains.ts';
 import { createMetrics, type AgentMetrics } from './metrics/prometheus.ts';
 import { TrafficCounters, type TrafficRollup } from './metrics/traffic.ts';
 import type { TrustedProxy } from './policy/client-address.ts';
+import type { ObjectStore } from './cache/index.ts';
 import { CacheStore } from './proxy/cache-store.ts';
 import { HealthProber } from './proxy/health.ts';
 import { OriginPools } from './proxy/origin-client.ts';
@@ -32,7 +33,8 @@ import { ShieldDirectory, type ShieldMapUpdate } from './proxy/shield-directory.
 export interface EdgeAgentOptions {
   dataDir: string;
   memoryBytes: number;
-  diskBytes?: number;
+  /** The node-wide cache tier shared by the node's workers (cache/index.ts), opened by the process that owns it; the agent closes it. */
+  nodeTier?: ObjectStore | null;
   maxObjectBytes: number;
   region?: string;
   defaultEndpointId?: string | null;
@@ -169,7 +171,7 @@ export class EdgeAgent implements ControlledAgent {
     }
     this.httpsPublicPort = options.httpsPublicPort ?? null;
     this.pools = new OriginPools({ uploadConnectionsPerOrigin: options.uploadConnectionsPerOrigin ?? DEFAULT_UPLOAD_CONNECTIONS_PER_ORIGIN });
-    this.store = new CacheStore({ memoryBytes: options.memoryBytes, diskBytes: options.diskBytes ?? 0, diskDir: join(options.dataDir, 'cache') });
+    this.store = new CacheStore({ memoryBytes: options.memoryBytes, node: options.nodeTier ?? null });
     this.prober = new HealthProber(this.pools);
     this.shield = new ShieldDirectory({ region: options.region ?? 'local', nodeId: options.nodeId ?? 'standalone', probe: options.shieldProbes ?? this.healthProbes });
     this.metrics = createMetrics({
@@ -229,7 +231,7 @@ export class EdgeAgent implements ControlledAgent {
    */
   startFromPurge(sequence: number, reset = false): void {
     if (sequence <= this.purgeSequence) return;
-    for (const endpointId of this.store.endpointIds()) this.store.purgeAll(endpointId);
+    this.store.dropEverything();
     this.logger.info({ purge_sequence: sequence, previous: this.purgeSequence },
       reset ? 'missed too many purges to replay: cache dropped, starting from the platform\'s latest purge' : 'cache empty at connect: starting from the platform\'s latest purge');
     this.notePurgeSequence(sequence);
@@ -458,8 +460,21 @@ export class EdgeAgent implements ControlledAgent {
     if (this.proxy.cacheReadsSuspended && this.purgeSequence >= this.purgeCatchUpTarget) this.beginPurgeCatchUp(this.purgeCatchUpTarget);
   }
 
-  /** Applies one purge. Purges at or below the applied sequence are acknowledged without effect (replays after reconnect). */
-  applyPurge(cmd: PurgeCommand): { applied: boolean; purged: number } {
+  /**
+   * Applies one purge. Purges at or below the applied sequence are acknowledged without effect (replays after
+   * reconnect). With a node tier, a promise: the purge is applied there too before it may be acknowledged.
+   */
+  applyPurge(cmd: PurgeCommand): PurgeResult | Promise<PurgeResult> {
+    if (!this.store.hasNodeTier) return this.applyPurgeHere(cmd);
+    const failures = this.store.nodePurgeFailures;
+    const result = this.applyPurgeHere(cmd);
+    return this.store.settled().then(() => {
+      if (this.store.nodePurgeFailures > failures) throw new Error('the node cache tier could not apply the purge');
+      return result;
+    });
+  }
+
+  private applyPurgeHere(cmd: PurgeCommand): PurgeResult {
     if (cmd.sequence > 0 && cmd.sequence <= this.purgeSequence) return { applied: false, purged: 0 };
     const endpoints = cmd.endpoint_id ? [cmd.endpoint_id] : [...new Set([...this.table.byId.keys(), ...this.store.endpointIds()])];
     let purged = 0;
@@ -748,6 +763,7 @@ export class EdgeAgent implements ControlledAgent {
     this.logs.close();
     this.shield.stop();
     await this.pools.closeAll();
+    await this.store.close();
     await this.shieldPools.closeAll();
     await this.configStore?.flush();
   }

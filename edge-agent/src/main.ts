@@ -12,6 +12,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { EdgeAgent } from './agent.ts';
+import { openNodeTierAtStart, type ObjectStore } from './cache/index.ts';
 import { agentLogger, agentOptions } from './agent-options.ts';
 import { ConfigError, loadConfig, type AgentConfig } from './config.ts';
 import { ControlClient, readCaFile } from './control/control-client.ts';
@@ -38,9 +39,18 @@ const identity = config.CONTROL_PLANE_URL ? loadOrCreateNodeId(config.DATA_DIR) 
 // With workers, this agent serves no viewer: it keeps the configuration's bodies to start new workers from, no cache,
 // and no log buffer (its drains are never handed a record: the workers' buffers are the node's).
 const options = agentOptions(config, logger);
+// The node-wide cache tier (CACHE_DISK_BYTES in DATA_DIR/cache): checked and emptied here, then this process's, or its workers'.
+let nodeTier: ObjectStore | null = null;
+if (config.CACHE_DISK_BYTES > 0) {
+  nodeTier = await openNodeTierAtStart(config.DATA_DIR, config.CACHE_DISK_BYTES, (line) => logger.warn(line));
+  if (workers > 1) {
+    await nodeTier.close();
+    nodeTier = null;
+  }
+}
 const agent = new EdgeAgent({
-  ...options, nodeId: identity?.nodeId,
-  ...(workers > 1 ? { keepConfigBodies: true, memoryBytes: 1024 * 1024, diskBytes: 0, logDrains: { ...options.logDrains, bufferBytes: 0 } } : {}),
+  ...options, nodeId: identity?.nodeId, nodeTier,
+  ...(workers > 1 ? { keepConfigBodies: true, memoryBytes: 1024 * 1024, logDrains: { ...options.logDrains, bufferBytes: 0 } } : {}),
 });
 const pool = workers > 1
   ? new WorkerPool({ config, agent, logger, exec: fileURLToPath(new URL('./workers/worker.ts', import.meta.url)), args: process.argv.slice(2) })

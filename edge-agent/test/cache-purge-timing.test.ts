@@ -24,7 +24,7 @@ async function lurked(store: CacheStore): Promise<number> {
 }
 
 t.test('purges on 100,000 objects', async (t) => {
-  const store = new CacheStore({ memoryBytes: 1024 * 1024 * 1024, diskBytes: 0, diskDir: null });
+  const store = new CacheStore({ memoryBytes: 1024 * 1024 * 1024 });
   const N = 100_000;
   for (let i = 0; i < N; i++) store.set(object(store, i));
   t.equal(store.objectCount, N);
@@ -70,7 +70,7 @@ t.test('purges on 100,000 objects', async (t) => {
 });
 
 t.test('tag purge semantics', async (t) => {
-  const store = new CacheStore({ memoryBytes: 64 * 1024 * 1024, diskBytes: 0, diskDir: null });
+  const store = new CacheStore({ memoryBytes: 64 * 1024 * 1024 });
   for (let i = 0; i < 10; i++) store.set(object(store, i, ['news']));
   t.equal(store.purgeTag('ep', 'news'), 10);
   t.equal(store.purgeTag('other-endpoint', 'news'), 0, 'tags are per endpoint');

@@ -34,7 +34,7 @@ t.test('purge by path, tag, wildcard and all', async (t) => {
   edge.agent.applyPurge({ sequence: 5, purge_id: 'p5', endpoint_id: '', type: 'all' });
   t.equal(await status('/index.html'), 'MISS', 'purge all');
   t.equal(edge.agent.appliedPurgeSequence, 5);
-  const replay = edge.agent.applyPurge({ sequence: 3, purge_id: 'p3', endpoint_id: 'ep1', type: 'tag', tags: ['page'] });
+  const replay = await edge.agent.applyPurge({ sequence: 3, purge_id: 'p3', endpoint_id: 'ep1', type: 'tag', tags: ['page'] });
   t.equal(replay.applied, false, 'an already applied sequence is ignored');
   t.equal(await status('/index.html'), 'HIT');
 });

@@ -1,5 +1,7 @@
-// The object cache: a byte-bounded LRU memory tier (lru-cache), an optional
-// disk tier the memory tier spills into, and the purge indexes.
+// The object cache: a byte-bounded LRU memory tier (lru-cache) per worker,
+// an optional node-wide tier behind it (cache/lmdb-store.ts: one LMDB store
+// shared by every worker of the node, written through on every store), and the
+// purge indexes.
 //
 // Purges must apply in well under a millisecond even on 100,000 objects, so:
 // - path purges delete through an index (endpoint → path → keys): exact, O(matches),
@@ -13,11 +15,16 @@
 //   generation number and checked lazily when an older object is looked up.
 // A background "lurker" then deletes what tag purges and bans cover, in slices
 // of 2,000 objects per event-loop turn.
+//
+// The node tier applies every purge itself (exactly, through its own index),
+// and each worker applies each purge to it before acknowledging. An object a
+// worker reads from the node tier may have been stored by another worker that
+// has not applied a purge this one has; so it carries the time at which its
+// fill's generation began (startUs, never later than the fill's own start, on
+// the host's monotonic clock, which every process of the node shares), and a
+// purge this worker applied at or after that time covers it.
 import { LRUCache } from 'lru-cache';
-import { createHash } from 'node:crypto';
-import { mkdirSync, rmSync } from 'node:fs';
-import { readFile, unlink, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import type { ObjectStore, PurgeTarget } from '../cache/index.ts';
 import { compilePathGlob, type PathMatcher } from '../../../shared/src/match/glob.ts';
 import type { UrlSlot } from '../metrics/traffic.ts';
 
@@ -110,15 +117,23 @@ const OBJECT_OVERHEAD = 600; // bytes of bookkeeping per object counted against 
 
 export interface CacheStoreOptions {
   memoryBytes: number;
-  diskBytes: number;
-  diskDir: string | null;
+  /** The node-wide tier shared by the node's workers (null: memory only). */
+  node?: ObjectStore | null;
 }
 
-interface DiskEntry {
-  file: string;
-  meta: CachedObject;
-  ready: boolean;
+/** What a worker records when its generation moves on (a purge): when (monotonic µs), and the node tier's generation then. */
+interface GenerationStart {
+  atUs: number;
+  node: number;
 }
+
+/** The host's monotonic clock in µs: the same in every process of the node. */
+const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n);
+
+/** The fields of a CachedObject the node tier keeps in its metadata (the body is its bytes; the rest is per worker). */
+type NodeMeta = Omit<CachedObject, 'body' | 'hitHeaders' | 'hitHeadersAge' | 'urlSlot' | 'shapedHit' | 'checkedGeneration' | 'generation'> & { startUs: number };
+
+const VARY_PREFIX = '\0vary ';
 
 export class CacheStore {
   readonly memory: LRUCache<string, CachedObject>;
@@ -127,15 +142,20 @@ export class CacheStore {
   private readonly tagIndex = new Map<string, Map<string, Set<string>>>();
   private readonly purgeState = new Map<string, EndpointPurgeState>();
   private generationCounter = 1;
-  private readonly disk: DiskTier | null;
+  private readonly node: ObjectStore | null;
+  /** When each recent generation began (for the objects this worker stores in the node tier). */
+  private readonly generationStarts = new Map<number, GenerationStart>();
   private lurkerScheduled = false;
   /** Lurker runs under way (for settled()). */
   private readonly lurks = new Set<Promise<void>>();
-  /** Set when an object is removed on purpose so dispose does not spill it to disk. */
-  private deleting = false;
+  /** Node-tier writes and purges under way (for settled()). */
+  private readonly nodeWork = new Set<Promise<unknown>>();
+  /** Purges the node tier failed to apply (the purge is then not acknowledged). */
+  nodePurgeFailures = 0;
 
   constructor(options: CacheStoreOptions) {
-    this.disk = options.diskBytes > 0 && options.diskDir ? new DiskTier(options.diskDir, options.diskBytes, (o) => this.unindex(o)) : null;
+    this.node = options.node ?? null;
+    this.generationStarts.set(1, { atUs: monotonicUs(), node: this.node?.generation() ?? 0 });
     this.memory = new LRUCache<string, CachedObject>({
       maxSize: Math.max(1, options.memoryBytes),
       sizeCalculation: (o) => o.size + o.key.length * 2 + OBJECT_OVERHEAD,
@@ -143,8 +163,7 @@ export class CacheStore {
       maxEntrySize: Math.max(1, options.memoryBytes),
       disposeAfter: (o, _key, reason) => {
         if (reason === 'set') return; // replaced by set(): indexes were handled there
-        if (reason === 'evict' && this.disk && !this.deleting) this.disk.put(o);
-        else this.unindex(o);
+        this.unindex(o);
       },
     });
   }
@@ -155,46 +174,74 @@ export class CacheStore {
   }
 
   nextGeneration(): number {
-    return ++this.generationCounter;
+    const generation = ++this.generationCounter;
+    this.generationStarts.set(generation, { atUs: monotonicUs(), node: this.node?.generation() ?? 0 });
+    if (this.generationStarts.size > 10_000) {
+      for (const g of this.generationStarts.keys()) {
+        this.generationStarts.delete(g);
+        if (this.generationStarts.size <= 5_000) break;
+      }
+    }
+    return generation;
   }
 
+  /** Objects held: the node tier's count when there is one (it holds every object), else the memory tier's. */
   get objectCount(): number {
-    return this.memory.size + (this.disk?.count ?? 0);
+    return this.node !== null ? this.node.count() : this.memory.size;
   }
 
   get memoryBytes(): number {
     return this.memory.calculatedSize;
   }
 
-  get diskBytes(): number {
-    return this.disk?.bytes ?? 0;
+  get hasNodeTier(): boolean {
+    return this.node !== null;
   }
 
-  get hasDisk(): boolean {
-    return this.disk !== null;
+  /** Bytes in the node-wide tier (0 without one). */
+  get diskBytes(): number {
+    return this.node?.bytes() ?? 0;
   }
 
   /**
    * Resolves once the background work started so far is done: lurker sweeps
-   * after tag purges and bans, and the disk tier's file writes and deletions.
+   * after tag purges and bans, and the node tier's writes and purges.
    */
   async settled(): Promise<void> {
     for (;;) {
       if (this.lurks.size > 0) await Promise.all(this.lurks);
-      else if (this.disk !== null && this.disk.busy) await this.disk.settled();
+      else if (this.nodeWork.size > 0) await Promise.allSettled(this.nodeWork);
       else return;
     }
   }
 
-  /** Vary names last seen for a primary key (null: no Vary). */
+  /** Vary names last seen for a primary key (null: no Vary), by this worker or (through the node tier) another. */
   varyFor(primaryKey: string): string[] | undefined {
-    return this.varyByPrimary.get(primaryKey);
+    const names = this.varyByPrimary.get(primaryKey);
+    if (names !== undefined || this.node === null) return names;
+    const held = this.node.get(VARY_PREFIX + primaryKey);
+    if (held === undefined) return undefined;
+    const learned = JSON.parse(held.meta) as string[];
+    this.varyByPrimary.set(primaryKey, learned);
+    return learned;
   }
 
-  /** Synchronous memory lookup; undefined on miss or when a ban covers the object. */
+  /** Waits for the node-tier writes and purges under way, then closes the node tier. */
+  async close(): Promise<void> {
+    await this.settled();
+    await this.node?.close();
+  }
+
+  private track(work: Promise<unknown>): Promise<unknown> {
+    this.nodeWork.add(work);
+    void work.catch(() => {}).finally(() => this.nodeWork.delete(work));
+    return work;
+  }
+
+  /** Synchronous lookup (memory, then the node tier); undefined on miss or when a purge covers the object. */
   get(key: string): CachedObject | undefined {
     const o = this.memory.get(key);
-    if (o === undefined) return undefined;
+    if (o === undefined) return this.node !== null ? this.fromNode(key) : undefined;
     if (o.checkedGeneration < this.generationCounter && this.isBanned(o)) {
       this.delete(o);
       return undefined;
@@ -202,57 +249,104 @@ export class CacheStore {
     return o;
   }
 
-  /** Disk lookup after a memory miss; promotes the object to memory. */
-  async getFromDisk(key: string): Promise<CachedObject | undefined> {
-    if (!this.disk) return undefined;
-    const o = await this.disk.get(key);
-    if (!o) return undefined;
-    if (this.isBanned(o)) {
-      this.delete(o);
+  /** A node-tier lookup after a memory miss: promoted to this worker's memory unless a purge it recorded covers it. */
+  private fromNode(key: string): CachedObject | undefined {
+    const held = this.node!.get(key);
+    if (held === undefined) return undefined;
+    let meta: NodeMeta;
+    try {
+      meta = JSON.parse(held.meta) as NodeMeta;
+    } catch {
       return undefined;
     }
-    this.disk.forget(key);
+    const { startUs, ...fields } = meta;
+    const o: CachedObject = { ...fields, body: held.body, generation: this.generationCounter, checkedGeneration: this.generationCounter, hitHeaders: null, hitHeadersAge: -1 };
+    if (this.purgedSince(o, startUs)) return undefined;
     this.memory.set(key, o);
+    if (this.memory.has(key)) this.index(o);
     return o;
+  }
+
+  /** Whether a purge this worker applied at or after startUs covers the object (one another worker stored). */
+  private purgedSince(o: CachedObject, startUs: number): boolean {
+    const state = this.purgeState.get(o.endpointId);
+    if (state === undefined) return false;
+    const after = (generation: number) => (this.generationStarts.get(generation)?.atUs ?? Infinity) >= startUs;
+    for (const ban of state.bans) if (after(ban.generation) && (ban.matcher === null || ban.matcher(o.path))) return true;
+    const p = state.paths.get(o.path);
+    if (p !== undefined && after(p.generation)) return true;
+    for (const tag of o.tags) {
+      const purge = state.tags.get(tag);
+      if (purge !== undefined && after(purge.generation)) return true;
+    }
+    return false;
+  }
+
+  private index(o: CachedObject): void {
+    addToIndex(this.pathIndex, o.endpointId, o.path, o.key);
+    for (const tag of o.tags) addToIndex(this.tagIndex, o.endpointId, tag, o.key);
+  }
+
+  /** Writes the object through to the node tier (with its Vary names when it has them). */
+  private toNode(o: CachedObject): void {
+    if (this.node === null || o.body === null) return;
+    const start = this.generationStarts.get(o.generation) ?? { atUs: 0, node: 0 };
+    const { body, hitHeaders: _h, hitHeadersAge: _a, urlSlot: _u, shapedHit: _s, checkedGeneration: _c, generation: _g, ...fields } = o;
+    const meta: NodeMeta = { ...fields, startUs: start.atUs };
+    const index = { endpointId: o.endpointId, path: o.path, tags: o.tags, generation: start.node };
+    this.track(this.node.put(o.key, JSON.stringify(meta), body, index));
+    if (o.varyNames !== null) this.track(this.node.put(VARY_PREFIX + o.primaryKey, JSON.stringify(o.varyNames), Buffer.alloc(0), { ...index, tags: [] }));
+  }
+
+  /**
+   * Applies the purge that began `generation` to the node tier (tracked: settled() waits for it; a failure is
+   * counted in nodePurgeFailures). Fills of that generation began after this worker applied the purge, so once
+   * the node tier has it they carry the node's generation after it (until then, the node refuses them).
+   */
+  private purgeNode(endpointId: string, target: PurgeTarget, generation: number): void {
+    const node = this.node;
+    if (node === null) return;
+    this.track(node.purge(endpointId, target).then(
+      () => {
+        const start = this.generationStarts.get(generation);
+        if (start !== undefined) start.node = Math.max(start.node, node.generation());
+      },
+      (err: unknown) => { this.nodePurgeFailures++; throw err; },
+    ));
   }
 
   /** Stores the object; false when a purge issued while it was being fetched covers it. */
   set(o: CachedObject): boolean {
     if (this.isBanned(o)) return false;
     const old = this.memory.peek(o.key);
-    if (old) this.delete(old);
-    else if (this.disk?.has(o.key)) this.disk.remove(o.key);
+    if (old) this.delete(old, false);
     if (o.varyNames) this.varyByPrimary.set(o.primaryKey, o.varyNames);
     else if (this.varyByPrimary.has(o.primaryKey)) this.varyByPrimary.delete(o.primaryKey);
+    this.toNode(o);
     this.memory.set(o.key, o);
-    if (!this.memory.has(o.key)) return false; // too large for the memory tier
-    addToIndex(this.pathIndex, o.endpointId, o.path, o.key);
-    for (const tag of o.tags) addToIndex(this.tagIndex, o.endpointId, tag, o.key);
+    if (!this.memory.has(o.key)) return this.node !== null && o.size <= this.node.maxBytes; // too large for the memory tier
+    this.index(o);
     return true;
   }
 
-  delete(o: CachedObject): void {
-    this.deleting = true;
-    try {
-      if (this.memory.peek(o.key) === o) this.memory.delete(o.key);
-      else if (this.disk?.has(o.key)) this.disk.remove(o.key);
-    } finally {
-      this.deleting = false;
-    }
+  /** Removes the object from this worker's memory and (unless it is being replaced) from the node tier. */
+  delete(o: CachedObject, fromNode = true): void {
+    if (this.memory.peek(o.key) === o) this.memory.delete(o.key);
+    if (fromNode && this.node !== null) this.track(this.node.delete(o.key));
     this.unindex(o);
   }
 
   private unindex(o: CachedObject): void {
-    // Only drop index entries if this object is no longer stored anywhere under its key.
-    if (this.memory.peek(o.key) !== undefined || this.disk?.has(o.key)) return;
+    // Only drop index entries if this object is no longer stored under its key.
+    if (this.memory.peek(o.key) !== undefined) return;
     removeFromIndex(this.pathIndex, o.endpointId, o.path, o.key);
     for (const tag of o.tags) removeFromIndex(this.tagIndex, o.endpointId, tag, o.key);
   }
 
   private deleteKey(key: string): number {
-    const o = this.memory.peek(key) ?? this.disk?.peekMeta(key);
+    const o = this.memory.peek(key);
     if (!o) return 0;
-    this.delete(o);
+    this.delete(o, false);
     return 1;
   }
 
@@ -267,6 +361,7 @@ export class CacheStore {
     state.paths.set(path, { generation, atMs: Date.now(), swept: true });
     state.latestBanGeneration = generation;
     this.scheduleLurker();
+    this.purgeNode(endpointId, { kind: 'path', path }, generation);
     const keys = this.pathIndex.get(endpointId)?.get(path);
     if (!keys) return 0;
     let n = 0;
@@ -285,17 +380,26 @@ export class CacheStore {
     state.tags.set(tag, { generation, atMs: Date.now(), swept: false });
     state.latestBanGeneration = generation;
     this.scheduleLurker();
+    this.purgeNode(endpointId, { kind: 'tag', tag }, generation);
     return this.tagIndex.get(endpointId)?.get(tag)?.size ?? 0;
   }
 
   /** O(1): bans everything the endpoint holds now; a lurker reclaims the memory. */
   purgeAll(endpointId: string): void {
     this.addBan(endpointId, null);
+    this.purgeNode(endpointId, { kind: 'all' }, this.generationCounter);
   }
 
   /** O(1): bans paths matching the glob; a lurker reclaims the memory. */
   purgeWildcard(endpointId: string, pattern: string): void {
     this.addBan(endpointId, compilePathGlob(pattern));
+    this.purgeNode(endpointId, { kind: 'glob', pattern }, this.generationCounter);
+  }
+
+  /** Drops every object of every endpoint, in memory and in the node tier (missed purges that cannot be replayed). */
+  dropEverything(): void {
+    for (const endpointId of this.endpointIds()) this.addBan(endpointId, null);
+    if (this.node !== null) this.track(this.node.clear());
   }
 
   endpointIds(): string[] {
@@ -361,8 +465,8 @@ export class CacheStore {
         if (purge.swept) continue;
         const keys = this.tagIndex.get(endpointId)?.get(tag);
         for (const key of keys ? [...keys] : []) {
-          const o = this.memory.peek(key) ?? this.disk?.peekMeta(key);
-          if (o && o.generation < purge.generation) this.delete(o);
+          const o = this.memory.peek(key);
+          if (o && o.generation < purge.generation) this.delete(o, false);
           if (++done % SLICE === 0) yield;
         }
         purge.swept = true;
@@ -381,8 +485,8 @@ export class CacheStore {
       const keys: string[] = [];
       if (paths) for (const set of paths.values()) for (const key of set) keys.push(key);
       for (const key of keys) {
-        const o = this.memory.peek(key) ?? this.disk?.peekMeta(key);
-        if (o && o.generation < newest && coveredBy(o, bans, null, null)) this.delete(o);
+        const o = this.memory.peek(key);
+        if (o && o.generation < newest && coveredBy(o, bans, null, null)) this.delete(o, false);
         if (++done % SLICE === 0) yield;
       }
       // Every object older than these bans has been checked; the bans stay a while for fetches still in flight.
@@ -396,10 +500,8 @@ export class CacheStore {
   }
 
   clear(): void {
-    this.deleting = true;
     this.memory.clear();
-    this.deleting = false;
-    this.disk?.clear();
+    if (this.node !== null) this.track(this.node.clear());
     this.pathIndex.clear();
     this.tagIndex.clear();
     this.varyByPrimary.clear();
@@ -439,106 +541,4 @@ function removeFromIndex(index: Map<string, Map<string, Set<string>>>, endpointI
   if (!keys) return;
   keys.delete(key);
   if (keys.size === 0) byName!.delete(name);
-}
-
-/**
- * Disk tier: one file per object (body bytes only, named by SHA-256 of the key);
- * metadata stays in memory. It starts empty on every start (the directory is
- * wiped), so a restart can never serve an object whose purge it missed.
- */
-class DiskTier {
-  private readonly entries = new Map<string, DiskEntry>();
-  bytes = 0;
-  private readonly dir: string;
-  private readonly maxBytes: number;
-  private readonly onDrop: (o: CachedObject) => void;
-  /** File writes and deletions under way. */
-  private readonly pending = new Set<Promise<void>>();
-
-  constructor(dir: string, maxBytes: number, onDrop: (o: CachedObject) => void) {
-    this.dir = dir;
-    this.maxBytes = maxBytes;
-    this.onDrop = onDrop;
-    rmSync(dir, { recursive: true, force: true });
-    mkdirSync(dir, { recursive: true });
-  }
-
-  get count(): number {
-    return this.entries.size;
-  }
-
-  has(key: string): boolean {
-    return this.entries.has(key);
-  }
-
-  peekMeta(key: string): CachedObject | undefined {
-    return this.entries.get(key)?.meta;
-  }
-
-  put(o: CachedObject): void {
-    if (!o.body || o.size > this.maxBytes) {
-      this.onDrop(o);
-      return;
-    }
-    const file = join(this.dir, createHash('sha256').update(o.key).digest('hex'));
-    const body = o.body;
-    const meta: CachedObject = { ...o, body: null, hitHeaders: null, shapedHit: null };
-    const entry: DiskEntry = { file, meta, ready: false };
-    this.entries.set(o.key, entry);
-    this.bytes += o.size;
-    this.track(writeFile(file, body).then(
-      () => { entry.ready = true; },
-      () => { this.remove(o.key); },
-    ));
-    while (this.bytes > this.maxBytes) {
-      const oldest = this.entries.keys().next();
-      if (oldest.done) break;
-      const victim = this.entries.get(oldest.value)!;
-      this.remove(oldest.value);
-      this.onDrop(victim.meta);
-    }
-  }
-
-  async get(key: string): Promise<CachedObject | undefined> {
-    const entry = this.entries.get(key);
-    if (!entry || !entry.ready) return undefined;
-    try {
-      const body = await readFile(entry.file);
-      if (this.entries.get(key) !== entry) return undefined; // purged meanwhile
-      return { ...entry.meta, body };
-    } catch {
-      return undefined;
-    }
-  }
-
-  /** Drops the entry after promotion to memory (the file goes too). */
-  forget(key: string): void {
-    this.remove(key);
-  }
-
-  remove(key: string): void {
-    const entry = this.entries.get(key);
-    if (!entry) return;
-    this.entries.delete(key);
-    this.bytes -= entry.meta.size;
-    this.track(unlink(entry.file).catch(() => {}));
-  }
-
-  private track(op: Promise<void>): void {
-    this.pending.add(op);
-    void op.finally(() => this.pending.delete(op));
-  }
-
-  get busy(): boolean {
-    return this.pending.size > 0;
-  }
-
-  /** Resolves when every write and deletion started so far (and any they started) has finished. */
-  async settled(): Promise<void> {
-    while (this.pending.size > 0) await Promise.all(this.pending);
-  }
-
-  clear(): void {
-    for (const key of [...this.entries.keys()]) this.remove(key);
-  }
 }

@@ -178,15 +178,7 @@ export class Proxy {
     const store = this.deps.store;
     const { primary, key } = cacheKeys(rx, store);
     if (this.cacheReadsSuspended) return this.withEntry(rx, primary, key, undefined);
-    const entry = store.get(key);
-    if (entry === undefined && store.hasDisk) {
-      store.getFromDisk(key).then(
-        (e) => this.withEntry(rx, primary, key, e),
-        (err) => this.fail(rx, err),
-      );
-      return;
-    }
-    this.withEntry(rx, primary, key, entry);
+    this.withEntry(rx, primary, key, store.get(key));
   };
 
   /** A request carrying a valid shield hop header (shield-directory.ts) is another agent's: marked on the exchange. */

@@ -51,8 +51,12 @@ interface Handle {
   ready: boolean;
   pending: Map<number, { resolve: (value: unknown) => void; reject: (err: Error) => void; timer: NodeJS.Timeout }>;
   exited: Promise<void>;
+  /** Its memory tier's objects and bytes. */
   cacheObjects: number;
   cacheBytes: number;
+  /** What the node tier holds, as it last saw it (0 without one). */
+  nodeObjects: number;
+  nodeBytes: number;
   drains: DrainState[];
 }
 
@@ -131,7 +135,7 @@ export class WorkerPool implements ControlledAgent {
     const worker = cluster.fork({ EDGE_WORKER_INDEX: String(index), EDGE_NODE_ID: this.agent.shield.nodeId });
     let exited!: () => void;
     const handle: Handle = {
-      index, worker, ready: false, pending: new Map(), exited: new Promise((r) => (exited = r)), cacheObjects: 0, cacheBytes: 0, drains: [],
+      index, worker, ready: false, pending: new Map(), exited: new Promise((r) => (exited = r)), cacheObjects: 0, cacheBytes: 0, nodeObjects: 0, nodeBytes: 0, drains: [],
     };
     this.handles.set(index, handle);
     worker.on('message', (msg: FromWorker) => this.onMessage(handle, msg));
@@ -179,6 +183,8 @@ export class WorkerPool implements ControlledAgent {
     if (msg.t === 'stats') {
       handle.cacheObjects = msg.cacheObjects;
       handle.cacheBytes = msg.cacheBytes;
+      handle.nodeObjects = msg.nodeObjects;
+      handle.nodeBytes = msg.nodeBytes;
       handle.drains = msg.drains;
       if (msg.rollups.length > 0) this.rollups.add(msg.rollups);
       return;
@@ -250,7 +256,7 @@ export class WorkerPool implements ControlledAgent {
   // --- ControlledAgent ---
 
   get cacheEmpty(): boolean {
-    for (const h of this.handles.values()) if (h.cacheObjects > 0) return false;
+    for (const h of this.handles.values()) if (h.cacheObjects > 0 || h.nodeObjects > 0) return false;
     return this.agent.cacheEmpty;
   }
 
@@ -344,13 +350,19 @@ export class WorkerPool implements ControlledAgent {
 
   healthReport(): HealthReport {
     const report = this.agent.healthReport();
+    // Without a node tier each worker's objects are its own; with one, the node tier holds every object once.
     let objects = 0;
     let bytes = 0;
+    let nodeObjects = 0;
+    let nodeBytes = 0;
     for (const h of this.handles.values()) {
       objects += h.cacheObjects;
       bytes += h.cacheBytes;
+      nodeObjects = Math.max(nodeObjects, h.nodeObjects);
+      nodeBytes = Math.max(nodeBytes, h.nodeBytes);
     }
-    return { ...report, cacheObjects: objects, cacheBytes: bytes, logDrains: mergeDrainStates([...this.handles.values()].map((h) => h.drains)) };
+    const shared = this.options.config.CACHE_DISK_BYTES > 0;
+    return { ...report, cacheObjects: shared ? nodeObjects : objects, cacheBytes: bytes + nodeBytes, logDrains: mergeDrainStates([...this.handles.values()].map((h) => h.drains)) };
   }
 
   takeTrafficRollups(topN = 50): TrafficRollup[] {

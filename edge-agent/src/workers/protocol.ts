@@ -42,8 +42,11 @@ export type ToWorker =
 export type FromWorker =
   | { t: 'reply'; id: number; ok: true; value?: unknown }
   | { t: 'reply'; id: number; ok: false; error: string }
-  /** Sent every second: its cache, its log drains' delivery, and (every fifth time) its traffic since the last. */
-  | { t: 'stats'; cacheObjects: number; cacheBytes: number; drains: DrainState[]; rollups: TrafficRollup[] };
+  /**
+   * Sent every second: its cache (its memory tier's objects and bytes, and what the node tier shared by every
+   * worker holds: 0 without one), its log drains' delivery, and (every fifth time) its traffic since the last.
+   */
+  | { t: 'stats'; cacheObjects: number; cacheBytes: number; nodeObjects: number; nodeBytes: number; drains: DrainState[]; rollups: TrafficRollup[] };
 
 export interface ListeningPorts {
   http: number;

@@ -13,6 +13,7 @@ import cluster from 'node:cluster';
 import { join } from 'node:path';
 import { EdgeAgent, type PreparedConfig } from '../agent.ts';
 import { agentLogger, agentOptions } from '../agent-options.ts';
+import { openNodeTier } from '../cache/index.ts';
 import { loadConfig } from '../config.ts';
 import { DefaultCertificate } from '../tls/certificates.ts';
 import { useChallengeSecret } from '../policy/challenge.ts';
@@ -28,7 +29,8 @@ const agent = new EdgeAgent({
   ...base,
   dataDir: join(config.DATA_DIR, 'workers', String(index)),
   memoryBytes: Math.floor(config.CACHE_MEMORY_BYTES / config.WORKERS),
-  diskBytes: Math.floor(config.CACHE_DISK_BYTES / config.WORKERS),
+  // The node tier is one for all workers (the primary checked and emptied it before starting them).
+  nodeTier: config.CACHE_DISK_BYTES > 0 ? await openNodeTier(config.DATA_DIR, config.CACHE_DISK_BYTES) : null,
   persist: false,
   stateKey: null,
   healthProbes: false,
@@ -80,7 +82,7 @@ async function handle(msg: ToWorker): Promise<void> {
       prepared = null;
       return;
     case 'purge':
-      return reply(msg.id, agent.applyPurge(msg.cmd));
+      return reply(msg.id, await agent.applyPurge(msg.cmd));
     case 'prefetch':
       return reply(msg.id, await agent.prefetch(msg.endpointId, msg.urls));
     case 'metrics':
@@ -107,7 +109,11 @@ function startStats(): void {
   statsTimer = setInterval(() => {
     const h = agent.healthReport();
     tick++;
-    send({ t: 'stats', cacheObjects: h.cacheObjects, cacheBytes: h.cacheBytes, drains: h.logDrains ?? [], rollups: tick % TRAFFIC_EVERY === 0 ? agent.takeTrafficRollups(ALL_URLS) : [] });
+    const store = agent.store;
+    send({
+      t: 'stats', cacheObjects: store.memory.size, cacheBytes: store.memoryBytes, nodeObjects: store.hasNodeTier ? store.objectCount : 0, nodeBytes: store.diskBytes,
+      drains: h.logDrains ?? [], rollups: tick % TRAFFIC_EVERY === 0 ? agent.takeTrafficRollups(ALL_URLS) : [],
+    });
   }, STATS_EVERY_MS);
   statsTimer.unref();
 }
@@ -122,7 +128,7 @@ async function stop(timeoutMs: number): Promise<void> {
     logger.error({ err: (err as Error).message }, 'worker shutdown failed');
   }
   // What it counted since the last report goes to the primary before it exits.
-  const last: FromWorker = { t: 'stats', cacheObjects: 0, cacheBytes: 0, drains: agent.logs.states(), rollups: agent.takeTrafficRollups(ALL_URLS) };
+  const last: FromWorker = { t: 'stats', cacheObjects: 0, cacheBytes: 0, nodeObjects: 0, nodeBytes: 0, drains: agent.logs.states(), rollups: agent.takeTrafficRollups(ALL_URLS) };
   if (process.connected) process.send!(last, undefined, {}, () => process.exit(0));
   else process.exit(0);
 }

@@ -1,0 +1,47 @@
+// An agent process with WORKERS=2 and a node tier (CACHE_DISK_BYTES): the two
+// workers share one cache, so an object one worker fetched is a hit at the
+// other and the origin sees one fetch per object for the node however the
+// connections spread; /healthz counts each object once; a restart starts the
+// node tier empty (purges may have been missed while the agent was down).
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { agentHealth, viewerGet } from '../../test/support/edge-deployment.ts';
+import { eventually } from '../../test/support/eventually.ts';
+import { exitOf, startAgentProcess, startOrigin } from './helpers.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'edge-node-tier-'));
+const origin = await startOrigin((req, res) => {
+  res.writeHead(200, { 'content-type': 'application/octet-stream', 'cache-control': 'max-age=600' });
+  res.end(Buffer.alloc(10 * 1024, 1));
+});
+t.teardown(() => origin.close());
+const configFile = join(dir, 'snapshot.json');
+writeFileSync(configFile, JSON.stringify({
+  version: 1,
+  endpoints: [{ id: 'a', hostname: 'a.cdn.test', default_origin_id: 'a-o', origins: [{ id: 'a-o', scheme: 'http', host: '127.0.0.1', port: origin.port, allow_private_network: true, max_retries: 0 }] }],
+}));
+const env = { CONFIG_FILE: configFile, DATA_DIR: join(dir, 'data'), WORKERS: '2', CACHE_MEMORY_BYTES: '32MiB', CACHE_DISK_BYTES: '64MiB', SHUTDOWN_TIMEOUT_MS: '3000' };
+
+t.test('two workers share one node tier: one origin fetch per object for the node, a restart starts it empty', async (t) => {
+  let agent = await startAgentProcess(env);
+  t.teardown(() => { agent.child.kill('SIGKILL'); });
+  t.equal(agent.logs.filter((l) => l.includes('"msg":"worker listening"')).length, 2);
+  // Each GET on a connection of its own: the kernel spreads them over the two workers.
+  const get = (path: string) => viewerGet(agent.port, 'a.cdn.test', path, { connection: 'close' });
+  t.equal((await get('/video/seg-1.ts')).headers['x-cache-status'], 'MISS');
+  await eventually(async () => (await agentHealth(agent)).cache_objects === 1, 'the node tier holds the object (counted once)');
+  const answers = [];
+  for (let i = 0; i < 20; i++) answers.push(await get('/video/seg-1.ts'));
+  t.same(answers.map((r) => r.status), new Array(20).fill(200));
+  t.same(new Set(answers.map((r) => r.headers['x-cache-status'])), new Set(['HIT']), 'every connection is a hit, whichever worker takes it');
+  t.equal(origin.count('/video/seg-1.ts'), 1, 'the origin fetched the object once for the node');
+
+  agent.child.kill('SIGTERM');
+  t.equal(await exitOf(agent.child), 0);
+  agent = await startAgentProcess(env);
+  t.equal((await agentHealth(agent)).cache_objects, 0, 'the restarted node tier is empty');
+  t.equal((await viewerGet(agent.port, 'a.cdn.test', '/video/seg-1.ts', { connection: 'close' })).headers['x-cache-status'], 'MISS');
+  t.equal(origin.count('/video/seg-1.ts'), 2);
+});
