@@ -30,6 +30,9 @@ import { Http2Listener } from './tls/http2-server.ts';
 import { HttpsListener } from './tls/listener.ts';
 import { ShieldDirectory, type ShieldMapUpdate } from './proxy/shield-directory.ts';
 
+/** The catch-up target while held at start: not known until the Welcome (holdCacheUntilWelcome). */
+const UNKNOWN_TARGET = Number.MAX_SAFE_INTEGER;
+
 export interface EdgeAgentOptions {
   dataDir: string;
   memoryBytes: number;
@@ -140,6 +143,8 @@ export class EdgeAgent implements ControlledAgent {
   private purgeSequence = 0;
   /** The purge sequence the control plane announced at the last Welcome, while the agent is behind it. */
   private purgeCatchUpTarget = 0;
+  /** The node tier held objects at start and no Welcome has come yet (holdCacheUntilWelcome). */
+  private heldFromBefore = false;
   private httpServer: Server | null = null;
   /** Whether the plaintext listener listens (the HTTP server may serve only TLS connections). */
   private plaintextListening = false;
@@ -220,7 +225,21 @@ export class EdgeAgent implements ControlledAgent {
 
   /** Nothing is cached: no purge made so far can concern this agent (said in Hello as cache_empty). */
   get cacheEmpty(): boolean {
-    return this.store.objectCount === 0;
+    return this.store.objectCount === 0 && !this.heldFromBefore;
+  }
+
+  /**
+   * At start, with a control plane: the node tier holds objects from before this start (`objects`), and purges
+   * may have been made while the agent was down. Nothing is answered from the cache until the control plane's
+   * Welcome says which purges were missed and they are applied (beginPurgeCatchUp); the Hello does not say the
+   * cache is empty. Cut off from the control plane meanwhile, CACHE_WHEN_DISCONNECTED decides (controlPlaneLost).
+   */
+  holdCacheUntilWelcome(objects: number): void {
+    if (objects === 0) return;
+    this.heldFromBefore = true;
+    this.purgeCatchUpTarget = UNKNOWN_TARGET;
+    this.proxy.cacheReadsSuspended = true;
+    this.logger.info({ objects, purge_sequence: this.purgeSequence }, 'the node cache holds objects from before this start: not serving them until the control plane says which purges were missed');
   }
 
   /**
@@ -404,6 +423,7 @@ export class EdgeAgent implements ControlledAgent {
    * any purge). Returns whether the agent is catching up.
    */
   beginPurgeCatchUp(target: number): boolean {
+    this.heldFromBefore = false;
     if (target <= this.purgeSequence) {
       this.purgeCatchUpTarget = 0;
       if (this.proxy.cacheReadsSuspended) this.logger.info({ purge_sequence: this.purgeSequence }, 'purges caught up; serving from the cache again');
@@ -426,6 +446,11 @@ export class EdgeAgent implements ControlledAgent {
   controlPlaneLost(lost: boolean): void {
     if (lost === this.cutOff) return;
     this.cutOff = lost;
+    if (lost && this.purgeCatchUpTarget === UNKNOWN_TARGET) {
+      // Held since start for a Welcome that does not come: what the cache does now is CACHE_WHEN_DISCONNECTED's.
+      this.purgeCatchUpTarget = 0;
+      this.proxy.cacheReadsSuspended = false;
+    }
     const revalidate = this.cacheWhenDisconnected === 'revalidate';
     this.proxy.revalidateAll = lost && revalidate;
     if (!lost) this.logger.info('the control plane is back: the cache serves again once missed purges are applied');

@@ -39,10 +39,13 @@ const identity = config.CONTROL_PLANE_URL ? loadOrCreateNodeId(config.DATA_DIR) 
 // With workers, this agent serves no viewer: it keeps the configuration's bodies to start new workers from, no cache,
 // and no log buffer (its drains are never handed a record: the workers' buffers are the node's).
 const options = agentOptions(config, logger);
-// The node-wide cache tier (CACHE_DISK_BYTES in DATA_DIR/cache): checked and emptied here, then this process's, or its workers'.
+// The node-wide cache tier (CACHE_DISK_BYTES in DATA_DIR/cache): checked here, then this process's, or its workers'.
+// What it kept from before this start is held back until the control plane says which purges were missed.
 let nodeTier: ObjectStore | null = null;
+let keptObjects = 0;
 if (config.CACHE_DISK_BYTES > 0) {
   nodeTier = await openNodeTierAtStart(config.DATA_DIR, config.CACHE_DISK_BYTES, (line) => logger.warn(line));
+  keptObjects = nodeTier.count();
   if (workers > 1) {
     await nodeTier.close();
     nodeTier = null;
@@ -83,6 +86,7 @@ try {
 }
 
 const restored = agent.restore();
+if (config.CONTROL_PLANE_URL) agent.holdCacheUntilWelcome(keptObjects);
 if (config.CONFIG_FILE) {
   try {
     await loadConfigFile(config.CONFIG_FILE);

@@ -15,12 +15,13 @@ export const nodeTierDir = (dataDir: string): string => join(dataDir, 'cache');
 /**
  * Opens the node tier as the process that owns the node does at start (the
  * single process, or the primary before its workers): the store is checked
- * in a child (a damaged one starts empty, with one line) and emptied, since a
- * restarted node may have missed purges while it was down.
+ * in a child (a damaged one starts empty, with one line). What it holds is
+ * kept; the agent holds it back until it knows which purges it missed
+ * (EdgeAgent.holdCacheUntilWelcome), or `empty` starts it empty.
  */
-export async function openNodeTierAtStart(dataDir: string, maxBytes: number, warn: (line: string) => void): Promise<LmdbStore> {
+export async function openNodeTierAtStart(dataDir: string, maxBytes: number, warn: (line: string) => void, empty = false): Promise<LmdbStore> {
   const store = await LmdbStore.openChecked({ dir: nodeTierDir(dataDir), maxBytes }, warn);
-  await store.clear();
+  if (empty) await store.clear();
   return store;
 }
 
