@@ -43,8 +43,10 @@ const TRAFFIC_EVERY = 5;
 const ALL_URLS = 1_000_000;
 
 function send(msg: FromWorker): void {
-  if (process.connected) process.send!(msg);
+  // With a callback a send to a primary that just died fails there, not as an 'error' that kills the worker mid-write.
+  if (process.connected) process.send!(msg, undefined, {}, ignoreSendError);
 }
+function ignoreSendError(): void {}
 
 const reply = (id: number, value: unknown = null) => send({ t: 'reply', id, ok: true, value });
 const fail = (id: number, err: unknown) => send({ t: 'reply', id, ok: false, error: (err as Error).message ?? String(err) });
@@ -118,7 +120,7 @@ function startStats(): void {
   statsTimer.unref();
 }
 
-async function stop(timeoutMs: number): Promise<void> {
+async function stop(timeoutMs: number, code = 0): Promise<void> {
   if (stopping) return;
   stopping = true;
   if (statsTimer !== null) clearInterval(statsTimer);
@@ -129,8 +131,8 @@ async function stop(timeoutMs: number): Promise<void> {
   }
   // What it counted since the last report goes to the primary before it exits.
   const last: FromWorker = { t: 'stats', cacheObjects: 0, cacheBytes: 0, nodeObjects: 0, nodeBytes: 0, drains: agent.logs.states(), rollups: agent.takeTrafficRollups(ALL_URLS) };
-  if (process.connected) process.send!(last, undefined, {}, () => process.exit(0));
-  else process.exit(0);
+  if (process.connected) process.send!(last, undefined, {}, () => process.exit(code));
+  else process.exit(code);
 }
 
 process.on('message', (msg: ToWorker) => {
@@ -143,4 +145,12 @@ process.on('message', (msg: ToWorker) => {
 // Signals reach the whole process group (Ctrl-C): the primary decides, and tells the workers to drain.
 for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => {});
 // The primary is gone (killed): stop serving, since nothing keeps this worker's cache in step any more.
+// node:cluster's own listener exits at once, which with node-tier writes under way (LMDB's write thread
+// waiting on this thread) hangs or crashes the exit: it is replaced by a stop that lets them finish first.
+process.removeAllListeners('disconnect');
 process.on('disconnect', () => void stop(1_000));
+// A crash takes the same way out (the primary starts a new worker), for the same reason.
+process.on('uncaughtException', (err) => {
+  logger.fatal({ err: err.message, stack: err.stack }, 'worker crashed');
+  void stop(1_000, 1);
+});
