@@ -18,8 +18,12 @@ const origin = await startOrigin((req, res) => {
   if (url.startsWith('/image')) return res.writeHead(200, { 'content-type': 'image/png', 'cache-control': 'max-age=600' }).end(text);
   if (url.startsWith('/encoded')) return res.writeHead(200, { 'content-type': 'text/plain', 'content-encoding': 'gzip', vary: 'Accept-Encoding', 'cache-control': 'max-age=600' }).end('not really gzip');
   if (url.startsWith('/no-transform')) return res.writeHead(200, { 'content-type': 'text/plain', 'cache-control': 'max-age=600, no-transform' }).end(text);
+  // Answers that may carry a viewer's secret (a CSRF token, a session): BREACH reads them through compressed lengths.
+  if (url.startsWith('/secret/private')) return res.writeHead(200, { 'content-type': 'text/html', 'cache-control': 'private, max-age=60' }).end(`token=s3cr3t ${text}`);
+  if (url.startsWith('/secret/no-store')) return res.writeHead(200, { 'content-type': 'text/html', 'cache-control': 'no-store' }).end(`token=s3cr3t ${text}`);
+  if (url.startsWith('/secret/cookie')) return res.writeHead(200, { 'content-type': 'text/html', 'cache-control': 'max-age=60', 'set-cookie': 'sid=s3cr3t; HttpOnly' }).end(`token=s3cr3t ${text}`);
   if (url.startsWith('/live')) {
-    res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store', etag: '"live"' });
+    res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'public, max-age=600', etag: '"live"' });
     res.write('{"items":[');
     res.end(`${JSON.stringify(text)}]}`);
     return;
@@ -127,14 +131,29 @@ t.test('never compressed: small, incompressible types, already encoded by the or
 });
 
 t.test('an answer streamed from the origin (not stored) is encoded on the fly', async (t) => {
-  const live = await fetchRaw('/live', { 'accept-encoding': 'gzip' });
+  // The viewer's no-store keeps the answer out of the cache (RFC 9111 §5.2.1.5): it is streamed through.
+  const live = await fetchRaw('/live', { 'accept-encoding': 'gzip', 'cache-control': 'no-store' });
   t.equal(live.headers['x-cache-status'], 'MISS');
   t.equal(live.headers['content-encoding'], 'gzip');
   t.equal(live.headers.etag, '"live-gzip"');
   t.equal(live.headers['content-length'], undefined, 'streamed');
   t.same(JSON.parse(gunzipSync(live.body).toString()), { items: [text] });
-  const br = await fetchRaw('/live', { 'accept-encoding': 'br' });
+  const br = await fetchRaw('/live', { 'accept-encoding': 'br', 'cache-control': 'no-store' });
   t.equal(brotliDecompressSync(br.body).toString(), `{"items":[${JSON.stringify(text)}]}`);
+});
+
+t.test('no compression of secrets (BREACH): private, no-store and cookie-setting answers go out as the origin sent them', async (t) => {
+  for (const path of ['/secret/private', '/secret/no-store', '/secret/cookie']) {
+    for (const coding of ['gzip', 'br']) {
+      const answer = await fetchRaw(path, { 'accept-encoding': coding });
+      t.equal(answer.status, 200);
+      t.equal(answer.headers['content-encoding'], undefined, `${path} (${coding} accepted): not compressed`);
+      t.equal(answer.body.toString(), `token=s3cr3t ${text}`, `${path}: the identity bytes`);
+    }
+  }
+  t.equal(origin.count('/secret/cookie'), 2, 'neither stored: each asked the origin');
+  const page = await fetchRaw('/doc-public', { 'accept-encoding': 'gzip' });
+  t.equal(page.headers['content-encoding'], 'gzip', 'a public answer is still compressed');
 });
 
 t.test('a path purge drops the object and every variant', async (t) => {

@@ -169,3 +169,24 @@ t.test('HTTP/2 is negotiated by ALPN for http2 and http2and3 endpoints, not for 
   t.equal(answer.status, 200, 'served over h2');
   t.equal(answer.headers['alt-svc'], undefined, 'no Alt-Svc: HTTP/3 is not offered');
 });
+
+t.test('an upper-case SNI names the same host (RFC 6066 §3): its certificate, and its lower-case Host served over HTTP/1.1 and HTTP/2', async (t) => {
+  const c = await tlsConnect({ port: httpsPort, servername: 'SHOP.EXAMPLE.ORG', ca: ca.pem });
+  t.same(c.names, ['shop.example.org'], 'the certificate of the name, whatever its case');
+  t.equal((await c.get('shop.example.org', '/case')).status, 200, 'Host in lower case: the same name, served');
+  t.equal((await c.get('Shop.Example.Org', '/case')).status, 200, 'Host in mixed case too');
+  t.equal((await c.get('media.example.org', '/case')).status, 421, 'another name is still another connection\'s');
+  c.close();
+  const dotted = await tlsConnect({ port: httpsPort, servername: 'Media.Example.Org.', ca: ca.pem });
+  t.equal((await dotted.get('media.example.org', '/case')).status, 200, 'a trailing dot names the same host');
+  dotted.close();
+  const session = http2.connect(`https://127.0.0.1:${httpsPort}`, { servername: 'OTHER.CDN.TEST', rejectUnauthorized: false });
+  t.teardown(() => session.close());
+  const status = (authority: string) => new Promise<number>((resolve, reject) => {
+    const req = session.request({ ':path': '/case-h2', ':authority': authority });
+    req.on('response', (headers) => { req.resume(); resolve(Number(headers[':status'])); }).on('error', reject);
+    req.end();
+  });
+  t.equal(await status('other.cdn.test'), 200, 'HTTP/2: the lower-case :authority of an upper-case SNI is served');
+  t.equal(await status('strict.cdn.test'), 421, 'HTTP/2: another profile\'s name still needs its own connection');
+});

@@ -29,7 +29,7 @@ export const EDGE_RESPONSE_ORDER = 'The edge shapes every answer of an endpoint 
   + 'a page the edge cannot fetch (an error status, over 1 MiB, no answer within 5 s) leaves the original answer. 2. compression (a route\'s '
   + 'compression_enabled, when not null, replaces compression.enabled): a 200 of a compressible type (text/* but event streams, JSON, XML, '
   + 'JavaScript, HLS and DASH manifests, SVG, WebAssembly, uncompressed fonts, icons) of at least min_size_bytes, not already encoded by the origin '
-  + 'and without Cache-Control: no-transform, is sent br or gzip as the viewer\'s Accept-Encoding prefers by q-value (the order of algorithms '
+  + 'and without Cache-Control: no-transform, private or no-store or a Set-Cookie (answers that may hold a secret are never compressed: BREACH), is sent br or gzip as the viewer\'s Accept-Encoding prefers by q-value (the order of algorithms '
   + 'breaks ties), with Vary: Accept-Encoding and the ETag suffixed -br or -gzip; each encoded variant of a cached object is made once and cached '
   + 'beside it; byte ranges are always served uncompressed. 3. the response headers policy (a route\'s response_headers_policy_id, when set, '
   + 'replaces the endpoint\'s): remove_response_headers, then the enabled security headers, then custom_response_headers (override true '

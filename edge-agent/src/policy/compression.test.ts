@@ -51,6 +51,11 @@ t.test('what may be compressed', async (t) => {
   t.notOk(ok({ 'content-type': 'text/plain', 'content-encoding': 'gzip' }));
   t.ok(ok({ 'content-type': 'text/plain', 'content-encoding': 'identity' }));
   t.notOk(ok({ 'content-type': 'text/plain', 'cache-control': 'public, No-Transform' }));
+  t.notOk(ok({ 'content-type': 'text/html', 'cache-control': 'private, max-age=60' }), 'BREACH: a private answer');
+  t.notOk(ok({ 'content-type': 'text/html', 'cache-control': 'max-age=0, private="set-cookie"' }), 'BREACH: a qualified private');
+  t.notOk(ok({ 'content-type': 'text/html', 'cache-control': 'No-Store' }), 'BREACH: a no-store answer');
+  t.notOk(ok({ 'content-type': 'text/html', 'set-cookie': 'sid=1' }), 'BREACH: an answer that sets a cookie');
+  t.ok(ok({ 'content-type': 'text/html', 'cache-control': 'public, max-age=60, x-private-ish' }), 'a directive merely containing the word');
   t.notOk(ok({ 'content-type': 'text/plain', 'content-range': 'bytes 0-9/100' }));
   t.notOk(ok({ 'content-type': 'text/plain' }, 1000, 206));
   t.notOk(ok({ 'content-type': 'text/plain' }, 0, 200));

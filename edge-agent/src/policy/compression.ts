@@ -8,6 +8,9 @@
 //   Cache-Control: no-transform, and whose length is known to be at least
 //   min_size_bytes (a streamed answer without Content-Length counts as large
 //   enough, as nginx's gzip_min_length does);
+// - never an answer that may hold a secret (BREACH): Cache-Control private or
+//   no-store, or a Set-Cookie field; its compressed length would let an
+//   attacker who reflects input into the page guess the secret byte by byte;
 // - the coding is chosen from Accept-Encoding by q-value among the endpoint's
 //   algorithms (listed order breaks ties; q=0 refuses a coding; "*" covers
 //   codings not named); none acceptable: the identity answer;
@@ -122,9 +125,14 @@ export function compressible(status: number, field: (name: string) => string | u
   if (field('content-range') !== undefined) return false;
   if (length !== null && (length < settings.minSizeBytes || length === 0)) return false;
   const cc = field('cache-control');
-  if (cc !== undefined && /(^|,)\s*no-transform\s*(,|$)/i.test(cc)) return false;
+  if (cc !== undefined && (NO_TRANSFORM.test(cc) || MAY_HOLD_SECRET.test(cc))) return false;
+  if (field('set-cookie') !== undefined) return false;
   return isCompressibleType(field('content-type'));
 }
+
+const NO_TRANSFORM = /(^|,)\s*no-transform\s*(=|,|$)/i;
+/** private (qualified or not) or no-store: an answer for one viewer, which may carry that viewer's secrets. */
+const MAY_HOLD_SECRET = /(^|,)\s*(private|no-store)\s*(=|,|$)/i;
 
 /** The ETag of an encoded representation: the suffix inside the quotes, weakness kept; undefined for none (or one not quoted). */
 export function encodedEtag(etag: string | undefined, coding: Coding): string | undefined {

@@ -34,14 +34,15 @@ function recordedQuery(ex: Exchange): string {
   }).join('&');
 }
 
-export function accessRecord(ex: Exchange, status: number, cacheStatus: string, bytes: number, ms: number, nodeName: string, country: string | null, needs: RecordNeeds = { requestId: true, headers: true }): AccessRecord {
+/** clientIp: the viewer as the request policies resolve it (the trusted proxy's header when the peer is one), canonical. */
+export function accessRecord(ex: Exchange, clientIp: string, status: number, cacheStatus: string, bytes: number, ms: number, nodeName: string, country: string | null, needs: RecordNeeds = { requestId: true, headers: true }): AccessRecord {
   const req = ex.req;
   const raw = req.rawHeaders;
   const headers = needs.headers;
   return {
     timestamp: Date.now(),
     request_id: needs.requestId ? randomUUID() : '',
-    client_ip: ex.clientIp ?? req.socket.remoteAddress ?? '',
+    client_ip: clientIp,
     method: ex.method,
     scheme: (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http',
     host: ex.authority || ex.host,

@@ -31,8 +31,6 @@ export class Exchange implements HeaderSource {
   endpoint: CompiledEndpoint | null = null;
   route: CompiledRoute | null = null;
   rule: CompiledCacheRule | null = null;
-  /** The viewer's address as request policies resolved it (a trusted proxy's header), when they ran; else the socket's is logged. */
-  clientIp: string | null = null;
   /** Why a request policy refused the request (access record and metrics). */
   denial: PolicyDenial | null = null;
   /** The viewer (address and scheme) once something resolved it (Proxy.viewerOf: request policies, IPv6, HSTS, countries); undefined: not yet. */

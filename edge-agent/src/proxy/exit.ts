@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { accessRecord } from './access-record.ts';
+import { parseClientAddress } from '../policy/client-address.ts';
 import type { LogDrains } from '../logs/drains.ts';
 import type { CacheStatus, TrafficCounters } from '../metrics/traffic.ts';
 import type { PolicyResponse } from '../policy/index.ts';
@@ -32,6 +33,16 @@ const CACHE_STATUS_DETAIL: Record<CacheStatus, string> = {
   UPDATING: 'hit; detail=stale-while-revalidate',
 };
 
+/** The viewer of an exchange as the request policies see it (the socket's peer, or the trusted proxy's header). */
+export interface ViewerLookup {
+  /** Its address in canonical text (IPv4-mapped IPv6 as IPv4), '' when unknown. */
+  address(ex: Exchange): string;
+  country(ex: Exchange): string | null;
+}
+
+/** Without request policies: the socket's peer, canonical. */
+const NO_VIEWER: ViewerLookup = { address: (ex) => parseClientAddress(ex.req.socket.remoteAddress ?? '')?.text ?? '', country: () => null };
+
 export class Exit {
   private readonly traffic: TrafficCounters;
   private readonly logger: Logger;
@@ -41,15 +52,15 @@ export class Exit {
   readonly shaper: ResponseShaper;
   /** The log drains that receive access records (null: none at all). */
   private readonly logs: LogDrains | null;
-  /** The viewer's country (access records). */
-  private readonly country: (ex: Exchange) => string | null;
+  /** Who the viewer is (access records): the same resolution the request policies use. */
+  private readonly viewer: ViewerLookup;
 
-  constructor(traffic: TrafficCounters, logger: Logger, cacheName: string, shaper: ResponseShaper, logs: LogDrains | null = null, country: (ex: Exchange) => string | null = () => null) {
+  constructor(traffic: TrafficCounters, logger: Logger, cacheName: string, shaper: ResponseShaper, logs: LogDrains | null = null, viewer: ViewerLookup = NO_VIEWER) {
     this.traffic = traffic;
     this.logger = logger;
     this.shaper = shaper;
     this.logs = logs;
-    this.country = country;
+    this.viewer = viewer;
     this.cacheStatusValues = Object.fromEntries(Object.entries(CACHE_STATUS_DETAIL).map(([k, v]) => [k, `${cacheName}; ${v}`])) as Record<CacheStatus, string>;
   }
 
@@ -186,7 +197,7 @@ export class Exit {
     const endpoint = ex.endpoint;
     if (endpoint === null) this.traffic.recordUnrouted(code, status, ms);
     else {
-      const country = this.country(ex);
+      const country = this.viewer.country(ex);
       // A shield hop's viewer was counted by the agent that asked: here it is shield traffic, never viewer traffic.
       if (ex.shieldHop !== null) this.traffic.recordShieldHop(endpoint.id, code, status, bytes);
       else {
@@ -198,13 +209,13 @@ export class Exit {
       if (logs !== null) {
         // The access record is made only for an endpoint some drain receives.
         const drains = logs.forEndpoint(endpoint.id);
-        if (drains.length !== 0) logs.record(accessRecord(ex, code, status, bytes, ms, logs.nodeName, country, logs.needsFor(drains)), drains);
+        if (drains.length !== 0) logs.record(accessRecord(ex, this.viewer.address(ex), code, status, bytes, ms, logs.nodeName, country, logs.needsFor(drains)), drains);
       }
     }
     if (this.logger.isLevelEnabled('debug')) {
       this.logger.debug({
         endpoint: endpoint?.id ?? null, method: ex.method, host: ex.authority, path: ex.path, query: ex.query, status: code,
-        cache_status: status, bytes, ms: Math.round(ms * 1000) / 1000, client_ip: ex.clientIp ?? ex.req.socket.remoteAddress ?? '',
+        cache_status: status, bytes, ms: Math.round(ms * 1000) / 1000, client_ip: this.viewer.address(ex),
         ...(ex.denial === null ? {} : { denied_by: ex.denial.policy, denial_reason: ex.denial.reason }),
       }, 'access');
     }

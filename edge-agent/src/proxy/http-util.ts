@@ -22,13 +22,20 @@ const NOT_STORED = new Set(['age', 'surrogate-control', 'cache-tag', 'surrogate-
  * Viewer fields that tell an origin where or how a request arrived, or which
  * URL or method to act on instead: the agent writes Forwarded, X-Forwarded-Proto
  * and (when the host is keyed) X-Forwarded-Host itself, and drops the others, so
- * nothing a viewer sends there reaches the origin unkeyed (issue 25, item 10).
+ * nothing a viewer sends there reaches the origin unkeyed. An operator may still
+ * send any of them to the origin with a custom request header (policy or origin).
  * They are gone from the exchange's fields, so cache keys, Vary and bypass
  * checks never read them either.
  */
 export const VIEWER_OVERRIDE_FIELDS = new Set([
   'forwarded', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'x-forwarded-prefix', 'x-real-ip',
   'x-original-host', 'x-original-url', 'x-rewrite-url', 'x-http-method-override',
+  // The scheme as frameworks read it (Rack, Django, Spring, IIS): the agent's X-Forwarded-Proto is the only one.
+  'x-forwarded-scheme', 'x-forwarded-ssl', 'front-end-https', 'x-url-scheme', 'x-forwarded-protocol',
+  // Method and URL overrides other than the above.
+  'x-http-method', 'x-method-override', 'x-original-method', 'x-forwarded-uri', 'x-forwarded-path', 'x-envoy-original-path',
+  // Host and client claims: the agent's X-Forwarded-Host / Forwarded / X-Forwarded-For say who and where.
+  'x-host', 'x-forwarded-server', 'true-client-ip',
   // A shield hop's mark (shield-directory.ts): read by a shield before this, never passed on.
   'x-edge-shield',
 ]);

@@ -108,7 +108,7 @@ export class Proxy {
       return found;
     };
     this.exit = new Exit(deps.traffic, deps.logger, options.cacheName, new ResponseShaper({ store: deps.store, pools: deps.pools, logger: deps.logger, cacheName: options.cacheName, secure: (ex) => viewerOf(ex).secure }),
-      deps.logs ?? null, country);
+      deps.logs ?? null, { country, address: (ex) => viewerOf(ex).address?.text ?? '' });
     this.forwarder = new Forwarder({
       shield: deps.shield ?? null,
       pools: deps.pools, store: deps.store, exit: this.exit, logger: deps.logger, originLatency: deps.originLatency,
@@ -205,7 +205,6 @@ export class Proxy {
   private requestPolicies(ex: RoutedExchange): boolean {
     const viewer = this.viewerOf(ex);
     const client = viewer.address;
-    if (client !== null) ex.clientIp = client.text;
     const pctx: PolicyRequest = {
       req: ex.req, endpoint: ex.endpoint, host: ex.host, path: ex.path, query: ex.query, rawQuery: ex.query,
       client, clientIp: client?.text ?? '', secure: viewer.secure, routeId: ex.route.id, httpsPort: this.deps.options.httpsPort?.() ?? null,

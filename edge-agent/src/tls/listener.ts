@@ -144,7 +144,7 @@ export class HttpsListener {
       ...(def === null ? {} : { cert: def.pair.certPem, key: def.pair.keyPem }),
       // The certificate of the name asked for, from the table in force at this handshake.
       SNICallback: (servername, cb) => {
-        const entry = table.lookup(servername.toLowerCase());
+        const entry = table.lookup(canonicalServerName(servername) ?? '');
         if (entry === undefined) cb(new Error(`unknown server name ${servername}`), undefined);
         else cb(null, entry.context);
       },
@@ -157,6 +157,9 @@ export class HttpsListener {
     const { logger } = this.options;
     server = tls.createServer(this.serverOptions(profile));
     server.on('secureConnection', (socket: TLSSocket) => {
+      // Read once here for every later reader (the 421 check of each request, HTTP/1.1 and HTTP/2 alike): host names
+      // are case-insensitive (RFC 6066 §3, RFC 4343), so SHOP.EXAMPLE.TEST is the name Host: shop.example.test asks for.
+      socket.servername = canonicalServerName(socket.servername);
       const sink = socket.alpnProtocol === 'h2' && this.options.http2 !== null ? this.options.http2 : this.options.http1;
       sink.emit('connection', socket);
     });
@@ -169,4 +172,11 @@ export class HttpsListener {
     this.profiles.set(profile.key, profile);
     return server;
   }
+}
+
+/** A TLS server name as the agent compares it with Host: lower-case, without a trailing dot (absent: null). */
+export function canonicalServerName(name: string | false | null | undefined): string | null {
+  if (!name) return null;
+  const lower = name.toLowerCase();
+  return lower.endsWith('.') ? lower.slice(0, -1) : lower;
 }
