@@ -6,7 +6,8 @@
 // previous version). The agent restarts with MAX_ENDPOINTS=5 on the same data
 // directory (the same node): on reconnecting it is offered the active version
 // again (it used to wait for an unrelated publish), applies it, serves the
-// second endpoint, and the endpoint reads active.
+// second endpoint, and the endpoint reads active; the node no longer reads a
+// failed_config_version (it used to keep the version it went on to apply).
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,7 +21,7 @@ if (!services.postgresUrl) {
   t.pass('skipped: needs PostgreSQL');
 } else {
   const { postgresUrl } = services;
-  await t.test('regression: a refused version is offered again to the node once it reconnects, fixed; the endpoint reads error meanwhile', { timeout: 120_000 }, async (t) => {
+  await t.test('regression: a refused version is offered again to the node once it reconnects, fixed; the endpoint reads error meanwhile; the refusal clears once it applied it', { timeout: 120_000 }, async (t) => {
     const origin = await startCountingOrigin(t);
     const deployment = await startDeployment(t, { postgresUrl });
     const first = await publishedEndpoint(deployment, origin.port, 'first');
@@ -45,5 +46,7 @@ if (!services.postgresUrl) {
     t.equal((await read()).status_reason, null);
     const active = (await deployment.must('GET', '/v1/cdn/config/versions?limit=1')).data[0];
     t.equal((await agentHealth(fixed)).config_version, active.version_number, 'without another publish: the node holds the active version');
+    await eventually(async () => (await deployment.must('GET', '/v1/cdn/edge-nodes')).data[0].config_version === active.version_number, 'the node list shows the version applied');
+    t.match((await deployment.must('GET', '/v1/cdn/edge-nodes')).data[0], { failed_config_version: null, config_error: null }, 'the refusal clears once the node applied that version');
   });
 }

@@ -234,7 +234,8 @@ export class ConfigFeed implements Feed<ConfigState> {
   readonly node = {
     columns: {
       config_version: { type: 'bigint', merge: 'latest' },
-      failed_config_version: { type: 'bigint', merge: 'max' },
+      // Cleared once the node applies that version or a later one (then it no longer refuses anything).
+      failed_config_version: { type: 'bigint', merge: 'max', clearedBy: 'config_version' },
       config_error: { type: 'text', merge: 'nullable' },
     },
     fromHello: (hello: Hello) => ({ config_version: Number(hello.configVersion) }),

@@ -12,7 +12,7 @@
 import { AckKind, type Ack, type Heartbeat, type Hello } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { PURGE_SUBMITTED_CHANNEL } from '../cdn/announcements.ts';
 import { UUID, agentText, safeNumber, type ChannelContext, type Feed, type WelcomeFields } from './channel-feed.ts';
-import { PurgeRing, evaluatePurges, failLatePurges, recordPurgeAcks, type EncodedPurge, type PurgeAckRow, type PurgeRow } from './channel-purges.ts';
+import { PurgeRing, evaluatePurges, failLatePurges, recordPurgeAcks, recoverLatePurges, type EncodedPurge, type PurgeAckRow, type PurgeRow } from './channel-purges.ts';
 import type { AgentStream } from './channel-stream.ts';
 import type { ChannelWriter, FleetChange, NodeChange, NodeStream, PartBatch, WriterPart } from './channel-writer.ts';
 
@@ -231,12 +231,17 @@ export class PurgeFeed implements Feed<PurgeState> {
     if (applied !== null && applied > 0 && applied <= state.pushed) this.acks.applied(stream, applied);
   }
 
-  /** The purges this replica has not seen yet; then the targets that did not apply a purge within the timeout are counted failed. */
+  /**
+   * The purges this replica has not seen yet; then the targets that did not apply a purge within the timeout are counted
+   * failed, and those of them whose purge sequence has since reached the purge applied.
+   */
   async poll(): Promise<void> {
     await this.#load();
     const now = this.#context.clock.now();
     const failed = await failLatePurges(this.#context.em(), new Date(now.getTime() - this.#timeoutMs), now, durationText(this.#timeoutMs));
     if (failed.length) this.#context.log.warn({ purges: failed.length }, 'purges not applied by every node that must apply them within EDGE_PURGE_TIMEOUT_MS: failed');
+    const recovered = await recoverLatePurges(this.#context.em(), now);
+    if (recovered.length) this.#context.log.info({ purges: recovered.length }, 'purges applied by nodes they had timed out on: moved on from failed');
   }
 
   /** Reads the purges this replica has not seen yet from the database and writes them to the streams. */

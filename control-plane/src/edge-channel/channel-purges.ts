@@ -237,6 +237,13 @@ const notApplied = (p: string, n: string, acks: string) =>
   `${n}.purge_sequence < ${p}.sequence and not exists (select 1 from ${acks} k where k.purge_id = ${p}.id and k.node_id = ${n}.id and k.ok)`;
 
 /**
+ * The transition failed -> completed of a purge (`p`, before the update): a node it timed out on applied it
+ * later (an ok acknowledgement, or its purge sequence past the purge: recoverLatePurges) and no failure is
+ * left. Its completed_at then says when it completed, no longer when it failed.
+ */
+const LATE_COMPLETION = `p.status = 'failed'`;
+
+/**
  * The end of a statement that counts purges again from their acknowledgements and moves them on:
  * in_progress from the first ack, failed as soon as a node reported a failure (or failLatePurges recorded
  * one), completed once every target has applied it (a purge without target, stored while no node was online,
@@ -269,8 +276,10 @@ function movePurgesOn(targets: string, acks: string, now: string): string {
          when p.status = 'completed' then 'completed'
          when c.ok_n > 0 then 'in_progress'
          else p.status end,
-       completed_at = case when p.completed_at is null and (c.failed_n > 0 or (m.n is null and (p.edge_nodes_total > 0 or c.ok_n > 0)))
-         then ${now}::timestamptz else p.completed_at end,
+       completed_at = case
+         when ${LATE_COMPLETION} and c.failed_n = 0 and m.n is null and (p.edge_nodes_total > 0 or c.ok_n > 0)
+           or p.completed_at is null and (c.failed_n > 0 or (m.n is null and (p.edge_nodes_total > 0 or c.ok_n > 0))) then ${now}::timestamptz
+         else p.completed_at end,
        updated_at = ${now}
      from counts c left join missing m on m.id = c.id
      where p.id = c.id`;
@@ -324,7 +333,7 @@ export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAck
        select x.purge_id, x.node_id, x.ok, x.error, $2::timestamptz from x
        join cdn_purge_request p on p.id = x.purge_id and p.sequence = x.sequence and p.acks_pruned_at is null
        join cdn_edge_node n on n.id = x.node_id
-       on conflict (purge_id, node_id) do update set ok = excluded.ok, error = excluded.error, acked_at = excluded.acked_at
+       on conflict (purge_id, node_id) do update set ok = excluded.ok, error = excluded.error, acked_at = excluded.acked_at, timed_out = false
          where cdn_purge_ack.ok <> excluded.ok
        returning purge_id, node_id, ok, xmax = 0 as inserted
      ),
@@ -356,6 +365,7 @@ export async function recordPurgeAcks(em: EntityManager, acks: readonly PurgeAck
          when p.edge_nodes_completed + a.ok_n > 0 then 'in_progress'
          else p.status end,
        completed_at = case
+         when ${LATE_COMPLETION} and c.id is not null then $2::timestamptz
          when p.completed_at is null and (p.edge_nodes_failed + a.failed_n > 0 or c.id is not null) then $2::timestamptz
          else p.completed_at end,
        updated_at = $2
@@ -388,7 +398,7 @@ export async function evaluatePurges(em: EntityManager, which: readonly string[]
 /**
  * The targets of open purges stored before `before` that have not applied them are recorded as failed
  * (a failed acknowledgement naming why: offline since when, or no answer), and those purges moved on, so
- * a purge waits for a node that dropped out at most that long. A node that applies the purge later turns
+ * a purge waits for a node that dropped out at most that long (marked timed_out). A node that applies the purge later turns
  * its failure into an ok (recordPurgeAcks), which may complete the purge after all. Run on every tick by
  * every replica (the insert skips what another replica recorded). Returns the purges it failed.
  */
@@ -407,8 +417,8 @@ export async function failLatePurges(em: EntityManager, before: Date, now: Date,
        where ${notApplied('l', 'n', 'cdn_purge_ack')}
      ),
      stored as (
-       insert into cdn_purge_ack (purge_id, node_id, ok, error, acked_at)
-       select purge_id, node_id, false, error, ? from missing
+       insert into cdn_purge_ack (purge_id, node_id, ok, error, acked_at, timed_out)
+       select purge_id, node_id, false, error, ?, true from missing
        on conflict (purge_id, node_id) do nothing
        returning purge_id
      )
@@ -418,6 +428,32 @@ export async function failLatePurges(em: EntityManager, before: Date, now: Date,
   const failed = rows.map((r) => r.purge_id);
   if (failed.length) await evaluatePurges(em, failed, now);
   return failed;
+}
+
+/**
+ * The per-node transition failed (timed out) -> applied: a node recorded failed by failLatePurges whose purge
+ * sequence has since reached the purge's applied it after all, though no acknowledgement says so (the stream it
+ * was pushed on ended before it answered, or it came back with an empty cache, which the purge has nothing to
+ * remove from). Its failure turns into an ok and its purges are moved on, to completed when nothing else is
+ * missing. A failure the node reported itself stays (its sequence moves past a purge it could not apply).
+ * Run on every tick by every replica after failLatePurges (the partial index holds the timed-out failures only);
+ * returns the purges it moved on.
+ */
+export async function recoverLatePurges(em: EntityManager, now: Date): Promise<string[]> {
+  const rows = await em.execute<{ purge_id: string }[]>(
+    `with recovered as (
+       update cdn_purge_ack k set ok = true, error = null, timed_out = false, acked_at = ?
+       from cdn_purge_request p, cdn_edge_node n
+       where k.timed_out and not k.ok and p.id = k.purge_id and n.id = k.node_id
+         and p.acks_pruned_at is null and n.purge_sequence >= p.sequence
+       returning k.purge_id
+     )
+     select distinct purge_id from recovered`,
+    [now],
+  );
+  const recovered = rows.map((r) => r.purge_id);
+  if (recovered.length) await evaluatePurges(em, recovered, now);
+  return recovered;
 }
 
 /** How long the acknowledgements of a finished purge are kept; its counts stay on the record after. */

@@ -36,6 +36,8 @@ export const HEARTBEAT_FLUSH_DELAY_MS = 1_000;
 export interface NodeColumn {
   type: 'bigint' | 'text' | 'timestamptz' | 'jsonb';
   merge: 'latest' | 'max' | 'nullable';
+  /** With `max`: the column (a bigint) whose value reaching this one clears it, as it is written. */
+  clearedBy?: string;
 }
 
 /** Column → value; an absent (undefined) column is left as it is. */
@@ -143,9 +145,9 @@ export class ChannelWriter {
   /** Declares node columns a feed owns (before it writes them). */
   addNodeColumns(columns: Readonly<Record<string, NodeColumn>>): void {
     for (const [name, column] of Object.entries(columns)) {
-      if (!/^[a-z_]+$/.test(name)) throw new Error(`node column ${name}: not a column name`);
+      if (!/^[a-z_]+$/.test(name) || (column.clearedBy !== undefined && !/^[a-z_]+$/.test(column.clearedBy))) throw new Error(`node column ${name}: not a column name`);
       const known = this.#columns[name];
-      if (known && (known.type !== column.type || known.merge !== column.merge)) throw new Error(`node column ${name} declared twice, differently`);
+      if (known && (known.type !== column.type || known.merge !== column.merge || known.clearedBy !== column.clearedBy)) throw new Error(`node column ${name} declared twice, differently`);
       this.#columns[name] = column;
     }
     this.#nodeStatement = null;
@@ -349,7 +351,10 @@ export class ChannelWriter {
     for (const [name, column] of Object.entries(this.#columns)) {
       types[name] = column.type;
       if (column.merge === 'latest') sets.push(`${name} = coalesce(x.${name}, n.${name})`);
-      else if (column.merge === 'max') sets.push(`${name} = greatest(n.${name}, x.${name})`);
+      else if (column.merge === 'max' && column.clearedBy) {
+        const by = column.clearedBy;
+        sets.push(`${name} = case when greatest(n.${name}, x.${name}) <= coalesce(x.${by}, n.${by}) then null else greatest(n.${name}, x.${name}) end`);
+      } else if (column.merge === 'max') sets.push(`${name} = greatest(n.${name}, x.${name})`);
       else {
         types[`set_${name}`] = 'boolean';
         sets.push(`${name} = case when x.set_${name} then x.${name} else n.${name} end`);

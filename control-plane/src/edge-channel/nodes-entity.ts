@@ -66,7 +66,12 @@ export const PurgeAckSchema = defineEntity({
     ok: p.boolean(),
     error: p.text().nullable(),
     acked_at: p.datetime(),
+    // The failure is the control plane's (no answer within EDGE_PURGE_TIMEOUT_MS), not the node's report (migration 0049).
+    timed_out: p.boolean().default(false),
   },
+  indexes: [
+    { name: 'cdn_purge_ack_timed_out_idx', expression: 'create index cdn_purge_ack_timed_out_idx on cdn_purge_ack (node_id) where timed_out' },
+  ],
 });
 export class PurgeAck extends PurgeAckSchema.class {}
 PurgeAckSchema.setClass(PurgeAck);

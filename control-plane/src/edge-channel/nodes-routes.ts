@@ -15,7 +15,7 @@ export const edgeNodeRecord = z.object({
   config_synced: z.boolean().describe('Whether config_version is the active configuration version'),
   last_seen_at: timestampOrNull(),
   agent_version: z.string(),
-  failed_config_version: orNull(z.number().int()).describe('The highest configuration version the node refused (it keeps serving the previous one); it is not sent that version again'),
+  failed_config_version: orNull(z.number().int()).describe('The highest configuration version the node refused (it keeps serving the previous one), until it applies that version or a later one (then null); it is not sent that version again on the same stream'),
   config_error: orNull(z.string()).describe('Why the node refused failed_config_version (cleared when it applies a later version)'),
   purge_sequence: z.number().int().describe('The last purge sequence the node applied'),
 });
