@@ -23,6 +23,7 @@ import type { ObjectStore } from './cache/index.ts';
 import { CacheStore } from './proxy/cache-store.ts';
 import { HealthProber } from './proxy/health.ts';
 import { OriginPools } from './proxy/origin-client.ts';
+import type { NodeFillLock } from './proxy/node-fills.ts';
 import { Proxy } from './proxy/proxy.ts';
 import { compileRoutingTable, type RoutingTable } from './proxy/routing.ts';
 import { CertificateTable, type DefaultCertificate } from './tls/certificates.ts';
@@ -38,6 +39,8 @@ export interface EdgeAgentOptions {
   memoryBytes: number;
   /** The node-wide cache tier shared by the node's workers (cache/index.ts), opened by the process that owns it; the agent closes it. */
   nodeTier?: ObjectStore | null;
+  /** With workers sharing the node tier: the lock that lets one of them fill a key at a time (workers/fill-locks.ts). */
+  fillLock?: NodeFillLock | null;
   maxObjectBytes: number;
   region?: string;
   defaultEndpointId?: string | null;
@@ -194,6 +197,7 @@ export class EdgeAgent implements ControlledAgent {
     this.logs = new LogDrains({ nodeName: options.nodeName ?? `edge-${options.region ?? 'local'}`, logger: this.logger, ...options.logDrains });
     this.logs.registerMetrics(this.metrics.registry);
     this.proxy = new Proxy({
+      fillLock: options.fillLock ?? null,
       shield: { directory: this.shield, pools: this.shieldPools },
       logs: this.logs,
       table: () => this.table,

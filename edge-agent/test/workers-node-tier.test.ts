@@ -2,7 +2,8 @@
 // workers share one cache, so an object one worker fetched is a hit at the
 // other and the origin sees one fetch per object for the node however the
 // connections spread; /healthz counts each object once; the node tier is kept
-// across a restart (from a config file there are no purges to miss); workers
+// across a restart (from a config file there are no purges to miss); misses
+// at both workers at once cost one origin fetch; workers
 // whose primary is killed while they fill exit on their own.
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,7 +16,9 @@ import { exitOf, startAgentProcess, startOrigin } from './helpers.ts';
 const dir = mkdtempSync(join(tmpdir(), 'edge-node-tier-'));
 const origin = await startOrigin((req, res) => {
   res.writeHead(200, { 'content-type': 'application/octet-stream', 'cache-control': 'max-age=600' });
-  res.end(Buffer.alloc(10 * 1024, 1));
+  // /slow/ answers after a while, so that misses at both workers overlap.
+  if (req.url!.startsWith('/slow/')) setTimeout(() => res.end(Buffer.alloc(10 * 1024, 2)), 300);
+  else res.end(Buffer.alloc(10 * 1024, 1));
 });
 t.teardown(() => origin.close());
 const configFile = join(dir, 'snapshot.json');
@@ -45,6 +48,17 @@ t.test('two workers share one node tier: one origin fetch per object for the nod
   const after = await Promise.all(Array.from({ length: 10 }, () => viewerGet(agent.port, 'a.cdn.test', '/video/seg-1.ts', { connection: 'close' })));
   t.same(new Set(after.map((r) => r.headers['x-cache-status'])), new Set(['HIT']), 'the restarted workers hit what the node tier kept');
   t.equal(origin.count('/video/seg-1.ts'), 1, 'no origin fetch after the restart');
+});
+
+t.test('concurrent misses at both workers cost the origin one fetch: the other worker waits for the fill', async (t) => {
+  const agent = await startAgentProcess(env);
+  t.teardown(() => { agent.child.kill('SIGKILL'); });
+  for (const path of ['/slow/a', '/slow/b']) {
+    const answers = await Promise.all(Array.from({ length: 16 }, () => viewerGet(agent.port, 'a.cdn.test', path, { connection: 'close' })));
+    t.same(new Set(answers.map((r) => r.status)), new Set([200]));
+    t.same(new Set(answers.map((r) => r.body.length)), new Set([10 * 1024]));
+    t.equal(origin.count(path), 1, `one origin fetch for ${path} however the connections spread`);
+  }
 });
 
 t.test('workers whose primary is killed while they write fills to the node tier exit on their own', async (t) => {

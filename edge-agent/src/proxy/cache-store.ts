@@ -148,6 +148,8 @@ export class CacheStore {
   private lurkerScheduled = false;
   /** Lurker runs under way (for settled()). */
   private readonly lurks = new Set<Promise<void>>();
+  /** The node-tier write of each key under way (written()). */
+  private readonly nodeWrites = new Map<string, Promise<void>>();
   /** Node-tier writes and purges under way (for settled()). */
   private readonly nodeWork = new Set<Promise<unknown>>();
   /** Purges the node tier failed to apply (the purge is then not acknowledged). */
@@ -294,8 +296,16 @@ export class CacheStore {
     const { body, hitHeaders: _h, hitHeadersAge: _a, urlSlot: _u, shapedHit: _s, checkedGeneration: _c, generation: _g, ...fields } = o;
     const meta: NodeMeta = { ...fields, startUs: start.atUs };
     const index = { endpointId: o.endpointId, path: o.path, tags: o.tags, generation: start.node };
-    this.track(this.node.put(o.key, JSON.stringify(meta), body, index));
-    if (o.varyNames !== null) this.track(this.node.put(VARY_PREFIX + o.primaryKey, JSON.stringify(o.varyNames), Buffer.alloc(0), { ...index, tags: [] }));
+    const writes = [this.track(this.node.put(o.key, JSON.stringify(meta), body, index))];
+    if (o.varyNames !== null) writes.push(this.track(this.node.put(VARY_PREFIX + o.primaryKey, JSON.stringify(o.varyNames), Buffer.alloc(0), { ...index, tags: [] })));
+    const written = Promise.all(writes).then(() => {}, () => {});
+    this.nodeWrites.set(o.key, written);
+    void written.then(() => { if (this.nodeWrites.get(o.key) === written) this.nodeWrites.delete(o.key); });
+  }
+
+  /** Resolves once the object last stored under key is in the node tier (or failed to get there): another worker can read it. */
+  written(key: string): Promise<void> {
+    return this.nodeWrites.get(key) ?? Promise.resolve();
   }
 
   /**

@@ -29,6 +29,7 @@ import { ResponseShaper } from './shaping.ts';
 import { CacheFiller, type FillResult } from './storing.ts';
 import type { CertificateTable } from '../tls/certificates.ts';
 import { loopRefusal, loopVisits, MAX_LOOP_VISITS } from './loop.ts';
+import type { NodeFillLock } from './node-fills.ts';
 import type { ShieldDeps } from './forward.ts';
 
 /** The country of an HTTP/1.1 connection's peer, looked up once (access records and traffic rollups). */
@@ -57,6 +58,8 @@ export interface ProxyDeps {
   policyDenials?: Counter<'endpoint' | 'policy' | 'reason'> | null;
   /** The log drains the exit hands access records to. */
   logs?: LogDrains | null;
+  /** Workers sharing a node tier: one fills a key at a time, the others then read it (node-fills.ts). */
+  fillLock?: NodeFillLock | null;
   logger: Logger;
   options: ProxyOptions;
   /** The names served over TLS: a request on a TLS connection must be for a name its handshake covers (421 otherwise). */
@@ -270,7 +273,7 @@ export class Proxy {
    * body is dropped. withoutCredentials: the range fill, sent without the viewer's credentials.
    */
   private backgroundFill(ex: RoutedExchange, primary: string, key: string, stale: CachedObject | null, withoutCredentials = false): void {
-    this.collapser.lead(key, true, () => this.filler.fill(ex, primary, stale, false, withoutCredentials)).then(
+    this.collapser.lead(key, true, () => this.nodeWideFill(ex, primary, key, stale, false, withoutCredentials)).then(
       (result) => { if (result.type === 'passthrough') dispose(result.body); },
       (err: unknown) => this.deps.logger.debug({ endpoint: ex.endpoint.id, path: ex.path, err: (err as Error)?.message }, 'background fill failed'),
     );
@@ -291,11 +294,45 @@ export class Proxy {
         await this.forwarder.forward(ex, stale ? 'EXPIRED' : 'MISS', false);
         return;
       }
-      const result = await this.collapser.lead(key, !alone, () => this.filler.fill(ex, primary, stale ?? null, true));
+      const result = alone
+        ? await this.filler.fill(ex, primary, stale ?? null, true)
+        : await this.collapser.lead(key, true, () => this.nodeWideFill(ex, primary, key, stale ?? null, true));
       await this.answerLeader(ex, result, stale);
     } catch (err) {
       this.fail(ex, err);
     }
+  }
+
+  /**
+   * A fill of key for this worker's collapsed requests, and for the node's other workers: with a fill lock, the
+   * first worker to miss fills; one that missed meanwhile waits for that fill and serves what it stored, or
+   * fills alone when nothing usable was stored (not shareable, refused, or the wait ran out).
+   */
+  private async nodeWideFill(ex: RoutedExchange, primary: string, key: string, stale: CachedObject | null, viewerWaiting: boolean, withoutCredentials = false): Promise<FillResult> {
+    const lock = this.deps.fillLock;
+    const fill = () => this.filler.fill(ex, primary, stale, viewerWaiting, withoutCredentials);
+    if (lock == null || this.cacheReadsSuspended) return fill();
+    const turn = await lock.acquire(key);
+    if (turn === 'follow') {
+      const stored = this.storedMeanwhile(ex);
+      return stored !== undefined ? { type: 'stored', entry: stored, status: 'HIT' } : fill();
+    }
+    if (turn === 'alone') return fill();
+    try {
+      const result = await fill();
+      if (result.type === 'stored') await this.deps.store.written(result.entry.key);
+      return result;
+    } finally {
+      lock.release(key);
+    }
+  }
+
+  /** What another worker's fill left in the node tier for this request: usable and fresh, else undefined. */
+  private storedMeanwhile(ex: RoutedExchange): CachedObject | undefined {
+    const store = this.deps.store;
+    const found = usableObject(ex, store.get(cacheKeys(ex, store).key));
+    if (found === undefined || !varyMatches(ex, found)) return undefined;
+    return freshness(found, requestDirectives(ex), Date.now()) === 'fresh' ? found : undefined;
   }
 
   private async answerLeader(ex: RoutedExchange, result: FillResult, stale: CachedObject | undefined): Promise<void> {

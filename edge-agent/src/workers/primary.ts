@@ -35,6 +35,7 @@ import type { TrafficRollup } from '../metrics/traffic.ts';
 import type { ShieldMapUpdate } from '../proxy/shield-directory.ts';
 import type { CertificatePair, DefaultCertificate } from '../tls/certificates.ts';
 import { challengeSecret } from '../policy/challenge.ts';
+import { FillLocks, type TurnNotice } from './fill-locks.ts';
 import { mergeDrainStates, RollupAccumulator } from './merge.ts';
 import type { FromWorker, ListeningPorts, ToWorker } from './protocol.ts';
 
@@ -75,6 +76,8 @@ export class WorkerPool implements ControlledAgent {
   private readonly agent: EdgeAgent;
   private readonly logger: Logger;
   private readonly handles = new Map<number, Handle>();
+  /** Which worker fills which key (one origin fetch per object for the node). */
+  private readonly fillLocks = new FillLocks();
   private readonly rollups = new RollupAccumulator();
   private readonly ticketKeys = randomBytes(48);
   private queue: Promise<unknown> = Promise.resolve();
@@ -148,7 +151,10 @@ export class WorkerPool implements ControlledAgent {
         p.reject(new WorkerGone(`worker ${index} exited`));
       }
       handle.pending.clear();
-      if (this.handles.get(index) === handle) this.handles.delete(index);
+      if (this.handles.get(index) === handle) {
+        this.handles.delete(index);
+        this.tell(this.fillLocks.workerGone(index));
+      }
       if (this.stopping) return;
       this.logger.error({ worker: index, code, signal }, 'a worker exited; starting another');
       this.respawnLater(index);
@@ -180,6 +186,9 @@ export class WorkerPool implements ControlledAgent {
   }
 
   private onMessage(handle: Handle, msg: FromWorker): void {
+    if (msg.t === 'fillLock') return this.tell(this.fillLocks.request(handle.index, msg.ticket, msg.key));
+    if (msg.t === 'fillDone') return this.tell(this.fillLocks.done(handle.index, msg.key));
+    if (msg.t === 'fillCancel') return this.fillLocks.cancel(handle.index, msg.ticket, msg.key);
     if (msg.t === 'stats') {
       handle.cacheObjects = msg.cacheObjects;
       handle.cacheBytes = msg.cacheBytes;
@@ -195,6 +204,18 @@ export class WorkerPool implements ControlledAgent {
     clearTimeout(p.timer);
     if (msg.ok) p.resolve(msg.value);
     else p.reject(new Error(msg.error));
+  }
+
+  /** Sends fill-lock turns to the workers they are for (one gone meanwhile waits no more). */
+  private tell(notices: TurnNotice[]): void {
+    for (const n of notices) {
+      const handle = this.handles.get(n.worker);
+      try {
+        handle?.worker.send({ t: 'fillTurn', ticket: n.ticket, key: n.key, lead: n.lead });
+      } catch {
+        // On its way out: workerGone releases what it held.
+      }
+    }
   }
 
   /** One request to one worker; rejects on its error, its exit (WorkerGone) or after timeoutMs (the worker is then killed). */

@@ -7,6 +7,7 @@ import type { DrainState } from '../logs/drains.ts';
 import type { TrafficRollup } from '../metrics/traffic.ts';
 import type { ShieldMapUpdate } from '../proxy/shield-directory.ts';
 import type { CertificatePair } from '../tls/certificates.ts';
+import type { FillLockMessage } from './fill-locks.ts';
 
 export interface PurgeState {
   purgeSequence: number;
@@ -36,7 +37,9 @@ export type ToWorker =
   | { t: 'cutOff'; lost: boolean }
   | { t: 'certificate'; certificate: CertificatePair | null }
   /** Stop: close the listeners, let requests under way finish (up to timeoutMs), exit. */
-  | { t: 'drain'; timeoutMs: number };
+  | { t: 'drain'; timeoutMs: number }
+  /** A fill lock's answer (fill-locks.ts): lead the fill of key, or follow the one that ended. */
+  | { t: 'fillTurn'; ticket: number; key: string; lead: boolean };
 
 /** Worker → primary. */
 export type FromWorker =
@@ -46,7 +49,8 @@ export type FromWorker =
    * Sent every second: its cache (its memory tier's objects and bytes, and what the node tier shared by every
    * worker holds: 0 without one), its log drains' delivery, and (every fifth time) its traffic since the last.
    */
-  | { t: 'stats'; cacheObjects: number; cacheBytes: number; nodeObjects: number; nodeBytes: number; drains: DrainState[]; rollups: TrafficRollup[] };
+  | { t: 'stats'; cacheObjects: number; cacheBytes: number; nodeObjects: number; nodeBytes: number; drains: DrainState[]; rollups: TrafficRollup[] }
+  | FillLockMessage;
 
 export interface ListeningPorts {
   http: number;

@@ -17,6 +17,7 @@ import { openNodeTier } from '../cache/index.ts';
 import { loadConfig } from '../config.ts';
 import { DefaultCertificate } from '../tls/certificates.ts';
 import { useChallengeSecret } from '../policy/challenge.ts';
+import { FillLockClient } from './fill-locks.ts';
 import type { FromWorker, ToWorker } from './protocol.ts';
 
 if (!cluster.isWorker) throw new Error('workers/worker.ts runs as a worker of the agent\'s primary process');
@@ -25,17 +26,26 @@ const index = Number(process.env.EDGE_WORKER_INDEX ?? '0');
 const config = loadConfig(process.argv.slice(2), process.env);
 const logger = agentLogger(config, { worker: index });
 const base = agentOptions(config, logger);
+// With a node tier, a fill one worker runs is awaited by the others (one origin fetch per object for the node).
+const fillLock = config.CACHE_DISK_BYTES > 0 ? new FillLockClient((msg) => {
+  if (!process.connected) return false;
+  process.send!(msg, undefined, {}, ignoreSendError);
+  return true;
+}) : null;
 const agent = new EdgeAgent({
   ...base,
   dataDir: join(config.DATA_DIR, 'workers', String(index)),
   memoryBytes: Math.floor(config.CACHE_MEMORY_BYTES / config.WORKERS),
-  // The node tier is one for all workers (the primary checked and emptied it before starting them).
+  // The node tier is one for all workers (the primary checked it before starting them).
   nodeTier: config.CACHE_DISK_BYTES > 0 ? await openNodeTier(config.DATA_DIR, config.CACHE_DISK_BYTES) : null,
+  fillLock,
   persist: false,
   stateKey: null,
   healthProbes: false,
   nodeId: process.env.EDGE_NODE_ID,
 });
+
+function ignoreSendError(): void {}
 
 const STATS_EVERY_MS = 1_000;
 /** Traffic is sent every fifth stats message, with every URL the window holds (the primary cuts the top list). */
@@ -46,7 +56,6 @@ function send(msg: FromWorker): void {
   // With a callback a send to a primary that just died fails there, not as an 'error' that kills the worker mid-write.
   if (process.connected) process.send!(msg, undefined, {}, ignoreSendError);
 }
-function ignoreSendError(): void {}
 
 const reply = (id: number, value: unknown = null) => send({ t: 'reply', id, ok: true, value });
 const fail = (id: number, err: unknown) => send({ t: 'reply', id, ok: false, error: (err as Error).message ?? String(err) });
@@ -91,6 +100,8 @@ async function handle(msg: ToWorker): Promise<void> {
       return reply(msg.id, await agent.metrics.registry.getMetricsAsJSON());
     case 'startFromPurge':
       return agent.startFromPurge(msg.sequence, msg.reset);
+    case 'fillTurn':
+      return fillLock?.turn(msg.ticket, msg.key, msg.lead);
     case 'catchUp':
       return void agent.beginPurgeCatchUp(msg.target);
     case 'skipPurge':
@@ -148,7 +159,10 @@ for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal
 // node:cluster's own listener exits at once, which with node-tier writes under way (LMDB's write thread
 // waiting on this thread) hangs or crashes the exit: it is replaced by a stop that lets them finish first.
 process.removeAllListeners('disconnect');
-process.on('disconnect', () => void stop(1_000));
+process.on('disconnect', () => {
+  fillLock?.abandon();
+  void stop(1_000);
+});
 // A crash takes the same way out (the primary starts a new worker), for the same reason.
 process.on('uncaughtException', (err) => {
   logger.fatal({ err: err.message, stack: err.stack }, 'worker crashed');
