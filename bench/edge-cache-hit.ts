@@ -34,6 +34,8 @@ const ROUNDS = numberFlag('rounds', 2);
 const SECTIONS = new Set(listFlag('sections', 'main,pairs,full'));
 const ORIGIN_PORT = 18801, PLAIN_PORT = 18802, AGENT_PORT = 18803, NGINX_PORT = 18804;
 const AGENT_TLS_PORT = 18805, NGINX_TLS_PORT = 18806, AGENT2_PORT = 18807, NGINX_COPY_PORT = 18808;
+/** Node's own limit over TLS: plain node:https and node:http2 (core stream API) answering the agent's hit bytes and head. */
+const PLAIN_TLS_PORT = 18809, PLAIN_H2_PORT = 18810;
 
 function ensureTools(): void {
   const missing = ['wrk', 'nginx', 'h2load', 'openssl'].filter((c) => !have(c) && !(c === 'nginx' && have('/usr/sbin/nginx')));
@@ -69,6 +71,19 @@ async function waitFor(url: string, host: string, headers: Record<string, string
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`${url} did not come up`);
+}
+
+/** Waits until something accepts connections on the port (the TLS baselines, probed before they are measured). */
+async function waitForPort(port: number): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const socket = connect(port, '127.0.0.1', () => { socket.destroy(); resolve(true); });
+      socket.on('error', () => resolve(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`port ${port} did not come up`);
 }
 
 interface Result { rps: number; p50: number; p99: number; requests: number }
@@ -161,6 +176,8 @@ async function main(): Promise<void> {
   const certFile = join(work, 'bench.pem'), keyFile = join(work, 'bench.key');
   execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', keyFile, '-out', certFile, '-days', '2',
     '-subj', '/CN=bench.local', '-addext', 'subjectAltName=DNS:localhost,DNS:bench.local'], { stdio: 'ignore' });
+  const plainTlsPid = start(pin(0, [node, join(here, 'lib/plain-server.ts'), String(PLAIN_TLS_PORT), 'baseline-https', certFile, keyFile])).pid!;
+  const plainH2Pid = start(pin(0, [node, join(here, 'lib/plain-server.ts'), String(PLAIN_H2_PORT), 'baseline-h2', certFile, keyFile])).pid!;
   const agentPid = start(pin(0, [node, join(here, 'lib/agent-server.ts'), String(AGENT_PORT), String(ORIGIN_PORT), join(work, 'agent'), String(AGENT_TLS_PORT), certFile, keyFile])).pid!;
   // The agent process as operators run it, with 2 workers (a primary and two data-plane processes), on both cores.
   const snapshotFile = join(work, 'snapshot.json');
@@ -318,10 +335,12 @@ http {
   // The edge at full size (issue 23): workers, HTTPS, HTTP/2, each with the server's CPU time per request (all its processes).
   // Measured last: after TLS and HTTP/2 traffic the 1-worker agent's heap has grown (about +100-170 MB RSS, kept), and its
   // plain hits then cost 15-35 % more CPU, which would bias the policy and compression pairs measured on the same process.
-  interface FullRow { label: string; server: 'agent' | 'agent2' | 'nginx'; rps: number; latencyMs: number; latencyKind: string; cpuUs: number }
+  interface FullRow { label: string; server: 'agent' | 'agent2' | 'nginx' | 'plainTls' | 'plainH2'; rps: number; latencyMs: number; latencyKind: string; cpuUs: number }
   const fullSize: Record<string, FullRow[]> = {};
   await waitFor(`http://127.0.0.1:${AGENT2_PORT}/1k`, 'bench.local');
-  const pidOfServer = { agent: agentPid, agent2: agent2.pid!, nginx: nginxPid };
+  const pidOfServer = { agent: agentPid, agent2: agent2.pid!, nginx: nginxPid, plainTls: plainTlsPid, plainH2: plainH2Pid };
+  await waitForPort(PLAIN_TLS_PORT);
+  await waitForPort(PLAIN_H2_PORT);
   interface FullCase { label: string; server: FullRow['server']; run: (seconds: number) => Result; latencyKind: string }
   const once = (c: FullCase): Measured => {
     const before = treeCpuMs(pidOfServer[c.server]);
@@ -339,6 +358,8 @@ http {
       { label: 'agent, HTTP/2 (h2load)', server: 'agent', run: (sec) => h2load(https, sec), latencyKind: 'mean' },
       { label: 'agent, HTTPS/1.1 (h2load --h1)', server: 'agent', run: (sec) => h2load(https, sec, true), latencyKind: 'mean' },
       { label: 'nginx, HTTP/2 (h2load)', server: 'nginx', run: (sec) => h2load(nginxHttps, sec), latencyKind: 'mean' },
+      { label: 'plain node:https, HTTPS/1.1', server: 'plainTls', run: (sec) => wrk(`https://localhost:${PLAIN_TLS_PORT}/${size}`, 'localhost', sec), latencyKind: 'p50' },
+      { label: 'plain node:http2, HTTP/2 (h2load)', server: 'plainH2', run: (sec) => h2load(`https://localhost:${PLAIN_H2_PORT}/${size}`, sec), latencyKind: 'mean' },
     ];
     for (const c of cases) c.run(WARMUP);
     // ROUNDS rounds, the order rotating each round; medians.
@@ -384,6 +405,17 @@ http {
       const r = (a: number, b: number) => (a / b).toFixed(2);
       lines.push(`| ${size === '1k' ? '1 KiB' : '100 KiB'} | ${r(two.rps, one.rps)}; ${r(two.cpuUs, one.cpuUs)} | ${r(tls.rps, one.rps)} | ${r(tls.rps, nginxTls.rps)}; ${r(tls.cpuUs, nginxTls.cpuUs)} | ${r(h2.rps, nginxH2.rps)}; ${r(h2.cpuUs, nginxH2.cpuUs)} | ${r(h2.rps, h1.rps)} |`);
     }
+    // What Node itself costs over TLS, and what the agent adds to it (issue 34's goals, CPU per request).
+    lines.push('', '| object | agent ÷ plain node:https, HTTPS/1.1 (CPU/req) | plain node:https ÷ nginx (CPU/req) | agent ÷ plain node:http2, HTTP/2 (CPU/req) | plain node:http2 ÷ nginx (CPU/req) |', '|---|---:|---:|---:|---:|');
+    for (const size of Object.keys(fullSize)) {
+      const tls = row(size, 'agent, HTTPS/1.1'), nginxTls = row(size, 'nginx, HTTPS/1.1'), plainTls = row(size, 'plain node:https, HTTPS/1.1');
+      const h2 = row(size, 'agent, HTTP/2 (h2load)'), nginxH2 = row(size, 'nginx, HTTP/2 (h2load)'), plainH2 = row(size, 'plain node:http2, HTTP/2 (h2load)');
+      const r = (a: number, b: number) => (a / b).toFixed(2);
+      lines.push(`| ${size === '1k' ? '1 KiB' : '100 KiB'} | ${r(tls.cpuUs, plainTls.cpuUs)} | ${r(plainTls.cpuUs, nginxTls.cpuUs)} | ${r(h2.cpuUs, plainH2.cpuUs)} | ${r(plainH2.cpuUs, nginxH2.cpuUs)} |`);
+    }
+    const tls1 = row('1k', 'agent, HTTPS/1.1'), h21 = row('1k', 'agent, HTTP/2 (h2load)');
+    const goal = (x: number, g: number) => `${x.toFixed(2)}× (${x <= g ? 'met' : 'not met'})`;
+    lines.push('', `Goals (CPU per request, 1 KiB). HTTPS/1.1: ≤ 1.1× nginx ${goal(tls1.cpuUs / row('1k', 'nginx, HTTPS/1.1').cpuUs, 1.1)}, ≤ 1.1× plain node:https ${goal(tls1.cpuUs / row('1k', 'plain node:https, HTTPS/1.1').cpuUs, 1.1)}. HTTP/2: ≤ 1.3× nginx ${goal(h21.cpuUs / row('1k', 'nginx, HTTP/2 (h2load)').cpuUs, 1.3)}, ≤ 1.1× plain node:http2 ${goal(h21.cpuUs / row('1k', 'plain node:http2, HTTP/2 (h2load)').cpuUs, 1.1)}.`);
   }
   const agentOf = (size: string) => results[size]!['edge agent']!, nginxOf = (size: string) => results[size]!['nginx proxy_cache']!;
   const byRps = (size: string) => agentOf(size).rps / nginxOf(size).rps;

@@ -5,8 +5,14 @@
 // the agent's (Date, Age and the Cache-Status ttl change). The text objects
 // (/1k.txt, /100k.txt) are compressible; the baseline answers a request that
 // accepts gzip or br with bytes encoded once at start, as the agent's stored
-// variants are.
-import { createServer } from 'node:http';
+// variants are. With "baseline-https" or "baseline-h2" (and a certificate and
+// key file) it is the same yardstick over TLS: node:https, or node:http2 on its
+// core stream API (stream.respond / stream.end, no compatibility layer), so
+// every ratio separates what Node costs from what the agent adds.
+import { readFileSync } from 'node:fs';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
+import { createSecureServer } from 'node:http2';
+import { createServer as createHttpsServer } from 'node:https';
 import { brotliCompressSync, constants, gzipSync } from 'node:zlib';
 
 /** Deterministic text that compresses like a real page or manifest (about 3-4×), not like a run of one letter. */
@@ -20,7 +26,8 @@ function benchText(size: number): Buffer {
 }
 
 const port = Number(process.argv[2]);
-const baseline = process.argv[3] === 'baseline';
+const mode = process.argv[3] ?? 'origin';
+const baseline = mode.startsWith('baseline');
 const bodies = new Map<string, Buffer>([['/1k', Buffer.alloc(1024, 'a')], ['/100k', Buffer.alloc(100 * 1024, 'b')], ['/1k.txt', benchText(1024)], ['/100k.txt', benchText(100 * 1024)]]);
 const encoded = new Map<string, Buffer>();
 for (const [path, body] of bodies) {
@@ -50,24 +57,39 @@ function baselineHeaders(url: string, body: Buffer, coding: string | null): stri
   return c.headers;
 }
 
-const server = createServer((req, res) => {
-  const url = req.url ?? '';
+/** The answer to a GET of url, as the baseline or as an origin: status, flat header list, body. */
+function answer(url: string, headers: IncomingHttpHeaders): { status: number; head: string[]; body: Buffer } {
   let body = bodies.get(url);
-  if (!body) {
-    res.writeHead(404);
-    res.end();
-    return;
+  if (!body) return { status: 404, head: [], body: Buffer.alloc(0) };
+  if (!baseline) {
+    return { status: 200, head: ['content-type', url.endsWith('.txt') ? 'text/plain' : 'application/octet-stream', 'content-length', String(body.length), 'cache-control', 'max-age=3600'], body };
   }
-  if (baseline) {
-    const ae = req.headers['accept-encoding'];
-    const coding = ae === undefined || !url.endsWith('.txt') ? null : ae.includes('br') ? 'br' : ae.includes('gzip') ? 'gzip' : null;
-    if (coding) body = encoded.get(`${url} ${coding}`)!;
-    res.writeHead(200, baselineHeaders(url, body, coding));
-  } else {
-    res.writeHead(200, { 'content-type': url.endsWith('.txt') ? 'text/plain' : 'application/octet-stream', 'content-length': body.length, 'cache-control': 'max-age=3600' });
-  }
-  res.end(body);
-});
-if (baseline) server.keepAliveTimeout = 65_000; // the agent's: same Keep-Alive header
-server.listen(port, '127.0.0.1');
+  const ae = headers['accept-encoding'];
+  const coding = ae === undefined || !url.endsWith('.txt') ? null : ae.includes('br') ? 'br' : ae.includes('gzip') ? 'gzip' : null;
+  if (coding) body = encoded.get(`${url} ${coding}`)!;
+  return { status: 200, head: baselineHeaders(url, body, coding), body };
+}
+
+if (mode === 'baseline-h2') {
+  const server = createSecureServer({ cert: readFileSync(process.argv[4]!), key: readFileSync(process.argv[5]!) });
+  server.on('stream', (stream, headers) => {
+    const a = answer(String(headers[':path'] ?? ''), headers as IncomingHttpHeaders);
+    const head: Record<string, string | number> = { ':status': a.status };
+    for (let i = 0; i < a.head.length; i += 2) head[a.head[i]!] = a.head[i + 1]!;
+    stream.respond(head);
+    stream.end(a.body);
+  });
+  server.listen(port, '127.0.0.1');
+} else {
+  const handler = (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => {
+    const a = answer(req.url ?? '', req.headers);
+    res.writeHead(a.status, a.head);
+    res.end(a.body);
+  };
+  const server = mode === 'baseline-https'
+    ? createHttpsServer({ cert: readFileSync(process.argv[4]!), key: readFileSync(process.argv[5]!), ALPNProtocols: ['http/1.1'] }, handler)
+    : createServer(handler);
+  if (baseline) server.keepAliveTimeout = 65_000; // the agent's: same Keep-Alive header
+  server.listen(port, '127.0.0.1');
+}
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => process.exit(0));
