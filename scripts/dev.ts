@@ -235,7 +235,7 @@ function startAgent(token: string, retryOnRefusal: boolean): { child: ChildProce
   return { child, ready };
 }
 
-async function waitForAgent(child: ChildProcess, ready: Promise<'ready' | 'refused'>): Promise<'ready' | 'refused'> {
+async function waitForAgent(ready: Promise<'ready' | 'refused'>): Promise<'ready' | 'refused'> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), 120_000)));
   const outcome = await Promise.race([ready, timeout]).finally(() => clearTimeout(timer));
@@ -246,14 +246,14 @@ async function waitForAgent(child: ChildProcess, ready: Promise<'ready' | 'refus
 
 await fs.rm(path.join(agentDir, 'demo-snapshot.json'), { force: true }); // the snapshot file earlier versions of npm start wrote
 let agent = startAgent(agentToken, !tokenIssued);
-if ((await waitForAgent(agent.child, agent.ready)) === 'refused') {
+if ((await waitForAgent(agent.ready)) === 'refused') {
   // Revoked or expired (or from another database): a new one, and the agent again with it.
   console.log(`The control plane refused the agent token in ${tokenFile}; issuing a new one.`);
   await retire(agent.child);
   agentToken = await issueAgentToken();
   tokenIssued = true;
   agent = startAgent(agentToken, false);
-  if ((await waitForAgent(agent.child, agent.ready)) === 'refused') {
+  if ((await waitForAgent(agent.ready)) === 'refused') {
     console.error('The control plane refused a token it has just issued; stopping.');
     await stop(1);
   }

@@ -4,7 +4,6 @@
 // sequence); the HTTP data plane and /metrics hang off the same object.
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import pino, { type Logger } from 'pino';
 import { Agent as UndiciAgent } from 'undici';
 import { parseConfigSnapshot, type ConfigSnapshot } from '../../shared/src/config/snapshot.ts';

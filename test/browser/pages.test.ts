@@ -17,7 +17,6 @@ import { ACTION_TIMEOUT_MS, CHROMIUM_INSTALL_HINT, chromiumPath, launchBrowser }
 import { makeEndpoint } from '../support/cdn.ts';
 import { noDnsAnswers } from '../support/cdn.ts';
 import { startTestControlPlane, type TestControlPlane } from '../support/control-plane.ts';
-import { eventually } from '../support/eventually.ts';
 
 // Page functions run in the browser; the project's TypeScript has no DOM library: what they use of it.
 declare const document: { getElementById(id: string): { className: string } | null; querySelectorAll(selector: string): Iterable<{ id: string }> };

@@ -11,7 +11,7 @@
 import t, { type Test } from 'tap';
 import { agentHealth, publishedEndpoint, startCountingOrigin, startDeployment, startEdgeAgent, viewerGet } from '../support/edge-deployment.ts';
 import { eventually } from '../support/eventually.ts';
-import { bodyText, bulkItems, datadogEntries, serviceAccount, startGcsFake, startReceiver, startS3Fake, type Receiver } from '../support/log-receivers.ts';
+import { bodyText, bulkItems, datadogEntries, serviceAccount, startGcsFake, startReceiver, startS3Fake } from '../support/log-receivers.ts';
 import { detectServices } from '../support/services.ts';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.ts';
 

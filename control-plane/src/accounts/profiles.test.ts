@@ -8,7 +8,7 @@ import { startTestControlPlane, type TestControlPlane } from '../../../test/supp
 import { createTestDatabase } from '../../../test/support/database.ts';
 import { detectServices } from '../../../test/support/services.ts';
 import {
-  bearer, countRows, createAdmin, createLoggedInUser, createUserDirect, query, register, RELAXED_LIMITS, type TestAccount, uniqueEmail,
+  bearer, countRows, createAdmin, createLoggedInUser, query, register, RELAXED_LIMITS, type TestAccount, uniqueEmail,
 } from '../../../test/support/auth.ts';
 import { createAdminArgs, createAdminCommand, ensureFirstSuperadmin } from '../admin/create-admin.ts';
 import { syncRoleCatalog } from '../auth/permissions/permission-service.ts';

@@ -81,7 +81,7 @@ export class TokenAccessControl implements AccessControl {
       throw new ApiError('UNAUTHORIZED', 'Access token missing');
     }
     try {
-      rc.actor = await this.#resolve(rc, token);
+      rc.actor = await this.#resolve(token);
     } catch (error) {
       // A bad token on a public route is ignored rather than refused.
       if (rule === 'public') return;
@@ -89,7 +89,7 @@ export class TokenAccessControl implements AccessControl {
     }
   }
 
-  async #resolve(rc: RequestContext, token: string): Promise<Actor> {
+  async #resolve(token: string): Promise<Actor> {
     if (token.startsWith(API_TOKEN_PREFIX)) {
       const resolve = this.#apiTokens.resolveApiToken;
       const caller = resolve ? await resolve(token) : null;

@@ -265,7 +265,7 @@ export function unusedCredit(subscription: Subscription, now: Date): { net: numb
  * pricing (quoteInvoice). `lock` holds the balance row for the caller's
  * transaction (the change itself).
  */
-export async function prorationOf(app: BillingServices, em: EntityManager, subscription: Subscription, planId: string, couponCode: string | undefined, now: Date, options: { lock?: boolean } = {}): Promise<Proration> {
+export async function prorationOf(em: EntityManager, subscription: Subscription, planId: string, couponCode: string | undefined, now: Date, options: { lock?: boolean } = {}): Promise<Proration> {
   transitions.assertAllowed('change_plan', subscription);
   const fromPlan = subscription.plan;
   const toPlan = await planOnSale(em, planId);
@@ -300,7 +300,7 @@ export async function prorationOf(app: BillingServices, em: EntityManager, subsc
 /** The preview of a plan change of the caller's subscription (document 1 §4.3): priced as the change would be now, nothing written. */
 export async function previewPlanChange(app: BillingServices, rc: RequestContext, subscriptionId: string, input: { plan_id: string; coupon_code?: string }): Promise<{ subscription: Subscription; proration: Proration }> {
   const subscription = await findCallersSubscription(rc, subscriptionId);
-  return { subscription, proration: await prorationOf(app, rc.em, subscription, input.plan_id, input.coupon_code, app.clock.now()) };
+  return { subscription, proration: await prorationOf(rc.em, subscription, input.plan_id, input.coupon_code, app.clock.now()) };
 }
 
 /** Changes the plan now (same type): new terms at once, period unchanged, the prorated difference invoiced and charged. */
@@ -322,7 +322,7 @@ export async function applyPlanChange(app: BillingServices, tx: RequestContext, 
   const em = tx.em;
   const userId = subscription.user.id;
   await assertNotScheduledForDeletion(em, userId);
-  const proration = await prorationOf(app, em, subscription, input.plan_id, input.coupon_code, now, { lock: true });
+  const proration = await prorationOf(em, subscription, input.plan_id, input.coupon_code, now, { lock: true });
   const method = proration.method;
   await transitions.transition(app, tx, 'change_plan', subscription, input, {
     reason: input.admin_note,

@@ -9,7 +9,7 @@ import { RELAXED_LIMITS, query } from '../../../test/support/auth.ts';
 import { caller, cdnCallers, makeOrigin } from '../../../test/support/cdn.ts';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { eventually } from '../../../test/support/eventually.ts';
-import { TestConfigSource, agentConnector, announceConfig, endpointResource, testTokens, type TestAgent } from '../../../test/support/edge-channel.ts';
+import { TestConfigSource, agentConnector, announceConfig, endpointResource, testTokens } from '../../../test/support/edge-channel.ts';
 
 const source = new TestConfigSource();
 const cp = await startTestControlPlane(t, {

@@ -91,7 +91,6 @@ export interface VersionedRecord<S extends z.ZodType> {
 }
 
 type RecordLike = z.ZodType | VersionedRecord<z.ZodType>;
-type RecordSchema<R> = R extends VersionedRecord<infer S> ? S : R extends z.ZodType ? R : never;
 /** What a handler hands over for one record: the schema's input (entities fit: dates are Date, extra fields are dropped). */
 type ValueOf<R> = R extends VersionedRecord<infer S> ? z.input<S> & { id: string; version: number } : R extends z.ZodType ? z.input<R> : never;
 

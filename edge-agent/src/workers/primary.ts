@@ -87,7 +87,6 @@ export class WorkerPool implements ControlledAgent {
   private stopping = false;
   /** Recent deaths per worker index (respawn backoff). */
   private readonly deaths = new Map<number, number[]>();
-  private readonly workersGauge: client.Gauge;
 
   constructor(options: WorkerPoolOptions) {
     this.options = options;
@@ -97,7 +96,8 @@ export class WorkerPool implements ControlledAgent {
     this.ports = { http: config.HTTP_PORT, https: config.HTTPS_PORT === 'off' ? null : config.HTTPS_PORT };
     cluster.setupPrimary({ exec: options.exec, args: options.args, serialization: 'advanced', silent: false });
     const pool = this;
-    this.workersGauge = new client.Gauge({
+    // Read by its collect function at each scrape.
+    new client.Gauge({
       name: 'edge_workers', help: 'Data-plane worker processes, by state (running: listening; configured: WORKERS)', labelNames: ['state'] as const,
       registers: [this.agent.metrics.registry],
       collect() {

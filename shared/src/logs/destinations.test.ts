@@ -17,7 +17,7 @@ const records: AccessRecord[] = [
   { ...syntheticRecord('edge-1', Date.UTC(2026, 10, 28, 0, 0, 1)), request_id: 'r-2', path: '/two', status: 404, origin_duration_ms: 12.3456 },
 ];
 
-function batchOf(format: LogFormat, fields: string[], spec: { lineFormat: LogFormat }): Batch {
+function batchOf(fields: string[], spec: { lineFormat: LogFormat }): Batch {
   const render = lineRenderer(spec.lineFormat, fields);
   return batchOfLines(crypto.randomUUID(), records.map(render), records.map((r) => r.timestamp), records.map((r) => r.request_id));
 }
@@ -61,7 +61,7 @@ t.test('http: the drain\'s format, headers and auth, one POST per batch', async 
   const receiver = await startReceiver(t);
   for (const format of ['json', 'ndjson', 'w3c_extended'] as const) {
     const d = createDestination(spec('http', { url: `${receiver.url}/logs`, auth_header: 'Bearer s3cret-token', headers: { 'X-Tenant': 'acme' } }, format, ['request_id', 'path']), { nodeName: 'edge-1' });
-    const batch = batchOf(format, ['request_id', 'path'], d);
+    const batch = batchOf(['request_id', 'path'], d);
     await d.send(batch);
     const got = receiver.requests.at(-1)!;
     t.equal(got.headers.authorization, 'Bearer s3cret-token');
@@ -79,7 +79,7 @@ t.test('elasticsearch: bulk create actions with the record id, the index dated p
   const receiver = await startReceiver(t);
   const es = createDestination(spec('elasticsearch', { url: `${receiver.url}/`, index: 'cdn-{yyyy}.{mm}.{dd}', api_key: 'ZXM6a2V5' }), { nodeName: 'edge-1' });
   t.equal(es.lineFormat, 'ndjson', 'documents are JSON whatever the drain\'s format');
-  const batch = batchOf('ndjson', [], es);
+  const batch = batchOf([], es);
   await es.send(batch);
   const got = receiver.requests.at(-1)!;
   t.equal(got.headers.authorization, 'ApiKey ZXM6a2V5');
@@ -122,7 +122,7 @@ t.test('elasticsearch: bulk create actions with the record id, the index dated p
 t.test('datadog: the intake\'s JSON array, gzip, DD-API-KEY, message in the drain\'s format', async (t) => {
   const receiver = await startReceiver(t);
   const dd = createDestination(spec('datadog', { site: 'datadoghq.eu', api_key: 'dd-key-123456', service: 'cdn', source: 'edge', url: `${receiver.url}/api/v2/logs` }, 'w3c_extended', ['request_id', 'status']), { nodeName: 'edge-1' });
-  await dd.send(batchOf('w3c_extended', ['request_id', 'status'], dd));
+  await dd.send(batchOf(['request_id', 'status'], dd));
   const got = receiver.requests.at(-1)!;
   t.equal(got.headers['content-encoding'], 'gzip');
   t.same(datadogEntries(got, 'dd-key-123456'), [
@@ -130,7 +130,7 @@ t.test('datadog: the intake\'s JSON array, gzip, DD-API-KEY, message in the drai
     { ddsource: 'edge', service: 'cdn', hostname: 'edge-1', message: 'r-2 404' },
   ]);
   receiver.fail = { status: 403, body: '{"errors":[{"status":"403","title":"Forbidden"}]}' };
-  t.match((await failure(dd.send(batchOf('ndjson', [], dd)))).message, /Datadog answered 403/);
+  t.match((await failure(dd.send(batchOf([], dd)))).message, /Datadog answered 403/);
   receiver.fail = null;
 });
 
@@ -138,7 +138,7 @@ t.test('s3: a gzip object per batch under a time-partitioned key, signed; a key 
   const s3 = await startS3Fake(t, ['cdn-logs']);
   const config = { bucket: 'cdn-logs', region: 'us-east-1', prefix: 'edge/', access_key_id: 'S3RVER', secret_access_key: 'S3RVER', endpoint_url: s3.url };
   const d = createDestination(spec('s3', config, 'ndjson', ['request_id', 'status']), { nodeName: 'edge 1' });
-  const batch = batchOf('ndjson', ['request_id', 'status'], d);
+  const batch = batchOf(['request_id', 'status'], d);
   await d.send(batch);
   await d.send(batch);
   const objects = await s3.objects('cdn-logs');
@@ -155,7 +155,7 @@ t.test('s3: the signature is SigV4 over the request as sent (checked with the se
   const receiver = await startReceiver(t);
   const config = { bucket: 'logs', region: 'eu-west-1', access_key_id: 'AKIDEXAMPLE', secret_access_key: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY', endpoint_url: `${receiver.url}/base` };
   const d = createDestination(spec('s3', config, 'w3c_extended'), { nodeName: 'edge-1' });
-  const batch = batchOf('w3c_extended', [], d);
+  const batch = batchOf([], d);
   await d.send(batch);
   const got = receiver.requests.at(-1)!;
   t.equal(got.method, 'PUT');
@@ -172,7 +172,7 @@ t.test('gcs: OAuth token from the service account, media upload of a gzip object
   const account = serviceAccount(`${fake.receiver.url}/token`);
   pem = account.publicKeyPem;
   const d = createDestination(spec('gcs', { bucket: 'cdn-logs', prefix: 'p', service_account_json: account.json, endpoint_url: fake.receiver.url }, 'json', ['request_id']), { nodeName: 'edge-1' });
-  const batch = batchOf('json', ['request_id'], d);
+  const batch = batchOf(['request_id'], d);
   await d.send(batch);
   await d.send(batch);
   t.same([...fake.objects.keys()], [`p/2026/11/27/23/edge-1-${batch.id}.json.gz`]);
@@ -189,11 +189,11 @@ t.test('gcs: OAuth token from the service account, media upload of a gzip object
 t.test('an address logs may not go to is refused at dial time', async (t) => {
   const d = createDestination(spec('http', { url: 'http://169.254.169.254/latest', allow_private_network: true }), { nodeName: 'edge-1', timeoutMs: 2_000 });
   {
-    const f = await failure(d.send(batchOf('ndjson', [], d)));
+    const f = await failure(d.send(batchOf([], d)));
     t.ok(/resolves only to addresses logs may not be sent to/.test(f.message), f.message);
   }
   const p = createDestination(spec('http', { url: 'http://127.0.0.1:9/x', allow_private_network: false }), { nodeName: 'edge-1', timeoutMs: 2_000 });
-  t.match((await failure(p.send(batchOf('ndjson', [], p)))).message, /127\.0\.0\.1/);
+  t.match((await failure(p.send(batchOf([], p)))).message, /127\.0\.0\.1/);
 });
 
 t.test('scrub finds a secret however it is written back: as it is, percent-encoded (twice), JSON-escaped (twice), \\u-escaped, base64 at any alignment in either alphabet, in any case', async (t) => {
@@ -233,7 +233,7 @@ t.test('an answer\'s error never shows the receiver\'s body, only its status and
   for (const [name, form] of Object.entries(ECHO_FORMS)) {
     for (const [header, secret] of [['authorization', auth], ['x-api-key', key]] as const) {
       echoHeader(receiver, 401, header, form);
-      const f = await failure(d.send(batchOf('ndjson', [], d)));
+      const f = await failure(d.send(batchOf([], d)));
       t.same(secretShown(f.message, secret), [], `${header} echoed ${name}: ${f.message}`);
       t.match(f.message, /^the receiver answered 401 Unauthorized( \(\*\*\*\))?$/, `${header} echoed ${name}: the status (the code scrubbed)`);
     }
@@ -245,7 +245,7 @@ t.test('an answer\'s error never shows the receiver\'s body, only its status and
     res.end(JSON.stringify({ errors: true, items: [{ create: { status: 400, error: { type: 'mapper_parsing_exception', reason: `bad: ${r.headers.authorization}` } } }] }));
     return true;
   };
-  const f = await failure(es.send(batchOf('ndjson', [], es)));
+  const f = await failure(es.send(batchOf([], es)));
   t.equal(f.message, 'Elasticsearch refused a document (400 mapper_parsing_exception)');
   receiver.handle = undefined;
 });
