@@ -60,12 +60,13 @@ async function validatedElsewhere(em: EntityManager, hostname: string, domainId:
   return (await em.count(CustomDomain, { hostname, id: { $ne: domainId }, certificate_pem: { $ne: null } })) > 0;
 }
 
-async function hostnameProblems(rc: RequestContext, app: CdnServices, hostname: string, endpointId: string): Promise<FieldError[]> {
+/** `em`: the open transaction's (on the embedded database a query through another entity manager waits for it forever). */
+async function hostnameProblems(em: EntityManager, app: CdnServices, hostname: string, endpointId: string): Promise<FieldError[]> {
   const zone = app.config.CDN_DOMAIN;
   if (hostname === zone || hostname.endsWith(`.${zone}`)) {
     return [{ field: 'hostname', message: `${hostname} lies inside the CDN's own domain ${zone}; use the endpoint's hostname instead` }];
   }
-  const claims = await rc.em.find(CustomDomain, { hostname }, { fields: ['id', 'endpoint', 'certificate_pem'] });
+  const claims = await em.find(CustomDomain, { hostname }, { fields: ['id', 'endpoint', 'certificate_pem'] });
   if (claims.some((d) => d.endpoint.id === endpointId)) throw conflict(`The hostname ${hostname} is already a custom domain of this endpoint`);
   if (claims.some(validated)) throw conflict(`The hostname ${hostname} is already a validated custom domain of another endpoint`);
   return [];
@@ -109,7 +110,7 @@ export async function createDomain(app: CdnServices, rc: RequestContext, endpoin
   const endpoint = await findEndpoint(rc, endpointId);
   const created = await rc.em.transactional(async (em) => {
     const id = crypto.randomUUID();
-    const problems = await hostnameProblems(rc, app, input.hostname, endpoint.id);
+    const problems = await hostnameProblems(em, app, input.hostname, endpoint.id);
     let checked: CheckedCertificate | undefined;
     if (input.custom_certificate) {
       const result = checkCustomCertificate(input.custom_certificate, input.hostname, app.clock.now(), 'custom_certificate.');
