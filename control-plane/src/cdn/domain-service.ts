@@ -106,6 +106,8 @@ function install(app: CdnServices, domain: CustomDomain, cert: CheckedCertificat
   domain.validation_error = null;
 }
 
+const certificateContext = (app: CdnServices) => ({ now: app.clock.now(), trust: app.cdnCertificateTrust });
+
 export async function createDomain(app: CdnServices, rc: RequestContext, endpointId: string, input: CreateDomainInput): Promise<CustomDomain> {
   const endpoint = await findEndpoint(rc, endpointId);
   const created = await rc.em.transactional(async (em) => {
@@ -113,7 +115,7 @@ export async function createDomain(app: CdnServices, rc: RequestContext, endpoin
     const problems = await hostnameProblems(em, app, input.hostname, endpoint.id);
     let checked: CheckedCertificate | undefined;
     if (input.custom_certificate) {
-      const result = checkCustomCertificate(input.custom_certificate, input.hostname, app.clock.now(), 'custom_certificate.');
+      const result = checkCustomCertificate(input.custom_certificate, input.hostname, certificateContext(app), 'custom_certificate.');
       problems.push(...result.problems);
       checked = result.checked;
     }
@@ -146,7 +148,7 @@ export async function replaceCertificate(app: CdnServices, rc: RequestContext, e
   if (domain.certificate_source !== 'custom') {
     throw new ApiError('CONFLICT', 'The domain has a managed certificate, issued and renewed by the CDN; only custom certificates are replaced');
   }
-  const { problems, checked } = checkCustomCertificate(input, domain.hostname, app.clock.now());
+  const { problems, checked } = checkCustomCertificate(input, domain.hostname, certificateContext(app));
   assertValidConfiguration(problems);
   const before = snapshot(domain);
   domain.previous_certificate_pem = domain.certificate_pem;

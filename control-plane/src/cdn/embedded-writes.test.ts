@@ -6,17 +6,17 @@ import t from 'tap';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { query, RELAXED_LIMITS } from '../../../test/support/auth.ts';
 import { caller, cdnCallers, cdnState, makeEndpoint, makeOrigin, uniqueName } from '../../../test/support/cdn.ts';
-import { makeCa, makeLeaf } from '../../../test/support/certificates.ts';
+import { makeLeaf, trustedTestCa } from '../../../test/support/certificates.ts';
 import type { CdnServices } from './services.ts';
 
-const cp = await startTestControlPlane(t, { embedded: true, env: { ...RELAXED_LIMITS, CDN_DOMAIN: 'edge.example.net' } });
+const { ca, env: trustsCa } = await trustedTestCa('Embedded Writes CA');
+const cp = await startTestControlPlane(t, { embedded: true, env: { ...RELAXED_LIMITS, CDN_DOMAIN: 'edge.example.net', ...trustsCa } });
 const app = cp.app as unknown as CdnServices;
 const { admin } = await cdnCallers(cp);
 const send = caller(cp);
 const records: Record<string, string[]> = {};
 app.cdnDomainResolver = { cname: async (name) => records[`CNAME ${name}`] ?? [], txt: async (name) => records[`TXT ${name}`] ?? [] };
 
-const ca = await makeCa('Embedded Writes CA');
 const customPair = async (hostname: string) => {
   const leaf = await makeLeaf(ca, [hostname]);
   return { certificate_pem: leaf.certPem + ca.pem, private_key_pem: leaf.keyPem };
