@@ -10,7 +10,7 @@ import t from 'tap';
 import { startAgentProcess } from '../../edge-agent/test/helpers.ts';
 import { RELAXED_LIMITS } from '../support/auth.ts';
 import { caller, cdnCallers } from '../support/cdn.ts';
-import { makeCa, makeLeaf } from '../support/certificates.ts';
+import { makeLeaf, trustedTestCa } from '../support/certificates.ts';
 import { startTestControlPlane } from '../support/control-plane.ts';
 import { startCountingOrigin, viewerGet } from '../support/edge-deployment.ts';
 import { eventually } from '../support/eventually.ts';
@@ -22,8 +22,9 @@ import { join } from 'node:path';
 const AGENT_TOKEN = 'agt_custom_domains_test_0123456789';
 
 t.test('regression: a managed domain waiting for validation is not served; a validated one is, and the managed one once its certificate is issued', { timeout: 120_000 }, async (t) => {
+  const { ca, env: trustsCa } = await trustedTestCa('Domains Test CA');
   const cp = await startTestControlPlane(t, {
-    env: { ...RELAXED_LIMITS, CDN_DOMAIN: 'edge.example.net' },
+    env: { ...RELAXED_LIMITS, CDN_DOMAIN: 'edge.example.net', ...trustsCa },
     services: { edgeAgentTokens: testTokens({ [AGENT_TOKEN]: randomUUID() }) },
   });
   const cnames: Record<string, string[]> = {};
@@ -40,7 +41,6 @@ t.test('regression: a managed domain waiting for validation is not served; a val
   const origin = await startCountingOrigin(t);
   const originRecord = await must('POST', '/v1/cdn/origins', { name: 'domains origin', scheme: 'http', host: '127.0.0.1', port: origin.port, allow_private_network: true });
   const endpoint = await must('POST', '/v1/cdn/endpoints', { name: 'domains', default_origin_id: originRecord.id });
-  const ca = await makeCa('Domains Test CA');
   const leaf = await makeLeaf(ca, ['valid.example.org']);
   const custom = await must('POST', `/v1/cdn/endpoints/${endpoint.id}/domains`, {
     hostname: 'valid.example.org', certificate_source: 'custom', custom_certificate: { certificate_pem: leaf.certPem + ca.pem, private_key_pem: leaf.keyPem },

@@ -17,7 +17,7 @@ import { signPath } from '../../shared/src/signing/signed-url.ts';
 import { startAgentProcess } from '../../edge-agent/test/helpers.ts';
 import { RELAXED_LIMITS } from '../support/auth.ts';
 import { caller, cdnCallers } from '../support/cdn.ts';
-import { makeCa, makeLeaf } from '../support/certificates.ts';
+import { makeLeaf, trustedTestCa } from '../support/certificates.ts';
 import { startTestControlPlane } from '../support/control-plane.ts';
 import { testTokens } from '../support/edge-channel.ts';
 import { agentHealth, startCountingOrigin, viewerGet } from '../support/edge-deployment.ts';
@@ -32,8 +32,9 @@ function filesUnder(dir: string): string[] {
 }
 
 t.test('regression: secrets in the stored configuration are sealed on the agent\'s disk, and the agent still restarts from it with the control plane down', { timeout: 120_000 }, async (t) => {
+  const { ca, env: trustsCa } = await trustedTestCa('Secrets Test CA');
   const cp = await startTestControlPlane(t, {
-    env: { ...RELAXED_LIMITS, CDN_DOMAIN: 'edge.example.net' },
+    env: { ...RELAXED_LIMITS, CDN_DOMAIN: 'edge.example.net', ...trustsCa },
     services: { edgeAgentTokens: testTokens({ [AGENT_TOKEN]: randomUUID() }) },
   });
   const send = caller(cp);
@@ -52,7 +53,6 @@ t.test('regression: secrets in the stored configuration are sealed on the agent\
   const endpoint = await must('POST', '/v1/cdn/endpoints', { name: 'secrets', default_origin_id: originRecord.id });
   const key = await must('POST', `/v1/cdn/endpoints/${endpoint.id}/signing-keys`, { name: 'player' });
   await must('PATCH', `/v1/cdn/endpoints/${endpoint.id}`, { token_auth_enabled: true });
-  const ca = await makeCa('Secrets Test CA');
   const leaf = await makeLeaf(ca, ['secret.example.org']);
   await must('POST', `/v1/cdn/endpoints/${endpoint.id}/domains`, {
     hostname: 'secret.example.org', certificate_source: 'custom', custom_certificate: { certificate_pem: leaf.certPem + ca.pem, private_key_pem: leaf.keyPem },

@@ -14,7 +14,7 @@ import { startAgentProcess } from '../../edge-agent/test/helpers.ts';
 import { tlsConnect } from '../../edge-agent/test/tls-client.ts';
 import { RELAXED_LIMITS } from '../support/auth.ts';
 import { caller, cdnCallers } from '../support/cdn.ts';
-import { makeCa, makeLeaf } from '../support/certificates.ts';
+import { makeLeaf, trustedTestCa } from '../support/certificates.ts';
 import { startTestControlPlane } from '../support/control-plane.ts';
 import { testTokens } from '../support/edge-channel.ts';
 import { startCountingOrigin } from '../support/edge-deployment.ts';
@@ -23,8 +23,9 @@ import { eventually } from '../support/eventually.ts';
 const AGENT_TOKEN = 'agt_edge_tls_flow_test_0123456789';
 
 t.test('SNI picks each custom domain\'s certificate and the CDN hostname\'s wildcard; a replaced certificate is served on the next handshake while an open connection keeps its own', { timeout: 120_000 }, async (t) => {
+  const { ca, env: trustsCa } = await trustedTestCa('Edge TLS Flow CA');
   const cp = await startTestControlPlane(t, {
-    env: { ...RELAXED_LIMITS, CDN_DOMAIN: 'edge.example.net' },
+    env: { ...RELAXED_LIMITS, CDN_DOMAIN: 'edge.example.net', ...trustsCa },
     services: { edgeAgentTokens: testTokens({ [AGENT_TOKEN]: randomUUID() }) },
   });
   const send = caller(cp);
@@ -37,7 +38,6 @@ t.test('SNI picks each custom domain\'s certificate and the CDN hostname\'s wild
   const origin = await startCountingOrigin(t);
   const originRecord = await must('POST', '/v1/cdn/origins', { name: 'tls origin', scheme: 'http', host: '127.0.0.1', port: origin.port, allow_private_network: true });
   const endpoint = await must('POST', '/v1/cdn/endpoints', { name: 'tls', default_origin_id: originRecord.id });
-  const ca = await makeCa('Edge TLS Flow CA');
   const custom = async (hostname: string) => {
     const leaf = await makeLeaf(ca, [hostname]);
     return { certificate_pem: leaf.certPem + ca.pem, private_key_pem: leaf.keyPem };

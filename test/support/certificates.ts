@@ -3,6 +3,9 @@
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 import { createPrivateKey, randomBytes, webcrypto } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 
 const ALGORITHM = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
 const DAY = 86_400_000;
@@ -41,4 +44,18 @@ export async function makeLeaf(ca: TestCa, names: string[], options: { now?: Dat
     signingAlgorithm: ALGORITHM, extensions: [new x509.SubjectAlternativeNameExtension(names.map((value) => ({ type: 'dns' as const, value })))],
   }, webcrypto);
   return { certPem: cert.toString('pem') + '\n', keyPem: await keyPem(keys), keys };
+}
+
+/**
+ * A CA the control plane trusts for custom certificates: its certificate written to a file passed as
+ * CUSTOM_CERT_CA_FILE (spread `env` into the control plane's). A self-signed certificate or another CA's
+ * chain is refused (cdn/certificate-trust.ts).
+ */
+export async function trustedTestCa(name: string, options: { now?: Date } = {}): Promise<{ ca: TestCa; file: string; env: { CUSTOM_CERT_CA_FILE: string } }> {
+  const ca = await makeCa(name, options);
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'sp-test-ca-'));
+  const file = path.join(dir, 'ca.pem');
+  writeFileSync(file, ca.pem);
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  return { ca, file, env: { CUSTOM_CERT_CA_FILE: file } };
 }

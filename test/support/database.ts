@@ -99,10 +99,13 @@ export async function createTestDatabase(options: {
   }
   // Migrations run here too: a no-op on a template copy, the whole set otherwise.
   let recording: string[] | undefined;
-  const db = await openDatabase({
+  const opened = await openDatabase({
     databaseUrl: url, dataDir: os.tmpdir(), entities, extraEntities: options.extraEntities, poolMax: options.postgresUrl ? 4 : 1,
     onQuery: (sql) => recording?.push(sql),
   });
+  // PGlite behind its socket is the embedded database, as the control plane opens it: one session, no URL for
+  // connections of their own (a LISTEN connection would take the only session from the pool).
+  const db: Database = options.postgresUrl ? opened : { ...opened, embedded: true, url: undefined };
   // A copy of the template holds the template's deployment id: each test database is a deployment of its own.
   await db.orm.em.fork().getConnection().execute(`update deployment set deployment_id = gen_random_uuid()`);
   return {

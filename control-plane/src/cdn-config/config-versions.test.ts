@@ -10,12 +10,13 @@ import { assembleSnapshot } from '../../../shared/src/config/resources.ts';
 import { parseConfigSnapshot } from '../../../shared/src/config/snapshot.ts';
 import { query, RELAXED_LIMITS } from '../../../test/support/auth.ts';
 import { caller, cdnCallers, makeEndpoint, makeOrigin, uniqueName } from '../../../test/support/cdn.ts';
-import { makeCa, makeLeaf } from '../../../test/support/certificates.ts';
+import { makeLeaf, trustedTestCa } from '../../../test/support/certificates.ts';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { CONFIG_PUBLISHED_CHANNEL, type FleetView, type PropagationCounts } from './contracts.ts';
 import { eventually } from '../../../test/support/eventually.ts';
 
-const cp = await startTestControlPlane(t, { env: { ...RELAXED_LIMITS, CDN_DOMAIN: 'edge.example.net' } });
+const { ca, env: trustsCa } = await trustedTestCa('Config Test CA');
+const cp = await startTestControlPlane(t, { env: { ...RELAXED_LIMITS, CDN_DOMAIN: 'edge.example.net', ...trustsCa } });
 const { admin, operator, viewer } = await cdnCallers(cp);
 const send = caller(cp);
 
@@ -26,7 +27,6 @@ cp.app.edgeFleet = fakeFleet;
 
 const SIGNING_SECRET = 'S'.repeat(20) + 'igning-secret-value-0123456789';
 const DRAIN_SECRET = 'drain-Secret-Access-Key-0123456789abcdef';
-const ca = await makeCa('Config Test CA');
 const leaf = await makeLeaf(ca, ['www.config-test.example']);
 
 const versionRows = async () => ({

@@ -2,12 +2,15 @@
 // node:crypto's X509Certificate: a full chain (leaf first, each certificate
 // issued and signed by the next, the ones after the leaf CAs), the leaf
 // covering the domain (RFC 6125: a wildcard is one whole left-most label), the
-// private key matching the leaf, and every certificate valid now. Chains are
-// not checked against public roots (private PKI is allowed). Each problem is
-// a FieldError with the reason, for a 422.
+// private key matching the leaf, every certificate valid now, and the chain
+// ending at a trusted CA (certificate-trust.ts: public roots, the system's
+// store, CUSTOM_CERT_CA_FILE): a CA's signature proves control of the name,
+// so a self-signed certificate or a private CA nobody trusts is refused.
+// Each problem is a FieldError with the reason, for a 422.
 import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import type { FieldError } from '../http/errors.ts';
 import { DAY } from '../core/clock.ts';
+import type { TrustStore } from './certificate-trust.ts';
 
 /** Certificates expiring within this are `expiring_soon`; managed ones are renewed then. */
 export const EXPIRING_SOON_MS = 30 * DAY;
@@ -51,9 +54,10 @@ export function statusByExpiry(expiresAt: Date, now: Date): 'active' | 'expiring
 export function checkCustomCertificate(
   input: { certificate_pem: string; private_key_pem: string },
   hostname: string,
-  now: Date,
+  context: { now: Date; trust: TrustStore },
   prefix = '',
 ): { problems: FieldError[]; checked?: CheckedCertificate } {
+  const { now, trust } = context;
   const certField = `${prefix}certificate_pem`;
   const keyField = `${prefix}private_key_pem`;
   const problem = (field: string, message: string) => ({ problems: [{ field, message }] });
@@ -75,15 +79,13 @@ export function checkCustomCertificate(
       return problem(certField, `Broken chain: certificate ${i + 1} is not issued and signed by certificate ${i + 2}; send the full chain, leaf first`);
     }
   }
-  if (chain.length === 1 && leaf.checkIssued(leaf) && !leaf.ca) {
-    // A self-signed leaf is its own chain: allowed (private PKI), as long as its signature holds.
-    if (!leaf.verify(leaf.publicKey)) return problem(certField, 'The self-signed certificate\'s signature does not verify');
-  }
   for (const [i, cert] of chain.entries()) {
     const what = i === 0 ? 'The certificate' : `Certificate ${i + 1} of the chain`;
     if (now < cert.validFromDate) return problem(certField, `${what} is not yet valid (valid from ${cert.validFromDate.toISOString()})`);
     if (now >= cert.validToDate) return problem(certField, `${what} has expired (valid until ${cert.validToDate.toISOString()})`);
   }
+  const untrusted = untrustedChain(chain, trust);
+  if (untrusted) return problem(certField, untrusted);
   const names = dnsNames(leaf);
   // Without DNS names, the subject's common name (checkHost's fallback, with RFC 6125's wildcard rules).
   const covers = names.length ? names.some((n) => dnsNameCovers(n, hostname)) : leaf.checkHost(hostname, { wildcards: true, partialWildcards: false, multiLabelWildcards: false }) !== undefined;
@@ -106,4 +108,18 @@ export function checkCustomCertificate(
       fingerprint: leaf.fingerprint256,
     },
   };
+}
+
+/** Why the chain does not end at a trusted CA, or undefined when it does. */
+function untrustedChain(chain: X509Certificate[], trust: TrustStore): string | undefined {
+  const top = chain.at(-1)!;
+  if (trust.anchorFor(top)) return undefined;
+  const sources = 'Node\'s bundled roots, the system\'s store or CUSTOM_CERT_CA_FILE';
+  if (chain.length === 1 && top.checkIssued(top)) {
+    return `The certificate is self-signed, which proves no control of the hostname: use one issued by a CA trusted here (${sources}), or a managed certificate`;
+  }
+  const subject = (c: X509Certificate) => c.subject.replace(/\n/g, ', ');
+  return top.checkIssued(top)
+    ? `The chain ends at ${subject(top)}, a CA not trusted here (trusted: ${sources}); use a certificate from a trusted CA, or a managed certificate`
+    : `The chain ends at ${subject(top)}, issued by ${top.issuer.replace(/\n/g, ', ')}, which is not a CA trusted here (trusted: ${sources}); send the full chain up to a trusted CA`;
 }

@@ -60,12 +60,13 @@ async function validatedElsewhere(em: EntityManager, hostname: string, domainId:
   return (await em.count(CustomDomain, { hostname, id: { $ne: domainId }, certificate_pem: { $ne: null } })) > 0;
 }
 
-async function hostnameProblems(rc: RequestContext, app: CdnServices, hostname: string, endpointId: string): Promise<FieldError[]> {
+/** `em`: the open transaction's (on the embedded database a query through another entity manager waits for it forever). */
+async function hostnameProblems(em: EntityManager, app: CdnServices, hostname: string, endpointId: string): Promise<FieldError[]> {
   const zone = app.config.CDN_DOMAIN;
   if (hostname === zone || hostname.endsWith(`.${zone}`)) {
     return [{ field: 'hostname', message: `${hostname} lies inside the CDN's own domain ${zone}; use the endpoint's hostname instead` }];
   }
-  const claims = await rc.em.find(CustomDomain, { hostname }, { fields: ['id', 'endpoint', 'certificate_pem'] });
+  const claims = await em.find(CustomDomain, { hostname }, { fields: ['id', 'endpoint', 'certificate_pem'] });
   if (claims.some((d) => d.endpoint.id === endpointId)) throw conflict(`The hostname ${hostname} is already a custom domain of this endpoint`);
   if (claims.some(validated)) throw conflict(`The hostname ${hostname} is already a validated custom domain of another endpoint`);
   return [];
@@ -105,14 +106,16 @@ function install(app: CdnServices, domain: CustomDomain, cert: CheckedCertificat
   domain.validation_error = null;
 }
 
+const certificateContext = (app: CdnServices) => ({ now: app.clock.now(), trust: app.cdnCertificateTrust });
+
 export async function createDomain(app: CdnServices, rc: RequestContext, endpointId: string, input: CreateDomainInput): Promise<CustomDomain> {
   const endpoint = await findEndpoint(rc, endpointId);
   const created = await rc.em.transactional(async (em) => {
     const id = crypto.randomUUID();
-    const problems = await hostnameProblems(rc, app, input.hostname, endpoint.id);
+    const problems = await hostnameProblems(em, app, input.hostname, endpoint.id);
     let checked: CheckedCertificate | undefined;
     if (input.custom_certificate) {
-      const result = checkCustomCertificate(input.custom_certificate, input.hostname, app.clock.now(), 'custom_certificate.');
+      const result = checkCustomCertificate(input.custom_certificate, input.hostname, certificateContext(app), 'custom_certificate.');
       problems.push(...result.problems);
       checked = result.checked;
     }
@@ -145,7 +148,7 @@ export async function replaceCertificate(app: CdnServices, rc: RequestContext, e
   if (domain.certificate_source !== 'custom') {
     throw new ApiError('CONFLICT', 'The domain has a managed certificate, issued and renewed by the CDN; only custom certificates are replaced');
   }
-  const { problems, checked } = checkCustomCertificate(input, domain.hostname, app.clock.now());
+  const { problems, checked } = checkCustomCertificate(input, domain.hostname, certificateContext(app));
   assertValidConfiguration(problems);
   const before = snapshot(domain);
   domain.previous_certificate_pem = domain.certificate_pem;

@@ -11,12 +11,14 @@ import { pino } from 'pino';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { query, RELAXED_LIMITS } from '../../../test/support/auth.ts';
 import { caller, cdnCallers, makeEndpoint } from '../../../test/support/cdn.ts';
-import { makeCa, makeLeaf, newKeys, keyPem } from '../../../test/support/certificates.ts';
+import { makeCa, makeLeaf, newKeys, keyPem, trustedTestCa } from '../../../test/support/certificates.ts';
 import { DAY, ManualClock } from '../core/clock.ts';
 import type { CdnServices } from './services.ts';
 
 const clock = new ManualClock();
-const cp = await startTestControlPlane(t, { env: { ...RELAXED_LIMITS, CDN_DOMAIN: 'edge.example.net' }, clock });
+// The root custom certificates chain to: trusted by the control plane through CUSTOM_CERT_CA_FILE.
+const trusted = await trustedTestCa('Test Root', { now: clock.now() });
+const cp = await startTestControlPlane(t, { env: { ...RELAXED_LIMITS, CDN_DOMAIN: 'edge.example.net', ...trusted.env }, clock });
 const app = cp.app as unknown as CdnServices;
 const { admin, operator, viewer, subscriber } = await cdnCallers(cp);
 const send = caller(cp);
@@ -35,7 +37,7 @@ app.cdnDomainResolver = { cname: async (name) => cnames[name] ?? [], txt: async 
 const now = () => clock.now();
 /** Certificates keep whole seconds. */
 const seconds = (ms: number) => Math.floor(ms / 1000) * 1000;
-const root = await makeCa('Test Root', { now: now() });
+const root = trusted.ca;
 const intermediate = await makeCa('Test Intermediate', { issuer: root, now: now() });
 const { endpoint } = await makeEndpoint(cp, admin);
 const secrets: string[] = [];
@@ -70,7 +72,7 @@ t.test('custom certificate: 201 active with the leaf\'s expiry; the key stored s
   t.equal((await query(cp, `select 1 from audit_log where action = 'custom_domain.created' and resource_id = ?`, [res.body.id])).length, 1);
 });
 
-t.test('a wildcard certificate covers one label below it; a certificate expiring within 30 days is expiring_soon; a leaf alone is accepted', async (t) => {
+t.test('a wildcard certificate covers one label below it; a certificate expiring within 30 days is expiring_soon; a leaf a trusted root signed stands alone', async (t) => {
   const wildcard = await leafFor(['*.media.example.org']);
   const ok = await send(admin, 'POST', base, { hostname: 'cdn.media.example.org', certificate_source: 'custom', custom_certificate: { certificate_pem: wildcard.certificate_pem, private_key_pem: wildcard.private_key_pem } });
   t.equal(ok.status, 201, ok.text);
@@ -82,9 +84,10 @@ t.test('a wildcard certificate covers one label below it; a certificate expiring
   const soon = await leafFor(['soon.example.com'], { days: 10 });
   const res = await send(admin, 'POST', base, { hostname: 'soon.example.com', certificate_source: 'custom', custom_certificate: { certificate_pem: soon.certificate_pem, private_key_pem: soon.private_key_pem } });
   t.equal(res.body.certificate_status, 'expiring_soon');
-  const leafOnly = await leafFor(['leafonly.example.com']);
-  const noIntermediate = await send(admin, 'POST', base, { hostname: 'leafonly.example.com', certificate_source: 'custom', custom_certificate: { certificate_pem: leafOnly.leaf.certPem, private_key_pem: leafOnly.private_key_pem } });
-  t.equal(noIntermediate.status, 201, 'a chain is not checked against public roots (private PKI is allowed)');
+  const leafOnly = await makeLeaf(root, ['leafonly.example.com'], { now: now() });
+  secrets.push(leafOnly.keyPem);
+  const noIntermediate = await send(admin, 'POST', base, { hostname: 'leafonly.example.com', certificate_source: 'custom', custom_certificate: { certificate_pem: leafOnly.certPem, private_key_pem: leafOnly.keyPem } });
+  t.equal(noIntermediate.status, 201, 'issued by the trusted root itself: the leaf is the whole chain');
 });
 
 t.test('bad certificates are refused with 422 INVALID_CONFIGURATION giving the reason, storing nothing', async (t) => {
@@ -92,7 +95,9 @@ t.test('bad certificates are refused with 422 INVALID_CONFIGURATION giving the r
   const otherKey = await keyPem(await newKeys());
   const stranger = await makeCa('Stranger', { now: now() });
   const strangerLeaf = await makeLeaf(stranger, ['bad.example.com'], { now: now() });
-  secrets.push(otherKey, strangerLeaf.keyPem);
+  const selfSigned = await makeCa('bad.example.com', { now: now() });
+  const selfSignedKey = await keyPem(selfSigned.keys);
+  secrets.push(otherKey, strangerLeaf.keyPem, selfSignedKey);
   const pair = (c: { certificate_pem: string; private_key_pem: string }) => ({ certificate_pem: c.certificate_pem, private_key_pem: c.private_key_pem });
   const expired = pair(await leafFor(['bad.example.com'], { startDays: -100, days: 90 }));
   const future = pair(await leafFor(['bad.example.com'], { startDays: 5, days: 90 }));
@@ -101,6 +106,9 @@ t.test('bad certificates are refused with 422 INVALID_CONFIGURATION giving the r
     ['expired', expired, 'certificate_pem', /has expired/],
     ['not yet valid', future, 'certificate_pem', /not yet valid/],
     ['mismatched key', { certificate_pem: good.certificate_pem, private_key_pem: otherKey }, 'private_key_pem', /does not match/],
+    ['self-signed', { certificate_pem: selfSigned.pem, private_key_pem: selfSignedKey }, 'certificate_pem', /self-signed, which proves no control of the hostname/],
+    ['a CA not trusted here', { certificate_pem: strangerLeaf.certPem + stranger.pem, private_key_pem: strangerLeaf.keyPem }, 'certificate_pem', /ends at CN=Stranger, a CA not trusted here/],
+    ['the intermediate left out', { certificate_pem: good.leaf.certPem, private_key_pem: good.private_key_pem }, 'certificate_pem', /issued by CN=Test Intermediate, which is not a CA trusted here.*full chain/],
     ['broken chain', { certificate_pem: strangerLeaf.certPem + intermediate.pem, private_key_pem: strangerLeaf.keyPem }, 'certificate_pem', /Broken chain/],
     ['chain out of order', { certificate_pem: intermediate.pem + good.leaf.certPem, private_key_pem: good.private_key_pem }, 'certificate_pem', /Broken chain|does not cover/],
     ['a leaf as issuer', { certificate_pem: good.leaf.certPem + strangerLeaf.certPem, private_key_pem: good.private_key_pem }, 'certificate_pem', /not a CA/],

@@ -7,6 +7,7 @@ import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { query, RELAXED_LIMITS } from '../../../test/support/auth.ts';
 import { caller, cdnCallers, cdnState, makeEndpoint, makeOrigin, uniqueName } from '../../../test/support/cdn.ts';
 import { eventually } from '../../../test/support/eventually.ts';
+import { besideTransaction } from '../db/transaction-guard.ts';
 
 const cp = await startTestControlPlane(t, { env: { ...RELAXED_LIMITS, CDN_DOMAIN: 'edge.example.net' } });
 const { admin, operator, viewer, subscriber } = await cdnCallers(cp);
@@ -271,8 +272,9 @@ async function racingTheEdge(endpointId: string, request: () => Promise<{ status
   const { answer } = await cp.database.db.orm.em.fork().transactional(async (em) => {
     await em.execute(`update cdn_endpoint set status = 'active', version = version + 1 where id = ?`, [endpointId]);
     const answer = request();
-    await eventually(async () => (await query(cp, `select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query ilike 'update%cdn_endpoint%'`)).length > 0,
-      'the request\'s update waits for the row');
+    // Deliberately beside the open transaction (on a connection of its own: PostgreSQL only).
+    await besideTransaction(() => eventually(async () => (await query(cp, `select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query ilike 'update%cdn_endpoint%'`)).length > 0,
+      'the request\'s update waits for the row'));
     return { answer };
   });
   return answer;

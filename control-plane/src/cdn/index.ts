@@ -29,6 +29,7 @@ import { purgeRoutes } from './purge-routes.ts';
 import { retiredSecretsSweepJob } from './signing-key-jobs.ts';
 import { signingKeyRoutes } from './signing-key-routes.ts';
 import { systemDomainResolver } from './domain-dns.ts';
+import { trustStore } from './certificate-trust.ts';
 
 export type { CdnServices } from './services.ts';
 
@@ -45,7 +46,10 @@ export const cdn = {
       : internalCaIssuer(services.secretBox);
     const certificates = certificateGauge(() => services.db.orm.em.fork() as EntityManager, services.clock, services.log.child({ component: 'cdn' }));
     return {
-      services: { cdnHostLookup: systemHostLookup, cdnDomainResolver: systemDomainResolver(), cdnCertificateIssuer: issuer },
+      services: {
+        cdnHostLookup: systemHostLookup, cdnDomainResolver: systemDomainResolver(), cdnCertificateIssuer: issuer,
+        cdnCertificateTrust: trustStore({ caFile: services.config.CUSTOM_CERT_CA_FILE }),
+      },
       metrics: (registry: Registry) => registry.registerMetric(certificates),
     };
   },

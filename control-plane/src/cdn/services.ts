@@ -5,6 +5,7 @@ import { routesFor } from '../http/route.ts';
 import type { HostLookup } from './origin-host.ts';
 import type { CertificateIssuer } from './certificate-issuer.ts';
 import type { DomainResolver } from './domain-dns.ts';
+import type { TrustStore } from './certificate-trust.ts';
 import type { HealthStatus } from './cdn.entities.ts';
 
 /** An origin's health as the edge nodes measured it (document 3 §2 "Origin health", without origin_id). */
@@ -23,6 +24,8 @@ export interface CdnServices extends CoreServices {
   cdnHostLookup: HostLookup;
   /** Looks up the DNS records of managed-certificate validation; replaceable in tests. */
   cdnDomainResolver: DomainResolver;
+  /** The CAs a custom certificate must chain to (public roots, the system's store, CUSTOM_CERT_CA_FILE). */
+  cdnCertificateTrust: TrustStore;
   /** Issues managed certificates (the internal CA without ACME_DIRECTORY_URL). */
   cdnCertificateIssuer: CertificateIssuer;
   /**

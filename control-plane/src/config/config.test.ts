@@ -76,6 +76,17 @@ t.test('ACME: the directory URL, then the contact and CA bundle only beside it; 
   t.throws(() => loadConfig({ ACME_CA_BUNDLE: bundle }), /^ACME_CA_BUNDLE: only with ACME_DIRECTORY_URL/);
 });
 
+t.test('CUSTOM_CERT_CA_FILE: a readable file of PEM certificates, or unset', async (t) => {
+  const dir = mkdtempSync(`${tmpdir()}/custom-ca-config-`);
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(`${dir}/ca.pem`, '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
+  writeFileSync(`${dir}/not.pem`, 'hello');
+  t.equal(loadConfig({}).CUSTOM_CERT_CA_FILE, undefined);
+  t.equal(loadConfig({ CUSTOM_CERT_CA_FILE: `${dir}/ca.pem` }).CUSTOM_CERT_CA_FILE, `${dir}/ca.pem`);
+  t.throws(() => loadConfig({ CUSTOM_CERT_CA_FILE: `${dir}/missing.pem` }), /^CUSTOM_CERT_CA_FILE: Must be a readable file/);
+  t.throws(() => loadConfig({ CUSTOM_CERT_CA_FILE: `${dir}/not.pem` }), /^CUSTOM_CERT_CA_FILE: Must be a readable file/);
+});
+
 t.test('control channel: TLS needs a readable certificate chain and key together; heartbeat interval bounds', async (t) => {
   const dir = mkdtempSync(`${tmpdir()}/grpc-config-`);
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));

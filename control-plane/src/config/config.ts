@@ -74,6 +74,8 @@ const schema = z.object({
   ACME_EMAIL: z.email().max(254).optional(),
   // A PEM file of CA certificates to trust for the ACME directory's TLS (private ACME servers), besides the system's.
   ACME_CA_BUNDLE: z.string().max(4096).refine(readablePem, 'Must be a readable file holding PEM certificates (-----BEGIN CERTIFICATE-----)').optional(),
+  // A PEM file of CAs a custom certificate may chain to, beside Node's bundled roots and the system's store (cdn/certificate-trust.ts).
+  CUSTOM_CERT_CA_FILE: z.string().max(4096).refine(readablePem, 'Must be a readable file holding PEM certificates (-----BEGIN CERTIFICATE-----)').optional(),
   // The payment provider billing tokenizes and charges through. `test` is the built-in test gateway
   // (well-known tokens, takes no money); production must name its gateway explicitly.
   PAYMENT_GATEWAY: z.enum(['test']).optional(),

@@ -5,6 +5,7 @@ import { Migrator } from '@mikro-orm/migrations';
 import { MikroORM, PostgreSqlDriver } from '@mikro-orm/postgresql';
 import { startEmbeddedPostgres, type EmbeddedOptions, type EmbeddedPostgres } from './embedded-postgres.ts';
 import { migrationsList } from './migrations/index.ts';
+import { GuardedPostgreSqlDriver } from './transaction-guard.ts';
 
 /** Tables without an entity, left out of the schema diff (see schemaGenerator below). */
 export const RAW_SQL_TABLES: (string | RegExp)[] = [/^cdn_traffic_/, 'cdn_log_drain_node'];
@@ -39,6 +40,8 @@ export interface OpenDatabaseOptions {
   embeddedOptions?: EmbeddedOptions;
   /** PostgreSQL's application_name for the pool's connections (a control plane names its address: control-plane-presence.ts). */
   applicationName?: string;
+  /** Refuse statements beside an open transaction (transaction-guard.ts); default: when NODE_ENV=test. */
+  guardTransactions?: boolean;
 }
 
 export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
@@ -51,7 +54,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
   let orm: MikroORM;
   try {
     orm = await MikroORM.init({
-      driver: PostgreSqlDriver,
+      driver: (options.guardTransactions ?? process.env.NODE_ENV === 'test') ? GuardedPostgreSqlDriver : PostgreSqlDriver,
       clientUrl: url,
       entities: [...(options.entities ?? []), ...(options.extraEntities ?? [])],
       discovery: { warnWhenNoEntities: false },

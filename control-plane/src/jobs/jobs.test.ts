@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { startTestControlPlane, type TestControlPlane } from '../../../test/support/control-plane.ts';
 import { detectServices } from '../../../test/support/services.ts';
 import { DAY, ManualClock, MINUTE, SECOND } from '../core/clock.ts';
+import { besideTransaction } from '../db/transaction-guard.ts';
 import type { AppServices } from '../server.ts';
 import { backoffDelay, jobsFor, JobQueue, type JobDefinition } from './index.ts';
 
@@ -242,7 +243,7 @@ async function suite(t: Test, embedded: boolean) {
       idInside = (await jobs.enqueue(echo, { tag: 'committed' }, { em: tx })).id;
       // Another connection does not see it before the commit (PGlite has one connection, so only on PostgreSQL).
       if (!embedded) {
-        await jobs.runDue();
+        await besideTransaction(() => jobs.runDue());
         t.equal(callsOf('test.echo', (p) => p.tag === 'committed').length, 0, 'not claimable before the commit');
       }
     });
