@@ -43,13 +43,17 @@ export class Exit {
   private readonly logs: LogDrains | null;
   /** The viewer's country (access records). */
   private readonly country: (ex: Exchange) => string | null;
+  /** Whether the viewer used HTTPS (top URLs carry the scheme it used). */
+  private readonly secure: (ex: Exchange) => boolean;
 
-  constructor(traffic: TrafficCounters, logger: Logger, cacheName: string, shaper: ResponseShaper, logs: LogDrains | null = null, country: (ex: Exchange) => string | null = () => null) {
+  constructor(traffic: TrafficCounters, logger: Logger, cacheName: string, shaper: ResponseShaper, logs: LogDrains | null = null, country: (ex: Exchange) => string | null = () => null,
+    secure: (ex: Exchange) => boolean = () => true) {
     this.traffic = traffic;
     this.logger = logger;
     this.shaper = shaper;
     this.logs = logs;
     this.country = country;
+    this.secure = secure;
     this.cacheStatusValues = Object.fromEntries(Object.entries(CACHE_STATUS_DETAIL).map(([k, v]) => [k, `${cacheName}; ${v}`])) as Record<CacheStatus, string>;
   }
 
@@ -192,7 +196,7 @@ export class Exit {
       else {
         // A hit counts its URL through the entry's slot (entries of other paths, e.g. a collapsed Vary variant, use the map).
         const holder = entry !== null && entry.path === ex.path ? entry : null;
-        this.traffic.record(endpoint.id, code, status, bytes, fromCache, ms, ex.path, ex.rule === null ? null : ex.rule.id, holder, ex.route === null ? null : ex.route.origin.id, country);
+        this.traffic.record(endpoint.id, code, status, bytes, fromCache, ms, ex.path, ex.rule === null ? null : ex.rule.id, holder, ex.route === null ? null : ex.route.origin.id, country, this.secure(ex));
       }
       const logs = this.logs;
       if (logs !== null) {
