@@ -302,6 +302,12 @@ export class EdgeAgent implements ControlledAgent {
           version: config.version, full: true, baseVersion: 0, resources: config.resources,
           removed: [], digest: config.digest, resourceCount: config.resources.length,
         });
+        // The same limit as for a push or a file: a node restarted smaller does not serve more than it is sized for.
+        if (this.exceedsCapacity(staged.snapshot)) {
+          this.logger.error({ version: config.version, endpoints: staged.snapshot.endpoints.length, max_endpoints: this.maxEndpoints },
+            `the persisted configuration holds more endpoints than this node's limit (MAX_ENDPOINTS): starting without it until the control plane sends one that fits`);
+          return 0;
+        }
         // The bodies are on disk already (unless found in clear: then they are written again, sealed).
         if (!config.needsReseal && !this.keepConfigBodies) for (const r of staged.resources.values()) r.body = null;
         this.install({ ...staged, source: config.source }, compileRoutingTable(staged.snapshot), config.needsReseal);
@@ -393,9 +399,13 @@ export class EdgeAgent implements ControlledAgent {
 
   /** A node sized for fewer endpoints than the configuration holds refuses it whole (and keeps serving the previous one). */
   private checkCapacity(snapshot: ConfigSnapshot): void {
-    if (this.maxEndpoints > 0 && snapshot.endpoints.length > this.maxEndpoints) {
+    if (this.exceedsCapacity(snapshot)) {
       throw new Error(`${snapshot.endpoints.length} endpoints exceed this node's limit of ${this.maxEndpoints} (MAX_ENDPOINTS)`);
     }
+  }
+
+  private exceedsCapacity(snapshot: ConfigSnapshot): boolean {
+    return this.maxEndpoints > 0 && snapshot.endpoints.length > this.maxEndpoints;
   }
 
   /** Resolves once the configuration in force is on disk (writes are asynchronous and coalesced). */

@@ -20,6 +20,7 @@ import type { ControlledAgent } from './control/controlled-agent.ts';
 import { agentVersion, loadOrCreateNodeId } from './control/node-identity.ts';
 import { CertificateFiles } from './tls/certificate-files.ts';
 import { WorkerPool } from './workers/primary.ts';
+import { packagedCountryDatabase } from './policy/geo.ts';
 
 let config: AgentConfig;
 try {
@@ -97,6 +98,10 @@ if (config.CONFIG_FILE) {
 } else if (restored) {
   logger.info({ version: restored }, 'serving the configuration persisted in DATA_DIR');
 }
+
+// The viewers' country table, loaded before the first viewer: its load (about half a second) on the first request's
+// record held up that request's answer and every request behind it.
+if (pool === null) packagedCountryDatabase();
 
 try {
   let ports: { http: number; https: number | null };

@@ -15,6 +15,7 @@ import t from 'tap';
 import { eventually } from '../support/eventually.ts';
 import { agentHealth, publishedEndpoint, startCountingOrigin, startDeployment, startEdgeAgent, viewerGet } from '../support/edge-deployment.ts';
 import { detectServices } from '../support/services.ts';
+import { startTcpProxy } from '../support/tcp-proxy.ts';
 
 const services = await detectServices();
 if (!services.postgresUrl) {
@@ -48,5 +49,28 @@ if (!services.postgresUrl) {
     t.equal((await agentHealth(fixed)).config_version, active.version_number, 'without another publish: the node holds the active version');
     await eventually(async () => (await deployment.must('GET', '/v1/cdn/edge-nodes')).data[0].config_version === active.version_number, 'the node list shows the version applied');
     t.match((await deployment.must('GET', '/v1/cdn/edge-nodes')).data[0], { failed_config_version: null, config_error: null }, 'the refusal clears once the node applied that version');
+  });
+
+  await t.test('MAX_ENDPOINTS applies to the sealed configuration an agent starts from: one larger is not served, with a line saying why', { timeout: 120_000 }, async (t) => {
+    const origin = await startCountingOrigin(t);
+    const deployment = await startDeployment(t, { postgresUrl });
+    const endpoints = [await publishedEndpoint(deployment, origin.port, 'one'), await publishedEndpoint(deployment, origin.port, 'two')];
+    const dataDir = mkdtempSync(join(tmpdir(), 'sp-shrunk-agent-'));
+    const roomy = await startEdgeAgent(t, deployment, deployment.grpcPort, 'shrunk', { DATA_DIR: dataDir });
+    for (const e of endpoints) await eventually(async () => (await viewerGet(roomy.port, e.hostname, '/x')).status === 200, 'the agent serves both endpoints');
+    roomy.child.kill('SIGTERM');
+    await new Promise((resolve) => roomy.child.once('exit', resolve));
+
+    // Restarted smaller with the control plane out of reach: all it has is the sealed configuration of two endpoints.
+    const unreachable = await startTcpProxy('127.0.0.1', deployment.grpcPort);
+    unreachable.refuseNew(true);
+    t.teardown(() => unreachable.cut());
+    const small = await startEdgeAgent(t, deployment, unreachable.port, 'shrunk', { DATA_DIR: dataDir, MAX_ENDPOINTS: '1' });
+    const line = small.logs.find((l) => l.includes('MAX_ENDPOINTS'));
+    t.ok(line, 'one line says why');
+    t.match(JSON.parse(line!), { level: 50, endpoints: 2, max_endpoints: 1, msg: /more endpoints than this node's limit \(MAX_ENDPOINTS\): starting without it/ });
+    t.notOk(small.logs.some((l) => l.includes('serving the configuration persisted in DATA_DIR')), 'it does not say it serves it');
+    for (const e of endpoints) t.equal((await viewerGet(small.port, e.hostname, '/x')).status, 421, `it serves neither endpoint (${e.hostname})`);
+    t.equal((await agentHealth(small)).config_version, 0, 'it holds no configuration');
   });
 }

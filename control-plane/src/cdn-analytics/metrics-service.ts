@@ -10,7 +10,7 @@ import { RESPONSE_TIME_BUCKETS_MS } from '../../../shared/src/metrics/buckets.ts
 import { ApiError } from '../http/errors.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import { DEFAULT_GRANULARITY, MAX_POINTS, periodRange, seriesRange, type Granularity, type Period } from './periods.ts';
-import type { CounterScope, CounterTotals, RollupStore } from './rollup-store.ts';
+import { topUrlOf, type CounterScope, type CounterTotals, type RollupStore } from './rollup-store.ts';
 import type { AnalyticsServices } from './services.ts';
 
 const rate = (part: number, whole: number) => (whole > 0 ? Math.round((part / whole) * 10_000) / 10_000 : 0);
@@ -133,7 +133,7 @@ export async function topUrls<P extends Period>(app: AnalyticsServices, rc: Requ
       const breakdown: Record<string, number> = {};
       for (const [column, name] of Object.entries(NAMES)) if (r.statuses[column as keyof typeof NAMES] > 0) breakdown[name] = r.statuses[column as keyof typeof NAMES];
       return {
-        url: host ? `https://${host}${r.url}` : r.url,
+        url: topUrlOf(r.url, host || undefined),
         request_count: r.requests,
         bytes_transferred: r.bytes,
         cache_hit_rate: rate(fromCache(r.statuses), r.requests - r.statuses.bypass),

@@ -23,7 +23,25 @@ export interface SliceCounts {
   rt_sum_ms: number;
 }
 
+/**
+ * A top URL as stored: the path (and query) of an HTTPS request, or `http:` then the path of a plain-HTTP one, so
+ * the two are counted apart in one text key (rows stored before the scheme was reported read as HTTPS).
+ */
+const PLAIN_HTTP = 'http:';
+
+export function topUrlKey(path: string, scheme: string): string {
+  return scheme === 'http' ? PLAIN_HTTP + path : path;
+}
+
+/** The URL a stored key stands for on `host`, with the scheme the viewer used; the path alone without a host (a deleted endpoint). */
+export function topUrlOf(key: string, host: string | undefined): string {
+  const plain = key.startsWith(PLAIN_HTTP);
+  const path = plain ? key.slice(PLAIN_HTTP.length) : key;
+  return host === undefined ? path : `${plain ? 'http' : 'https'}://${host}${path}`;
+}
+
 export interface UrlCounts {
+  /** topUrlKey's key. */
   url: string;
   requests: number;
   bytes: number;

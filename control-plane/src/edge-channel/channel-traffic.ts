@@ -10,7 +10,7 @@ import { create } from '@bufbuild/protobuf';
 import { ConnectResponseSchema, type ConnectRequest, type TrafficRollup as TrafficRollupMessage } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { encodeResponse } from '../../../shared/src/proto/edge-control.ts';
 import { RESPONSE_TIME_BUCKETS_MS } from '../../../shared/src/metrics/buckets.ts';
-import type { MinuteRollup, RollupStore, TrafficReportInput } from '../cdn-analytics/rollup-store.ts';
+import { topUrlKey, type MinuteRollup, type RollupStore, type TrafficReportInput } from '../cdn-analytics/rollup-store.ts';
 import { MINUTE } from '../core/clock.ts';
 import { UUID, safeNumber, type ChannelContext, type Feed, type WelcomeFields } from './channel-feed.ts';
 import type { ChannelMetrics } from './channel-metrics.ts';
@@ -57,7 +57,7 @@ export function rollupOf(r: TrafficRollupMessage, nowMs: number): MinuteRollup |
     });
   }
   const urls = r.topUrls.slice(0, MAX_URLS).filter((u) => u.url.startsWith('/') && u.url.length <= MAX_URL_LENGTH && !/[\u0000-\u001f\u007f]/.test(u.url))
-    .map((u) => ({ url: u.url, requests: n(u.requests), bytes: n(u.bytes), cache_hits: n(u.cacheHits), statuses: statuses(u.cacheStatuses) }));
+    .map((u) => ({ url: topUrlKey(u.url, u.scheme), requests: n(u.requests), bytes: n(u.bytes), cache_hits: n(u.cacheHits), statuses: statuses(u.cacheStatuses) }));
   const countries = r.countries.filter((c) => COUNTRY.test(c.countryCode)).slice(0, 300)
     .map((c) => ({ country: c.countryCode, requests: n(c.requests), bytes: n(c.bytes), errors: n(c.errors) }));
   return { minute, endpoint_id: r.endpointId.toLowerCase(), slices, urls, countries };

@@ -156,7 +156,7 @@ export function trafficReportMessage(rollups: readonly TrafficRollup[], reportId
           responseTimeBuckets: r.responseTimeBuckets.map(big),
           responseTimeSumMs: r.responseTimeSumMs,
           topUrls: r.topUrls.map((u) => create(UrlCountSchema, {
-            url: u.url, requests: big(u.requests), bytes: big(u.bytes), cacheHits: big(u.cacheHits), cacheStatuses: bigMap(u.cacheStatuses),
+            url: u.url, scheme: u.scheme, requests: big(u.requests), bytes: big(u.bytes), cacheHits: big(u.cacheHits), cacheStatuses: bigMap(u.cacheStatuses),
           })),
           cacheRuleHits: bigMap(r.cacheRuleHits),
           cacheRuleRequests: bigMap(r.cacheRuleRequests),

@@ -15,6 +15,14 @@ export const UNROUTED = '';
 /** Distinct URLs tracked per endpoint and window; later new URLs are only counted in the totals. */
 const TOP_URL_CAPACITY = 2000;
 
+/** A top-URL key of a plain-HTTP request: this prefix, then the path (an HTTPS request's key is its path alone). */
+const PLAIN_HTTP = 'http:';
+
+/** The URL and scheme a top-URL key stands for. */
+function urlOfKey(key: string): { url: string; scheme: 'http' | 'https' } {
+  return key.startsWith(PLAIN_HTTP) ? { url: key.slice(PLAIN_HTTP.length), scheme: 'http' } : { url: key, scheme: 'https' };
+}
+
 export interface UrlCounter {
   requests: number;
   bytes: number;
@@ -100,7 +108,7 @@ export interface TrafficRollup {
   bytesFromOrigin: number;
   responseTimeBuckets: number[];
   responseTimeSumMs: number;
-  topUrls: { url: string; requests: number; bytes: number; cacheHits: number; cacheStatuses: Record<string, number> }[];
+  topUrls: { url: string; scheme: 'http' | 'https'; requests: number; bytes: number; cacheHits: number; cacheStatuses: Record<string, number> }[];
   cacheRuleRequests: Record<string, number>;
   cacheRuleHits: Record<string, number>;
   /** The minute split by origin and cache rule. */
@@ -153,9 +161,14 @@ export class TrafficCounters {
 
   /**
    * holder: an object (the cached entry) that may keep a UrlSlot for its path across requests of this window.
-   * originId: the route's origin (null: none chose one); country: the viewer's (null: unknown).
+   * originId: the route's origin (null: none chose one); country: the viewer's (null: unknown); secure: the viewer used HTTPS
+   * (its URL is counted apart from the same path over plain HTTP; only HTTPS requests use the holder's slot).
    */
-  record(endpointId: string, status: number, cacheStatus: CacheStatus, bytes: number, fromCache: boolean, ms: number, path: string, cacheRuleId: string | null, holder: { urlSlot?: UrlSlot | null } | null = null, originId: string | null = null, country: string | null = null): void {
+  record(endpointId: string, status: number, cacheStatus: CacheStatus, bytes: number, fromCache: boolean, ms: number, path: string, cacheRuleId: string | null, holder: { urlSlot?: UrlSlot | null } | null = null, originId: string | null = null, country: string | null = null, secure = true): void {
+    if (!secure) {
+      holder = null;
+      path = PLAIN_HTTP + path;
+    }
     const now = Date.now();
     if (now - this.windowStartMs >= 60_000) this.rotate(now);
     let total = this.totals.get(endpointId);
@@ -247,7 +260,7 @@ export class TrafficCounters {
         bytesFromOrigin: c.bytesFromOrigin,
         responseTimeBuckets: [...c.buckets],
         responseTimeSumMs: c.responseTimeSumMs,
-        topUrls: top.map(([url, u]) => ({ url, requests: u.requests, bytes: u.bytes, cacheHits: u.cacheHits, cacheStatuses: statusMap(u.cacheStatuses) })),
+        topUrls: top.map(([key, u]) => ({ ...urlOfKey(key), requests: u.requests, bytes: u.bytes, cacheHits: u.cacheHits, cacheStatuses: statusMap(u.cacheStatuses) })),
         cacheRuleRequests,
         cacheRuleHits,
         slices: [...c.slices.values()].map((x) => ({

@@ -38,10 +38,12 @@ export interface ViewerLookup {
   /** Its address in canonical text (IPv4-mapped IPv6 as IPv4), '' when unknown. */
   address(ex: Exchange): string;
   country(ex: Exchange): string | null;
+  /** Whether it used HTTPS (top URLs carry the scheme it used). */
+  secure(ex: Exchange): boolean;
 }
 
 /** Without request policies: the socket's peer, canonical. */
-const NO_VIEWER: ViewerLookup = { address: (ex) => parseClientAddress(ex.req.socket.remoteAddress ?? '')?.text ?? '', country: () => null };
+const NO_VIEWER: ViewerLookup = { address: (ex) => parseClientAddress(ex.req.socket.remoteAddress ?? '')?.text ?? '', country: () => null, secure: () => true };
 
 export class Exit {
   private readonly traffic: TrafficCounters;
@@ -203,7 +205,7 @@ export class Exit {
       else {
         // A hit counts its URL through the entry's slot (entries of other paths, e.g. a collapsed Vary variant, use the map).
         const holder = entry !== null && entry.path === ex.path ? entry : null;
-        this.traffic.record(endpoint.id, code, status, bytes, fromCache, ms, ex.path, ex.rule === null ? null : ex.rule.id, holder, ex.route === null ? null : ex.route.origin.id, country);
+        this.traffic.record(endpoint.id, code, status, bytes, fromCache, ms, ex.path, ex.rule === null ? null : ex.rule.id, holder, ex.route === null ? null : ex.route.origin.id, country, this.viewer.secure(ex));
       }
       const logs = this.logs;
       if (logs !== null) {

@@ -198,6 +198,8 @@ export async function fetchOrigin(pools: OriginPools, origin: CompiledOrigin, re
   for (let attempt = 0; attempt < attempts; attempt++) {
     if (attempt > 0) await sleep(Math.max(askedWaitMs, Math.min(RETRY_WAIT_MAX_MS, 25 * 2 ** (attempt - 1))));
     const requestTimeMs = Date.now();
+    const waitMs = req.timeoutMs ?? o.timeout_ms;
+    const head = headDeadline(waitMs, req.signal);
     try {
       const res = await agent.request({
         origin: origin.url,
@@ -205,11 +207,14 @@ export async function fetchOrigin(pools: OriginPools, origin: CompiledOrigin, re
         method: req.method as Dispatcher.HttpMethod,
         headers: req.headers,
         body: req.body ?? null,
-        headersTimeout: req.timeoutMs ?? o.timeout_ms,
-        bodyTimeout: req.timeoutMs ?? o.timeout_ms,
-        signal: req.signal,
+        // undici's own timers tick every half second (its "fast timers": a 500 ms wait ended after about a second, and
+        // one may end up to a tick early): the head is waited for by headDeadline, undici's a tick later as a backstop.
+        headersTimeout: waitMs + UNDICI_TICK_MS,
+        bodyTimeout: waitMs,
+        signal: head.signal,
         onInfo: req.onInfo,
       });
+      head.clear();
       const responseTimeMs = Date.now();
       onTiming?.(responseTimeMs - requestTimeMs, res.statusCode);
       const cls = statusRetryClass(res.statusCode);
@@ -225,6 +230,7 @@ export async function fetchOrigin(pools: OriginPools, origin: CompiledOrigin, re
       }
       return { statusCode: res.statusCode, headers: res.headers, body: res.body, requestTimeMs, responseTimeMs };
     } catch (err) {
+      head.clear();
       if (req.signal?.aborted && err === req.signal.reason) throw err;
       lastError = classifyOriginError(err);
       const retryClass = lastError instanceof OriginError && (lastError.kind === 'connect_failure' || lastError.kind === 'dns_failure' || (lastError.kind === 'timeout' && (err as { code?: string }).code === 'UND_ERR_CONNECT_TIMEOUT')) ? 'connect_failure' : null;
@@ -333,6 +339,21 @@ async function upload(pools: OriginPools, origin: CompiledOrigin, req: OriginReq
     // The body may still be streaming (an origin can answer before reading all of it): its idle guard stays.
     if (responseTimer !== null) clearTimeout(responseTimer);
   }
+}
+
+/** Past a wait of undici's own timers (lib/util/timers.js ticks every 499 ms and checks them then). */
+const UNDICI_TICK_MS = 1000;
+
+/**
+ * The wait for an origin's response head, on a timer of the process's own (to the millisecond, unlike undici's
+ * half-second ticks): its signal (with the caller's) aborts the request with OriginError('timeout') once `ms`
+ * have passed since dispatch; clear() once the head has arrived (the body then streams on without it).
+ */
+function headDeadline(ms: number, outer: AbortSignal | undefined): { signal: AbortSignal; clear: () => void } {
+  const own = new AbortController();
+  const timer = setTimeout(() => own.abort(new OriginError('timeout', `origin sent no response headers within ${ms} ms`)), ms);
+  timer.unref();
+  return { signal: outer ? AbortSignal.any([outer, own.signal]) : own.signal, clear: () => clearTimeout(timer) };
 }
 
 function sleep(ms: number): Promise<void> {

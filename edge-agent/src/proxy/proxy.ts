@@ -111,7 +111,7 @@ export class Proxy {
       return found;
     };
     this.exit = new Exit(deps.traffic, deps.logger, options.cacheName, new ResponseShaper({ store: deps.store, pools: deps.pools, logger: deps.logger, cacheName: options.cacheName, secure: (ex) => viewerOf(ex).secure }),
-      deps.logs ?? null, { country, address: (ex) => viewerOf(ex).address?.text ?? '' });
+      deps.logs ?? null, { country, address: (ex) => viewerOf(ex).address?.text ?? '', secure: (ex) => viewerOf(ex).secure });
     this.forwarder = new Forwarder({
       shield: deps.shield ?? null,
       pools: deps.pools, store: deps.store, exit: this.exit, logger: deps.logger, originLatency: deps.originLatency,

@@ -34,11 +34,13 @@ function mergeSlices(a: SliceRollup[], b: SliceRollup[]): SliceRollup[] {
 }
 
 function mergeOne(a: TrafficRollup, b: TrafficRollup): TrafficRollup {
-  const urls = new Map(a.topUrls.map((u) => [u.url, u]));
+  // The same path over HTTP and over HTTPS are two URLs.
+  const urls = new Map(a.topUrls.map((u) => [`${u.scheme}:${u.url}`, u]));
   for (const u of b.topUrls) {
-    const x = urls.get(u.url);
-    urls.set(u.url, x === undefined ? u : {
-      url: u.url, requests: x.requests + u.requests, bytes: x.bytes + u.bytes, cacheHits: x.cacheHits + u.cacheHits, cacheStatuses: addCounts(x.cacheStatuses, u.cacheStatuses),
+    const key = `${u.scheme}:${u.url}`;
+    const x = urls.get(key);
+    urls.set(key, x === undefined ? u : {
+      url: u.url, scheme: u.scheme, requests: x.requests + u.requests, bytes: x.bytes + u.bytes, cacheHits: x.cacheHits + u.cacheHits, cacheStatuses: addCounts(x.cacheStatuses, u.cacheStatuses),
     });
   }
   const countries = new Map(a.countries.map((c) => [c.countryCode, c]));

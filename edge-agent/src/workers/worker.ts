@@ -18,6 +18,7 @@ import { loadConfig } from '../config.ts';
 import { DefaultCertificate } from '../tls/certificates.ts';
 import { useChallengeSecret } from '../policy/challenge.ts';
 import { FillLockClient } from './fill-locks.ts';
+import { packagedCountryDatabase } from '../policy/geo.ts';
 import type { FromWorker, ToWorker } from './protocol.ts';
 
 if (!cluster.isWorker) throw new Error('workers/worker.ts runs as a worker of the agent\'s primary process');
@@ -73,6 +74,7 @@ async function handle(msg: ToWorker): Promise<void> {
       agent.adoptPurgeState(msg.purge);
       agent.applyShieldMap(msg.shield);
       agent.setDefaultCertificate(msg.certificate === null ? null : new DefaultCertificate(msg.certificate));
+      packagedCountryDatabase(); // before the first viewer (main.ts)
       const http = await agent.listen(msg.ports.http, config.HOST, { shared: true });
       const https = msg.ports.https === null ? null : await agent.listenHttps(msg.ports.https, config.HOST, { shared: true, ticketKeys: msg.ticketKeys });
       await agent.listenPrivate();
