@@ -28,6 +28,7 @@ import { serveFromCache } from './serve-cached.ts';
 import { ResponseShaper } from './shaping.ts';
 import { CacheFiller, type FillResult } from './storing.ts';
 import type { CertificateTable } from '../tls/certificates.ts';
+import { holdStreamSlot } from '../tls/http2-server.ts';
 import { loopRefusal, loopVisits, MAX_LOOP_VISITS } from './loop.ts';
 import type { ShieldDeps } from './forward.ts';
 
@@ -115,6 +116,11 @@ export class Proxy {
       cacheName: options.cacheName, bodyIdleTimeoutMs: options.bodyIdleTimeoutMs ?? 0,
     });
     this.filler = new CacheFiller({ store: deps.store, forwarder: this.forwarder, maxObjectBytes: options.maxObjectBytes });
+  }
+
+  /** Requests that waited for another one's cache fill instead of asking the origin, since start (tests). */
+  get collapsedFollowers(): number {
+    return this.collapser.joined;
   }
 
   /** Resolves once no cache fill runs (background refreshes and range fills included). */
@@ -270,7 +276,10 @@ export class Proxy {
    * body is dropped. withoutCredentials: the range fill, sent without the viewer's credentials.
    */
   private backgroundFill(ex: RoutedExchange, primary: string, key: string, stale: CachedObject | null, withoutCredentials = false): void {
-    this.collapser.lead(key, true, () => this.filler.fill(ex, primary, stale, false, withoutCredentials)).then(
+    const fill = this.collapser.lead(key, true, null, (control) => this.filler.fill(ex, primary, stale, false, withoutCredentials, control));
+    // Origin work a viewer's request started counts against its HTTP/2 connection's streams until it ends.
+    holdStreamSlot(ex.req, fill);
+    fill.then(
       (result) => { if (result.type === 'passthrough') dispose(result.body); },
       (err: unknown) => this.deps.logger.debug({ endpoint: ex.endpoint.id, path: ex.path, err: (err as Error)?.message }, 'background fill failed'),
     );
@@ -279,7 +288,7 @@ export class Proxy {
   /** Miss or stale: one origin fetch per key; concurrent requests wait for it and share a storable result. */
   private async missOrStale(ex: RoutedExchange, primary: string, key: string, stale: CachedObject | undefined, alone: boolean): Promise<void> {
     try {
-      const pending = alone ? undefined : this.collapser.pending(key);
+      const pending = alone ? undefined : this.collapser.join(key, ex.res);
       if (pending !== undefined) {
         const shared = await pending;
         if (shared.entry !== null && varyMatches(ex, shared.entry)) return serveFromCache(this.exit, ex, shared.entry, shared.status, Date.now());
@@ -291,7 +300,10 @@ export class Proxy {
         await this.forwarder.forward(ex, stale ? 'EXPIRED' : 'MISS', false);
         return;
       }
-      const result = await this.collapser.lead(key, !alone, () => this.filler.fill(ex, primary, stale ?? null, true));
+      // Cancelled when this viewer and every follower leave before the answer is being kept (collapse.ts).
+      const fill = this.collapser.lead(key, !alone, ex.res, (control) => this.filler.fill(ex, primary, stale ?? null, true, false, control));
+      holdStreamSlot(ex.req, fill);
+      const result = await fill;
       await this.answerLeader(ex, result, stale);
     } catch (err) {
       this.fail(ex, err);
@@ -301,6 +313,8 @@ export class Proxy {
   private async answerLeader(ex: RoutedExchange, result: FillResult, stale: CachedObject | undefined): Promise<void> {
     if (result.type === 'stored') return serveFromCache(this.exit, ex, result.entry, result.status, Date.now());
     if (result.type === 'error') {
+      // Abandoned by everyone who waited (its origin request cancelled): recorded as the viewer's leaving, not an origin failure.
+      if (ex.res.destroyed) return this.exit.abandoned(ex, stale ? 'EXPIRED' : 'MISS');
       if (this.staleOnError(stale, result.error)) return serveFromCache(this.exit, ex, stale, 'STALE', Date.now());
       this.forwarder.logFailure(ex, result.error);
       return this.exit.refuse(ex, result.error.status, originErrorBody(result.error), stale ? 'EXPIRED' : 'MISS');
