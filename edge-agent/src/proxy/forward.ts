@@ -183,7 +183,8 @@ export class Forwarder {
     const hasBody = method !== 'GET' && method !== 'HEAD' && requestHasBody(req);
     // Nobody else waits on this fetch: a viewer who leaves takes it down, wherever it is (queued, uploading, waiting).
     const gone = new AbortController();
-    const onClose = () => { if (!res.writableFinished) gone.abort(new Error('the viewer closed the connection')); };
+    // writableEnded, not writableFinished: HTTP/2's compatibility response says "finished" when its stream is reset.
+    const onClose = () => { if (!res.writableEnded) gone.abort(new Error('the viewer closed the connection')); };
     res.once('close', onClose);
     let answer: OriginResponse;
     try {

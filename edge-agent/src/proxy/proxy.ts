@@ -16,7 +16,7 @@ import { packagedCountryDatabase } from '../policy/geo.ts';
 import { preflightAnswer } from '../policy/cors.ts';
 import type { PolicyRequest } from '../policy/index.ts';
 import type { CachedObject, CacheStore } from './cache-store.ts';
-import { Collapser, isErrorStatusForStale } from './collapse.ts';
+import { Collapser, isErrorStatusForStale, type FillControl } from './collapse.ts';
 import { Exchange, normalizeRequest, type RoutedExchange } from './exchange.ts';
 import { dispose, Exit } from './exit.ts';
 import { Forwarder, originErrorBody } from './forward.ts';
@@ -28,6 +28,7 @@ import { serveFromCache } from './serve-cached.ts';
 import { ResponseShaper } from './shaping.ts';
 import { CacheFiller, type FillResult } from './storing.ts';
 import type { CertificateTable } from '../tls/certificates.ts';
+import { holdStreamSlot } from '../tls/http2-server.ts';
 import { loopRefusal, loopVisits, MAX_LOOP_VISITS } from './loop.ts';
 import type { NodeFillLock } from './node-fills.ts';
 import type { ShieldDeps } from './forward.ts';
@@ -118,6 +119,11 @@ export class Proxy {
       cacheName: options.cacheName, bodyIdleTimeoutMs: options.bodyIdleTimeoutMs ?? 0,
     });
     this.filler = new CacheFiller({ store: deps.store, forwarder: this.forwarder, maxObjectBytes: options.maxObjectBytes });
+  }
+
+  /** Requests that waited for another one's cache fill instead of asking the origin, since start (tests). */
+  get collapsedFollowers(): number {
+    return this.collapser.joined;
   }
 
   /** Resolves once no cache fill runs (background refreshes and range fills included). */
@@ -273,7 +279,10 @@ export class Proxy {
    * body is dropped. withoutCredentials: the range fill, sent without the viewer's credentials.
    */
   private backgroundFill(ex: RoutedExchange, primary: string, key: string, stale: CachedObject | null, withoutCredentials = false): void {
-    this.collapser.lead(key, true, () => this.nodeWideFill(ex, primary, key, stale, false, withoutCredentials)).then(
+    const fill = this.collapser.lead(key, true, null, (control) => this.nodeWideFill(ex, primary, key, stale, false, control, withoutCredentials));
+    // Origin work a viewer's request started counts against its HTTP/2 connection's streams until it ends.
+    holdStreamSlot(ex.req, fill);
+    fill.then(
       (result) => { if (result.type === 'passthrough') dispose(result.body); },
       (err: unknown) => this.deps.logger.debug({ endpoint: ex.endpoint.id, path: ex.path, err: (err as Error)?.message }, 'background fill failed'),
     );
@@ -282,7 +291,7 @@ export class Proxy {
   /** Miss or stale: one origin fetch per key; concurrent requests wait for it and share a storable result. */
   private async missOrStale(ex: RoutedExchange, primary: string, key: string, stale: CachedObject | undefined, alone: boolean): Promise<void> {
     try {
-      const pending = alone ? undefined : this.collapser.pending(key);
+      const pending = alone ? undefined : this.collapser.join(key, ex.res);
       if (pending !== undefined) {
         const shared = await pending;
         if (shared.entry !== null && varyMatches(ex, shared.entry)) return serveFromCache(this.exit, ex, shared.entry, shared.status, Date.now());
@@ -294,9 +303,12 @@ export class Proxy {
         await this.forwarder.forward(ex, stale ? 'EXPIRED' : 'MISS', false);
         return;
       }
-      const result = alone
-        ? await this.filler.fill(ex, primary, stale ?? null, true)
-        : await this.collapser.lead(key, true, () => this.nodeWideFill(ex, primary, key, stale ?? null, true));
+      // Cancelled when this viewer and every follower leave before the answer is being kept (collapse.ts).
+      const fill = this.collapser.lead(key, !alone, ex.res, (control) => alone
+        ? this.filler.fill(ex, primary, stale ?? null, true, false, control)
+        : this.nodeWideFill(ex, primary, key, stale ?? null, true, control));
+      holdStreamSlot(ex.req, fill);
+      const result = await fill;
       await this.answerLeader(ex, result, stale);
     } catch (err) {
       this.fail(ex, err);
@@ -308,9 +320,9 @@ export class Proxy {
    * first worker to miss fills; one that missed meanwhile waits for that fill and serves what it stored, or
    * fills alone when nothing usable was stored (not shareable, refused, or the wait ran out).
    */
-  private async nodeWideFill(ex: RoutedExchange, primary: string, key: string, stale: CachedObject | null, viewerWaiting: boolean, withoutCredentials = false): Promise<FillResult> {
+  private async nodeWideFill(ex: RoutedExchange, primary: string, key: string, stale: CachedObject | null, viewerWaiting: boolean, control: FillControl, withoutCredentials = false): Promise<FillResult> {
     const lock = this.deps.fillLock;
-    const fill = () => this.filler.fill(ex, primary, stale, viewerWaiting, withoutCredentials);
+    const fill = () => this.filler.fill(ex, primary, stale, viewerWaiting, withoutCredentials, control);
     if (lock == null || this.cacheReadsSuspended) return fill();
     const turn = await lock.acquire(key);
     if (turn === 'follow') {
@@ -338,6 +350,8 @@ export class Proxy {
   private async answerLeader(ex: RoutedExchange, result: FillResult, stale: CachedObject | undefined): Promise<void> {
     if (result.type === 'stored') return serveFromCache(this.exit, ex, result.entry, result.status, Date.now());
     if (result.type === 'error') {
+      // Abandoned by everyone who waited (its origin request cancelled): recorded as the viewer's leaving, not an origin failure.
+      if (ex.res.destroyed) return this.exit.abandoned(ex, stale ? 'EXPIRED' : 'MISS');
       if (this.staleOnError(stale, result.error)) return serveFromCache(this.exit, ex, stale, 'STALE', Date.now());
       this.forwarder.logFailure(ex, result.error);
       return this.exit.refuse(ex, result.error.status, originErrorBody(result.error), stale ? 'EXPIRED' : 'MISS');

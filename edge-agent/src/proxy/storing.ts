@@ -6,6 +6,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import type { CacheStatus } from '../metrics/traffic.ts';
 import type { CachedObject, CacheStore } from './cache-store.ts';
+import type { FillControl } from './collapse.ts';
 import {
   correctedInitialAgeMs, deltaSeconds, freshnessLifetime, HEURISTIC_STATUSES, parseAge, parseCacheControl, parseHttpDate,
   parseTargetedCacheControl, UNDERSTOOD_STATUSES, type Directives,
@@ -47,7 +48,7 @@ export class CacheFiller {
    * (the one after a range miss): it sends neither Authorization nor cookies
    * (but those a cache rule keys on), and the object is keyed by what was sent.
    */
-  async fill(ex: RoutedExchange, primary: string, stale: CachedObject | null, viewerWaiting: boolean, withoutCredentials = false): Promise<FillResult> {
+  async fill(ex: RoutedExchange, primary: string, stale: CachedObject | null, viewerWaiting: boolean, withoutCredentials = false, control: FillControl | null = null): Promise<FillResult> {
     const store = this.deps.store;
     const forwarder = this.deps.forwarder;
     const generation = store.currentGeneration;
@@ -67,12 +68,13 @@ export class CacheFiller {
     }
     let res: OriginResponse;
     try {
-      res = await forwarder.fetch(ex, { method: 'GET', headers, onInfo: viewerWaiting ? forwarder.earlyHints(ex) : undefined });
+      res = await forwarder.fetch(ex, { method: 'GET', headers, onInfo: viewerWaiting ? forwarder.earlyHints(ex) : undefined, signal: control?.signal });
     } catch (err) {
       return { type: 'error', error: err instanceof OriginError ? err : new OriginError('protocol', String(err)) };
     }
     const reqCC = ex.vh.cacheControl !== undefined ? parseCacheControl(ex.vh.cacheControl) : EMPTY_CC;
     if (res.statusCode === 304 && conditional) {
+      control?.commit();
       await res.body.dump().catch(() => {});
       const updated = updateFrom304(stale, res, ex.rule, generation);
       if (reqCC['no-store'] === undefined) store.set(updated);
@@ -84,7 +86,7 @@ export class CacheFiller {
       if (stale !== null && res.statusCode < 500) store.delete(stale);
       return { type: 'passthrough', response: res, body: res.body };
     }
-    return this.keep(ex, primary, res, decision, generation, sent, reqCC, stale !== null ? 'EXPIRED' : 'MISS');
+    return this.keep(ex, primary, res, decision, generation, sent, reqCC, stale !== null ? 'EXPIRED' : 'MISS', control);
   }
 
   /**
@@ -102,10 +104,12 @@ export class CacheFiller {
   }
 
   /** Buffers a storable answer up to the object size limit and stores it; a body the origin cuts short is an origin error. */
-  private async keep(ex: RoutedExchange, primary: string, res: OriginResponse, cc: Directives, generation: number, sent: IncomingHttpHeaders, reqCC: Directives, status: CacheStatus): Promise<FillResult> {
+  private async keep(ex: RoutedExchange, primary: string, res: OriginResponse, cc: Directives, generation: number, sent: IncomingHttpHeaders, reqCC: Directives, status: CacheStatus, control: FillControl | null = null): Promise<FillResult> {
     const max = this.deps.maxObjectBytes;
     const declared = Number(headerString(res.headers['content-length']) ?? -1);
     if (declared > max) return { type: 'passthrough', response: res, body: res.body };
+    // An object for the cache: finished even if every viewer waiting for it leaves (the next ones get it).
+    if (reqCC['no-store'] === undefined) control?.commit();
     const chunks: Buffer[] = [];
     let total = 0;
     const iterator = res.body[Symbol.asyncIterator]();

@@ -7,11 +7,35 @@
 // session takes at most 128 concurrent streams (nginx's default), and on
 // shutdown every session is sent GOAWAY so requests under way finish and no
 // new ones start.
+// Rapid reset (CVE-2023-44487): a stream the viewer resets keeps its slot
+// while work it started (a cache fill) still runs, so resets cannot start more
+// origin work than the stream limit allows; a stream beyond it is refused
+// (REFUSED_STREAM, safe to retry). A session that resets more than
+// RESET_BURST streams (refilled at RESET_RATE a second) gets GOAWAY from
+// nghttp2 itself (Node's streamResetBurst / streamResetRate).
 import http2, { type Http2Session, type Http2Server } from 'node:http2';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
 const IDLE_SESSION_MS = 65_000;
-const MAX_CONCURRENT_STREAMS = 128;
+export const MAX_CONCURRENT_STREAMS = 128;
+/** Resets a session may send at once: twice its stream limit (nginx bounds new streams per event-loop turn the same way). */
+export const RESET_BURST = MAX_CONCURRENT_STREAMS / 2;
+/** Resets a second once the burst is spent (nghttp2's default rate). */
+export const RESET_RATE = 33;
+
+const STREAM_SLOT = Symbol('the stream slot of an HTTP/2 request');
+type SlotHolder = (work: Promise<unknown>) => void;
+
+/**
+ * Keeps the HTTP/2 stream's slot of its session taken until `work` (started for this request: a cache fill)
+ * settles, even after the stream closed or was reset. A no-op for HTTP/1.1 requests.
+ */
+export function holdStreamSlot(req: IncomingMessage, work: Promise<unknown>): void {
+  (req as IncomingMessage & { [STREAM_SLOT]?: SlotHolder })[STREAM_SLOT]?.(work);
+}
+
+/** Slots of a session taken: open streams and closed ones whose work still runs. */
+const busy = new WeakMap<Http2Session, { slots: number }>();
 
 /**
  * Http2ServerResponse with a working `destroyed` (node:http's responses have it, and the request path reads it to
@@ -25,6 +49,44 @@ Object.defineProperty(EdgeHttp2Response.prototype, 'destroyed', {
   },
 });
 
+/**
+ * Takes a slot of the request's session for it, released when its stream has closed and the work held for it
+ * settled; false (the stream refused) when every slot is taken.
+ */
+function takeSlot(req: http2.Http2ServerRequest): boolean {
+  const stream = req.stream;
+  const count = busy.get(stream.session!);
+  if (count === undefined) return true;
+  if (count.slots >= MAX_CONCURRENT_STREAMS) {
+    stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
+    return false;
+  }
+  count.slots++;
+  let taken = true;
+  let held = 0;
+  let closed = false;
+  // The slot is needed while the stream is open or work held for it runs (work may start after a reset).
+  const update = () => {
+    const needed = !closed || held > 0;
+    if (needed !== taken) count.slots += needed ? 1 : -1;
+    taken = needed;
+  };
+  stream.once('close', () => {
+    closed = true;
+    update();
+  });
+  (req as unknown as { [STREAM_SLOT]: SlotHolder })[STREAM_SLOT] = (work) => {
+    held++;
+    update();
+    const settle = () => {
+      held--;
+      update();
+    };
+    work.then(settle, settle);
+  };
+  return true;
+}
+
 export class Http2Listener {
   readonly server: Http2Server;
   private readonly sessions = new Set<Http2Session>();
@@ -32,9 +94,15 @@ export class Http2Listener {
   constructor(handler: (req: IncomingMessage, res: ServerResponse) => void) {
     this.server = http2.createServer({
       settings: { maxConcurrentStreams: MAX_CONCURRENT_STREAMS },
+      streamResetBurst: RESET_BURST,
+      streamResetRate: RESET_RATE,
       Http2ServerResponse: EdgeHttp2Response as typeof http2.Http2ServerResponse,
-    }, handler as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void);
+    }, (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
+      if (!takeSlot(req)) return;
+      handler(req as unknown as IncomingMessage, res as unknown as ServerResponse);
+    });
     this.server.on('session', (session: Http2Session) => {
+      busy.set(session, { slots: 0 });
       this.sessions.add(session);
       session.once('close', () => this.sessions.delete(session));
       session.setTimeout(IDLE_SESSION_MS, () => session.close());
