@@ -54,7 +54,7 @@ export const updateEndpointRoute = defineRoute({
   method: 'patch', path: '/v1/cdn/endpoints/:id', tags, access: write,
   summary: 'Update an endpoint',
   description: 'Partial: only sent fields change; inside tls_config, compression and geo_restriction only sent members change. response_headers_policy_id and '
-    + 'shield_region may be null, otherwise one of the shield regions (the regions the edge nodes report; 422 otherwise). A change moves the endpoint to `deploying` (a disabled one stays disabled). With a stale If-Match: 412, nothing changes. '
+    + 'shield_region may be null, otherwise one of the shield regions (the regions the edge nodes report; 422 otherwise). A change the edge sees (anything but tags) moves the endpoint to `deploying` (a disabled one stays disabled); a tags-only change leaves its status as it is. With a stale If-Match: 412, nothing changes. '
     + `Audit-logged. ${EDGE_REQUEST_ORDER} ${EDGE_RESPONSE_ORDER}${aliasNote}`,
   params: idParams,
   body: updateEndpointBody,

@@ -17,12 +17,22 @@ import { detachEndpointFromDrains } from './log-drain-service.ts';
 import { defaultDenyProblems, policyProblems, tokenAuthProblems } from './policy-checks.ts';
 import { usableOriginProblems } from './origin-service.ts';
 import type { ShieldRegionCheck } from './services.ts';
+import { endpointFields, publishedColumns } from './snapshot-fields.ts';
 
 const ENDPOINT_FIELDS = [
   'name', 'default_origin_id', 'hostname', 'status', 'http_version', 'ipv6_enabled', 'response_headers_policy_id', 'tls_config', 'compression',
   'geo_restriction', 'custom_error_pages', 'shield_region', 'tags', 'token_auth_enabled', 'ip_default_action',
 ] as const satisfies readonly (keyof Endpoint)[];
 const snapshot = (e: Endpoint) => Object.fromEntries(ENDPOINT_FIELDS.map((f) => [f, e[f]])) as Partial<Endpoint>;
+
+const EDGE_COLUMNS = publishedColumns(endpointFields);
+
+/** The endpoint's configuration changed at the edge: `deploying` until the nodes have it (a disabled endpoint stays disabled). */
+export function markDeploying(endpoint: Endpoint): void {
+  if (endpoint.status === 'disabled') return;
+  endpoint.status = 'deploying';
+  endpoint.status_reason = null;
+}
 
 export async function findEndpoint(rc: RequestContext, id: string): Promise<Endpoint> {
   return found(await rc.em.findOne(Endpoint, id), 'Endpoint');
@@ -111,9 +121,8 @@ export async function updateEndpoint(rc: RequestContext, id: string, input: Upda
   }
   const changes = changesOf(before, snapshot(endpoint));
   if (Object.keys(changes).length === 0) return endpoint;
-  // A changed configuration has to reach the edge again (a disabled endpoint stays disabled).
-  if (endpoint.status !== 'disabled') endpoint.status = 'deploying';
-  endpoint.status_reason = null;
+  // A change the edge sees has to reach it again (a disabled endpoint stays disabled); one it does not (tags) publishes nothing.
+  if (Object.keys(changes).some((field) => EDGE_COLUMNS.has(field))) markDeploying(endpoint);
   recordAudit(rc, { action: 'endpoint.updated', resource_type: 'endpoint', resource_id: endpoint.id, changes: changesOf(before, snapshot(endpoint)) });
   await rc.em.flush();
   return endpoint;

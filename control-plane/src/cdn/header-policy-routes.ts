@@ -102,7 +102,7 @@ export const updateHeaderPolicyRoute = defineRoute({
   method: 'patch', path: `${base}/:id`, tags, access: write,
   summary: 'Update a response headers policy',
   description: 'Partial: only sent fields change; inside cors and each security header only sent members change; header lists are replaced whole. '
-    + `Applies to every endpoint and route that refers to it. With a stale If-Match: 412, nothing changes. ${rules} Audit-logged. ${atTheEdge}`,
+    + `Applies to every endpoint and route that refers to it: those endpoints read \`deploying\` until the edge nodes have the change (a description alone changes nothing there). With a stale If-Match: 412, nothing changes. ${rules} Audit-logged. ${atTheEdge}`,
   params: idParams, body: updateHeaderPolicyBody,
   ifMatch: ({ params, rc }) => findHeaderPolicy(rc, params.id),
   responses: { 200: bare(headerPolicyResource) },

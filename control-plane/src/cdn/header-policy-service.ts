@@ -9,10 +9,11 @@ import { changesOf, recordAudit } from '../audit/audit.ts';
 import { inTransaction, type RequestContext } from '../core/request-context.ts';
 import { found } from '../http/errors.ts';
 import { CdnRoute, Endpoint } from './cdn.entities.ts';
-import { updateEndpoint } from './endpoint-service.ts';
+import { markDeploying, updateEndpoint } from './endpoint-service.ts';
 import { assertValidConfiguration, merged, resourceInUse } from './fields.ts';
 import { DEFAULT_CORS, DEFAULT_SECURITY_HEADERS, type HeaderPolicyInput } from './header-policy-record.ts';
 import { ResponseHeadersPolicy, type SecurityHeaders } from './policies.entities.ts';
+import { headerPolicyFields, publishedColumns } from './snapshot-fields.ts';
 
 const POLICY_FIELDS = [
   'name', 'description', 'cors', 'security_headers', 'custom_response_headers', 'custom_request_headers', 'remove_response_headers', 'remove_request_headers',
@@ -70,8 +71,19 @@ export async function updateHeaderPolicy(rc: RequestContext, id: string, input: 
   assertValidConfiguration(headerPolicyProblems(values));
   Object.assign(policy, values);
   recordAudit(rc, { action: 'response_headers_policy.updated', resource_type: 'response_headers_policy', resource_id: policy.id, changes });
+  // The endpoints using it serve something else once the edge has the change (a description publishes nothing).
+  if (Object.keys(changes).some((field) => POLICY_EDGE_COLUMNS.has(field))) for (const endpoint of await users(rc, id)) markDeploying(endpoint);
   await rc.em.flush();
   return policy;
+}
+
+const POLICY_EDGE_COLUMNS = publishedColumns(headerPolicyFields);
+
+/** The endpoints that use the policy, themselves or through a route. */
+async function users(rc: RequestContext, id: string): Promise<Endpoint[]> {
+  const routes = await rc.em.find(CdnRoute, { response_headers_policy_id: id }, { fields: ['distribution'] });
+  const viaRoutes = routes.map((r) => (r.distribution as unknown as { id: string }).id);
+  return rc.em.find(Endpoint, { $or: [{ response_headers_policy_id: id }, { id: { $in: viaRoutes } }] });
 }
 
 /** Endpoints and routes that refer to the policy. */

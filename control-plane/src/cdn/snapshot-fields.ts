@@ -278,6 +278,9 @@ export function sortedKeys(value: unknown): unknown {
 }
 
 /** The columns a compile reads: `select <this> from <table>`. */
+/** The columns of a resource the edge receives (a change to any other publishes nothing). */
+export const publishedColumns = (resource: ResourceFields): ReadonlySet<string> => new Set(resource.fields.flatMap((f) => (f.column ? [f.column] : [])));
+
 export const selectList = (resource: ResourceFields): string => resource.fields.flatMap((f) => (f.column ? [f.column] : [])).join(', ');
 
 /** The snapshot entry of a row: each member from its column, or from `computed` by name (which wins). */

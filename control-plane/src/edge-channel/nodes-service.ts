@@ -101,7 +101,8 @@ function refusalReason(refusals: Refusal[]): string {
  * Moves endpoints as the online nodes stand with their latest change (its manifest entry's version in the active
  * version), one UPDATE for all: `error`, with the reason, while some online node refused that change and has not
  * applied it since (issue 21 item 8: an endpoint used to read active, or deploying for ever, while a node refused
- * it); else a deploying (or error) endpoint becomes `active` once every online node has applied it, or `deploying`
+ * it); else a deploying (or error) endpoint becomes `active` once every online node has applied it (the version that last
+ * changed its resource or a response headers policy it uses), or `deploying`
  * while some has not. With no node online nothing moves: nothing has them yet. Then, when no online node is still
  * pending on the active version, its propagation_completed_at is set (once). Returns the number of endpoints moved.
  */
@@ -116,8 +117,12 @@ export async function reconcileDeployments(em: EntityManager, source: ConfigSour
   // against that publish's version (or a later one), never against the one before it. Active endpoints are
   // read only when some node's refusal stands (then one of them may be refused).
   const statuses = refusals.length ? `('deploying', 'error', 'active')` : `('deploying', 'error')`;
-  const endpoints = fleet && fleet.n > 0 ? await em.execute<{ id: string; status: string; status_reason: string | null }[]>(
-    `select id, status, status_reason from cdn_endpoint where status in ${statuses}`) : [];
+  // With the response headers policies each uses (its own and its routes'): a policy is a resource of its own.
+  const endpoints = fleet && fleet.n > 0 ? await em.execute<{ id: string; status: string; status_reason: string | null; policies: string[] | null }[]>(
+    `select e.id, e.status, e.status_reason,
+       (select array_agg(distinct u.p::text) from (select e.response_headers_policy_id as p
+          union all select r.response_headers_policy_id from cdn_route r where r.distribution_id = e.id) u where u.p is not null) as policies
+     from cdn_endpoint e where e.status in ${statuses}`) : [];
   const active = await source.active();
   if (!active) return { activated: 0, completedVersion: null };
   let activated = 0;
@@ -127,13 +132,16 @@ export async function reconcileDeployments(em: EntityManager, source: ConfigSour
     for (const endpoint of endpoints) {
       const entry = active.manifest.get(`endpoint/${endpoint.id}`);
       if (entry === undefined) continue;
-      const refusedBy = refusals.filter((r) => r.applied < entry.version && entry.version <= r.refused);
+      // The version that last changed what the endpoint serves: its own resource's, or a policy's it uses.
+      let version = entry.version;
+      for (const policy of endpoint.policies ?? []) version = Math.max(version, active.manifest.get(`response_headers_policy/${policy}`)?.version ?? 0);
+      const refusedBy = refusals.filter((r) => r.applied < version && version <= r.refused);
       let status = endpoint.status;
       let reason: string | null = null;
       if (refusedBy.length) {
         status = 'error';
         reason = refusalReason(refusedBy);
-      } else if (endpoint.status !== 'active') status = entry.version <= lowest ? 'active' : 'deploying';
+      } else if (endpoint.status !== 'active') status = version <= lowest ? 'active' : 'deploying';
       if (status !== endpoint.status || reason !== endpoint.status_reason) moves.push({ id: endpoint.id, status, reason });
     }
     if (moves.length) {
