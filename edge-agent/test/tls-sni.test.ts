@@ -13,7 +13,7 @@ import { request } from 'node:http';
 import http2 from 'node:http2';
 import { connect as netConnect, createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { makeCa, makeLeaf } from '../../test/support/certificates.ts';
+import { makeCa, makeLeaf, makeLeafOfKeyType } from '../../test/support/certificates.ts';
 import { startAgentProcess, startOrigin } from './helpers.ts';
 import { handshakeError, tlsConnect } from './tls-client.ts';
 
@@ -22,6 +22,8 @@ const ca = await makeCa('SNI Test CA');
 const wildcard = await makeLeaf(ca, ['*.cdn.test']);
 const shop = await makeLeaf(ca, ['shop.example.org']);
 const media = await makeLeaf(ca, ['media.example.org']);
+// A pair the edge cannot serve (shared/src/tls/servable.ts), as an older configuration may carry one.
+const k1 = await makeLeafOfKeyType(ca, ['k1.example.org'], 'secp256k1');
 writeFileSync(join(dir, 'cdn.pem'), wildcard.certPem + ca.pem);
 writeFileSync(join(dir, 'cdn.key'), wildcard.keyPem, { mode: 0o600 });
 
@@ -43,6 +45,7 @@ const snapshot = {
       custom_domains: [
         { hostname: 'shop.example.org', certificate_pem: shop.certPem + ca.pem, private_key_pem: shop.keyPem },
         { hostname: 'media.example.org', certificate_pem: media.certPem + ca.pem, private_key_pem: media.keyPem },
+        { hostname: 'k1.example.org', certificate_pem: k1.certPem + ca.pem, private_key_pem: k1.keyPem },
       ],
     }),
     endpoint('legacy', 'legacy.cdn.test', { minimum_protocol_version: 'TLSv1', cipher_policy: 'compatible' }),
@@ -70,6 +73,15 @@ t.test('SNI chooses the certificate: each custom domain its own, the CDN hostnam
   t.same(bare.names, ['*.cdn.test'], 'no SNI: the default certificate');
   bare.close();
   t.not(await handshakeError({ port: httpsPort, servername: 'unknown.example.com' }), '', 'a name without a certificate: the handshake fails');
+});
+
+t.test('a custom pair the edge cannot serve (secp256k1) is not loaded: its name has no certificate, the agent says why, the others serve', async (t) => {
+  t.not(await handshakeError({ port: httpsPort, servername: 'k1.example.org' }), '', 'no certificate for it: the handshake fails');
+  const said = agent.logs.find((l) => l.includes('certificate not served') && l.includes('k1.example.org'));
+  t.match(said, /k1\.example\.org: The edge cannot serve this certificate: an ECDSA key on secp256k1 is not served/, said ?? agent.logs.join('\n').slice(-2000));
+  const c = await tlsConnect({ port: httpsPort, servername: 'shop.example.org', ca: ca.pem });
+  t.equal((await c.get('shop.example.org', '/k1')).status, 200, 'the endpoint\'s other domains are served');
+  c.close();
 });
 
 t.test('each endpoint\'s minimum version applies to its names: TLS 1.1 is refused where the minimum is 1.2 and accepted where it is 1.0', async (t) => {

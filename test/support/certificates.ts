@@ -2,7 +2,7 @@
 // a CA, leaves it signs with chosen names and validity, a key of its own.
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
-import { createPrivateKey, randomBytes, webcrypto } from 'node:crypto';
+import { createPrivateKey, generateKeyPairSync, randomBytes, webcrypto } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -58,4 +58,21 @@ export async function trustedTestCa(name: string, options: { now?: Date } = {}):
   writeFileSync(file, ca.pem);
   process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   return { ca, file, env: { CUSTOM_CERT_CA_FILE: file } };
+}
+
+/** Key types for leaves the edge may or may not serve (shared/src/tls/servable.ts). */
+export type LeafKeyType = 'rsa-1024' | 'rsa-2048' | 'p-384' | 'secp256k1' | 'brainpoolP256r1';
+
+/** A leaf for `names` signed by `ca` whose own key is of `type` (made by node:crypto; the CA signs with P-256). */
+export async function makeLeafOfKeyType(ca: TestCa, names: string[], type: LeafKeyType, options: { now?: Date; days?: number } = {}): Promise<TestLeaf> {
+  const pair = type.startsWith('rsa-')
+    ? generateKeyPairSync('rsa', { modulusLength: Number(type.slice(4)) })
+    : generateKeyPairSync('ec', { namedCurve: type === 'p-384' ? 'secp384r1' : type });
+  const spki = pair.publicKey.export({ type: 'spki', format: 'der' });
+  const { notBefore, notAfter } = window(options.now ?? new Date(), options.days ?? 90);
+  const cert = await x509.X509CertificateGenerator.create({
+    serialNumber: serial(), subject: `CN=${names[0]}`, issuer: ca.cert.subject, notBefore, notAfter, publicKey: new Uint8Array(spki), signingKey: ca.keys.privateKey,
+    signingAlgorithm: ALGORITHM, extensions: [new x509.SubjectAlternativeNameExtension(names.map((value) => ({ type: 'dns' as const, value })))],
+  }, webcrypto);
+  return { certPem: cert.toString('pem') + '\n', keyPem: pair.privateKey.export({ type: 'pkcs8', format: 'pem' }) as string };
 }

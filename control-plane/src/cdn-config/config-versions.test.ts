@@ -10,7 +10,7 @@ import { assembleSnapshot } from '../../../shared/src/config/resources.ts';
 import { parseConfigSnapshot } from '../../../shared/src/config/snapshot.ts';
 import { query, RELAXED_LIMITS } from '../../../test/support/auth.ts';
 import { caller, cdnCallers, makeEndpoint, makeOrigin, uniqueName } from '../../../test/support/cdn.ts';
-import { makeLeaf, trustedTestCa } from '../../../test/support/certificates.ts';
+import { makeLeaf, makeLeafOfKeyType, trustedTestCa } from '../../../test/support/certificates.ts';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { CONFIG_PUBLISHED_CHANNEL, type FleetView, type PropagationCounts } from './contracts.ts';
 import { eventually } from '../../../test/support/eventually.ts';
@@ -353,4 +353,28 @@ t.test('GET /v1/cdn/origins and the audit log show no secret either', async (t) 
   t.ok(free.id);
   const audit = await query<{ metadata: unknown }>(cp, `select metadata from audit_log where action like 'config.%'`);
   noSecrets(t, JSON.stringify(audit), 'the configuration audit entries');
+});
+
+t.test('regression: a rollback does not bring back a certificate the edge cannot serve; the domain returns waiting for a managed one, saying why', async (t) => {
+  const hostname = 'legacy.config-test.example';
+  const good = await makeLeaf(ca, [hostname]);
+  const domain = expectOk(await send(admin, 'POST', `/v1/cdn/endpoints/${endpoint.id}/domains`, {
+    hostname, certificate_source: 'custom', custom_certificate: { certificate_pem: good.certPem + ca.pem, private_key_pem: good.keyPem },
+  })).body;
+  // Stored before the write-time check refused such pairs: a secp256k1 certificate.
+  const k1 = await makeLeafOfKeyType(ca, [hostname], 'secp256k1');
+  await query(cp, `update cdn_custom_domain set certificate_pem = ?, private_key_sealed = ? where id = ?`,
+    [k1.certPem + ca.pem, cp.app.secretBox.seal(k1.keyPem, `cdn_custom_domain:${domain.id}`), domain.id]);
+  const target = expectOk(await send(admin, 'POST', '/v1/cdn/config/publish', { description: 'with the legacy pair' })).body;
+  expectOk(await send(admin, 'DELETE', `/v1/cdn/endpoints/${endpoint.id}/domains/${domain.id}`), 204);
+  expectOk(await send(admin, 'POST', '/v1/cdn/config/publish', { description: 'legacy gone' }));
+
+  expectOk(await send(admin, 'POST', '/v1/cdn/config/rollback', { target_version_id: target.id }));
+  t.match(await query(cp, `select certificate_source, certificate_status, certificate_pem, private_key_sealed, validation_error from cdn_custom_domain where hostname = ?`, [hostname]), [{
+    certificate_source: 'managed', certificate_status: 'pending_validation', certificate_pem: null, private_key_sealed: null,
+    validation_error: /^Re-created by a configuration rollback without its certificate \(The edge cannot serve this certificate: an ECDSA key on secp256k1 is not served/,
+  }]);
+  const active = (await cp.app.edgeConfig.active())!;
+  const endpointBody = JSON.parse(Buffer.from((await cp.app.edgeConfig.bodies([active.manifest.get(`endpoint/${endpoint.id}`)!.sha256])).values().next().value!).toString());
+  t.notOk(endpointBody.custom_domains.some((d: { hostname: string }) => d.hostname === hostname), 'the published rollback does not carry it');
 });

@@ -5,11 +5,14 @@
 // private key matching the leaf, every certificate valid now, and the chain
 // ending at a trusted CA (certificate-trust.ts: public roots, the system's
 // store, CUSTOM_CERT_CA_FILE): a CA's signature proves control of the name,
-// so a self-signed certificate or a private CA nobody trusts is refused.
+// so a self-signed certificate or a private CA nobody trusts is refused; and
+// the pair one the edge can serve (shared/src/tls/servable.ts: RSA >= 2048
+// bits or ECDSA P-256/P-384, loading into a TLS context).
 // Each problem is a FieldError with the reason, for a 422.
 import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import type { FieldError } from '../http/errors.ts';
 import { DAY } from '../core/clock.ts';
+import { unservableReason } from '../../../shared/src/tls/servable.ts';
 import type { TrustStore } from './certificate-trust.ts';
 
 /** Certificates expiring within this are `expiring_soon`; managed ones are renewed then. */
@@ -99,11 +102,15 @@ export function checkCustomCertificate(
     return problem(keyField, 'Must be an unencrypted private key in PEM (PKCS#8, PKCS#1 or SEC1)');
   }
   if (!leaf.checkPrivateKey(key)) return problem(keyField, 'The private key does not match the certificate');
+  const chainPem = chain.map((c) => c.toString()).join('');
+  const keyPem = key.export({ type: 'pkcs8', format: 'pem' }) as string;
+  const unservable = unservableReason(chainPem, keyPem);
+  if (unservable) return problem(certField, unservable);
   return {
     problems: [],
     checked: {
-      chainPem: chain.map((c) => c.toString()).join(''),
-      keyPem: key.export({ type: 'pkcs8', format: 'pem' }) as string,
+      chainPem,
+      keyPem,
       expiresAt: leaf.validToDate,
       fingerprint: leaf.fingerprint256,
     },

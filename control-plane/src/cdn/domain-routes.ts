@@ -33,7 +33,9 @@ const create = defineRoute({
   summary: 'Add a custom domain to an endpoint',
   description: 'hostname must be unused on the platform (409 CONFLICT otherwise) and outside CDN_DOMAIN (422). custom: custom_certificate {certificate_pem '
     + '(full chain, leaf first), private_key_pem} is checked — chain order and signatures, the hostname (RFC 6125 wildcards: one label), the key matching the '
-    + 'leaf, valid now — and refused with 422 INVALID_CONFIGURATION giving the reason; the domain is then active (expiring_soon within 30 days of expiry). '
+    + 'leaf, valid now, the chain ending at a trusted CA (public roots, the system\'s store, CUSTOM_CERT_CA_FILE; self-signed is refused), a key the edge '
+    + 'serves (RSA >= 2048 bits, ECDSA P-256 or P-384) — and refused with 422 INVALID_CONFIGURATION giving the reason; the domain is then active '
+    + '(expiring_soon within 30 days of expiry). '
     + 'managed: pending_validation with dns_validation (a CNAME to the endpoint\'s CDN hostname and the _acme-challenge TXT record) to create before '
     + '`retry-validation`. The private key is stored encrypted and never returned. Audit-logged.',
   params: idParams, body: createDomainBody,

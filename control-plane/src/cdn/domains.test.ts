@@ -11,7 +11,7 @@ import { pino } from 'pino';
 import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { query, RELAXED_LIMITS } from '../../../test/support/auth.ts';
 import { caller, cdnCallers, makeEndpoint } from '../../../test/support/cdn.ts';
-import { makeCa, makeLeaf, newKeys, keyPem, trustedTestCa } from '../../../test/support/certificates.ts';
+import { makeCa, makeLeaf, makeLeafOfKeyType, newKeys, keyPem, trustedTestCa, type LeafKeyType } from '../../../test/support/certificates.ts';
 import { DAY, ManualClock } from '../core/clock.ts';
 import type { CdnServices } from './services.ts';
 
@@ -294,6 +294,29 @@ t.test('PUT certificate: replaced in one write, the old one kept for the overlap
   t.ok(audit[0]?.metadata.changes.certificate_fingerprint);
   const managed = (await send(viewer, 'GET', `${base}?certificate_status=pending_validation`)).body.data[0];
   t.equal((await send(admin, 'PUT', `${base}/${managed.id}/certificate`, { certificate_pem: next.certificate_pem, private_key_pem: next.private_key_pem })).status, 409);
+});
+
+t.test('certificates the edge cannot serve (RSA-1024, secp256k1, brainpool) are 422 at creation and at replacement, changing nothing; RSA-2048 and P-384 are taken', async (t) => {
+  const leafOf = async (hostname: string, type: LeafKeyType) => {
+    const leaf = await makeLeafOfKeyType(intermediate, [hostname], type, { now: now() });
+    secrets.push(leaf.keyPem);
+    return { certificate_pem: leaf.certPem + intermediate.pem, private_key_pem: leaf.keyPem };
+  };
+  const served = await send(admin, 'POST', base, { hostname: 'servable.example.com', certificate_source: 'custom', custom_certificate: await leafOf('servable.example.com', 'rsa-2048') });
+  t.equal(served.status, 201, served.text);
+  const p384 = await send(admin, 'PUT', `${base}/${served.body.id}/certificate`, await leafOf('servable.example.com', 'p-384'));
+  t.equal(p384.status, 200, p384.text);
+  const before = await domainRows();
+  const cases = [['rsa-1024', /RSA key of 1024 bits is too short/], ['secp256k1', /ECDSA key on secp256k1 is not served/], ['brainpoolP256r1', /ECDSA key on brainpoolP256r1 is not served/]] as const;
+  for (const [type, reason] of cases) {
+    const created = await send(admin, 'POST', base, { hostname: 'unservable.example.com', certificate_source: 'custom', custom_certificate: await leafOf('unservable.example.com', type) });
+    t.equal(created.status, 422, `create ${type}`);
+    t.match(created.body.errors?.[0], { field: 'custom_certificate.certificate_pem', message: reason });
+    const replaced = await send(admin, 'PUT', `${base}/${served.body.id}/certificate`, await leafOf('servable.example.com', type));
+    t.equal(replaced.status, 422, `replace ${type}`);
+    t.match(replaced.body.errors?.[0], { field: 'certificate_pem', message: reason });
+  }
+  t.same(await domainRows(), before, 'nothing stored, the served certificate kept');
 });
 
 t.test('prefetch accepts URLs on the endpoint\'s custom domains', async (t) => {

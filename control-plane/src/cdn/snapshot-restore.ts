@@ -17,6 +17,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type {
   ConfigSnapshot, EndpointSnapshot, LogDrainSnapshot, ResponseHeadersPolicySnapshot,
 } from '../../../shared/src/config/snapshot.ts';
+import { unservableReason } from '../../../shared/src/tls/servable.ts';
 import { idList, ids, recordset, type Columns } from '../db/bulk.ts';
 import { statusByExpiry } from './certificate-check.ts';
 import { keyAad } from './domain-service.ts';
@@ -219,26 +220,32 @@ async function restoreDomains(app: RestoreServices, em: EntityManager, domains: 
       }
       continue;
     }
-    if (own && !(item.certificate_pem && item.private_key_pem)) continue; // an old snapshot's unvalidated domain, claimed again since
+    // A certificate the edge cannot serve (stored before the check refused it) is not brought back: the domain
+    // returns as a managed one waiting for validation, saying why (or its claim made since stays).
+    const unservable = item.certificate_pem && item.private_key_pem ? unservableReason(item.certificate_pem, item.private_key_pem) : undefined;
+    const withCertificate = Boolean(item.certificate_pem && item.private_key_pem) && !unservable;
+    if (own && !withCertificate) continue; // an old snapshot's unvalidated domain, claimed again since
     if (own) givingWay.push(own.id);
     const id = crypto.randomUUID();
     const base = {
       id, endpoint_id: endpoint.id, hostname: item.hostname, certificate_expires_at: null, certificate_issuer: null, certificate_fingerprint: null,
       certificate_pem: null, private_key_sealed: null, dns_validation: null, validation_error: null,
     };
-    if (item.certificate_pem && item.private_key_pem) {
-      const cert = new X509Certificate(item.certificate_pem);
+    if (withCertificate) {
+      const cert = new X509Certificate(item.certificate_pem!);
       const expires = new Date(cert.validTo);
       created.push({
         ...base, certificate_source: 'custom', certificate_status: statusByExpiry(expires, now), certificate_expires_at: expires.toISOString(),
         certificate_issuer: 'custom', certificate_fingerprint: cert.fingerprint256, certificate_pem: item.certificate_pem,
-        private_key_sealed: app.secretBox.seal(item.private_key_pem, keyAad(id)),
+        private_key_sealed: app.secretBox.seal(item.private_key_pem!, keyAad(id)),
       });
     } else {
       created.push({
         ...base, certificate_source: 'managed', certificate_status: 'pending_validation',
         dns_validation: { cname_name: item.hostname, cname_value: endpoint.hostname, acme_challenge_name: `_acme-challenge.${item.hostname}`, acme_challenge_value: '' },
-        validation_error: 'Re-created by a configuration rollback: retry validation to issue its certificate',
+        validation_error: unservable
+          ? `Re-created by a configuration rollback without its certificate (${unservable.replace(/\.$/, '')}): retry validation to issue a managed one`.slice(0, 500)
+          : 'Re-created by a configuration rollback: retry validation to issue its certificate',
       });
     }
   }

@@ -13,6 +13,7 @@ import { createHash, createPrivateKey, X509Certificate } from 'node:crypto';
 import { createSecureContext, type SecureContext } from 'node:tls';
 import type { ConfigSnapshot, EndpointSnapshot } from '../../../shared/src/config/snapshot.ts';
 import { normalizeHost } from '../../../shared/src/match/host.ts';
+import { servableContext } from '../../../shared/src/tls/servable.ts';
 import { defaultProfile, endpointProfile, type TlsProfile } from './profiles.ts';
 
 /** A PEM certificate chain (leaf first) and its private key. */
@@ -131,12 +132,13 @@ export class CertificateTable {
     const hash = pairHash(d.certificate_pem, d.private_key_pem);
     let context = into.get(hash) ?? this.contexts.get(hash);
     if (context === undefined) {
-      try {
-        context = createSecureContext({ cert: d.certificate_pem, key: d.private_key_pem });
-      } catch (err) {
-        problems.push(`endpoint ${e.id}: custom domain ${d.hostname}: ${(err as Error).message}`);
+      // The control plane's own check (a pair it refused, e.g. from an older configuration, is not served).
+      const loaded = servableContext(d.certificate_pem, d.private_key_pem);
+      if (!loaded.context) {
+        problems.push(`endpoint ${e.id}: custom domain ${d.hostname}: ${loaded.problem}`);
         return null;
       }
+      context = loaded.context;
     }
     into.set(hash, context);
     return { context, hash };
