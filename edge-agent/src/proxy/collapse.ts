@@ -10,7 +10,7 @@ import type { ServerResponse } from 'node:http';
 import type { CacheStatus } from '../metrics/traffic.ts';
 import type { CachedObject } from './cache-store.ts';
 import { OriginError } from './origin-client.ts';
-import type { FillResult } from './storing.ts';
+import type { FillControl, FillResult } from './storing.ts';
 
 const ERROR_STATUSES_FOR_STALE = new Set([500, 502, 503, 504]);
 
@@ -25,14 +25,6 @@ export interface SharedFetch {
 
 export function isErrorStatusForStale(status: number): boolean {
   return ERROR_STATUSES_FOR_STALE.has(status);
-}
-
-/** What a fill is told by the collapser: when to give up, and how to say it will finish whatever happens. */
-export interface FillControl {
-  /** Aborted when nobody waits for the fill any more (the origin request is cancelled with it). */
-  readonly signal: AbortSignal;
-  /** The answer is being kept for the cache: worth finishing, even if every viewer leaves. */
-  commit(): void;
 }
 
 /** A fill under way: who waits for it, and whether it may still be abandoned. */

@@ -16,7 +16,7 @@ import { packagedCountryDatabase } from '../policy/geo.ts';
 import { preflightAnswer } from '../policy/cors.ts';
 import type { PolicyRequest } from '../policy/index.ts';
 import type { CachedObject, CacheStore } from './cache-store.ts';
-import { Collapser, isErrorStatusForStale, type FillControl } from './collapse.ts';
+import { Collapser, isErrorStatusForStale } from './collapse.ts';
 import { Exchange, normalizeRequest, type RoutedExchange } from './exchange.ts';
 import { dispose, Exit } from './exit.ts';
 import { Forwarder, originErrorBody } from './forward.ts';
@@ -26,7 +26,7 @@ import type { OriginError, OriginPools, OriginResponse } from './origin-client.t
 import { matchCacheRule, matchRoute, type RoutingTable } from './routing.ts';
 import { serveFromCache } from './serve-cached.ts';
 import { ResponseShaper } from './shaping.ts';
-import { CacheFiller, type FillResult } from './storing.ts';
+import { CacheFiller, type FillControl, type FillResult } from './storing.ts';
 import type { CertificateTable } from '../tls/certificates.ts';
 import { holdStreamSlot } from '../tls/http2-server.ts';
 import { loopRefusal, loopVisits, MAX_LOOP_VISITS } from './loop.ts';

@@ -6,7 +6,6 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import type { CacheStatus } from '../metrics/traffic.ts';
 import type { CachedObject, CacheStore } from './cache-store.ts';
-import type { FillControl } from './collapse.ts';
 import {
   correctedInitialAgeMs, deltaSeconds, freshnessLifetime, HEURISTIC_STATUSES, parseAge, parseCacheControl, parseHttpDate,
   parseTargetedCacheControl, UNDERSTOOD_STATUSES, type Directives,
@@ -20,6 +19,14 @@ import { contentTypeMatches, type CompiledCacheRule } from './routing.ts';
 
 /** Fields a 304 must not overwrite in the stored response (RFC 9111 3.2). */
 const NOT_UPDATED_BY_304 = new Set(['content-length', 'content-encoding', 'content-range', 'transfer-encoding']);
+
+/** What a fill is told by the collapser: when to give up, and how to say it will finish whatever happens. */
+export interface FillControl {
+  /** Aborted when nobody waits for the fill any more (the origin request is cancelled with it). */
+  readonly signal: AbortSignal;
+  /** The answer is being kept for the cache: worth finishing, even if every viewer leaves. */
+  commit(): void;
+}
 
 /** What a cache fill ended with. */
 export type FillResult =
