@@ -17,12 +17,10 @@ export const nodeTierDir = (dataDir: string): string => join(dataDir, 'cache');
  * single process, or the primary before its workers): the store is checked
  * in a child (a damaged one starts empty, with one line). What it holds is
  * kept; the agent holds it back until it knows which purges it missed
- * (EdgeAgent.holdCacheUntilWelcome), or `empty` starts it empty.
+ * (EdgeAgent.holdCacheUntilWelcome).
  */
-export async function openNodeTierAtStart(dataDir: string, maxBytes: number, warn: (line: string) => void, empty = false): Promise<LmdbStore> {
-  const store = await LmdbStore.openChecked({ dir: nodeTierDir(dataDir), maxBytes }, warn);
-  if (empty) await store.clear();
-  return store;
+export function openNodeTierAtStart(dataDir: string, maxBytes: number, warn: (line: string) => void): Promise<LmdbStore> {
+  return LmdbStore.openChecked({ dir: nodeTierDir(dataDir), maxBytes }, warn);
 }
 
 /** Opens the node tier a primary prepared (a worker's): as it is. */

@@ -96,7 +96,7 @@ export class FillLockClient implements NodeFillLock {
         clearTimeout(timer);
         resolve(turn);
       });
-      if (!this.send({ t: 'fillLock', ticket, key })) this.turn(ticket, key, false, 'alone');
+      if (!this.send({ t: 'fillLock', ticket, key })) this.settle(ticket, 'alone');
     });
   }
 
@@ -105,14 +105,17 @@ export class FillLockClient implements NodeFillLock {
   }
 
   /** The primary's answer for a ticket; a lead granted after the wait ran out is handed back at once. */
-  turn(ticket: number, key: string, lead: boolean, instead?: FillTurn): void {
+  turn(ticket: number, key: string, lead: boolean): void {
+    if (!this.settle(ticket, lead ? 'lead' : 'follow') && lead) this.release(key);
+  }
+
+  /** Ends the ticket's wait with turn; false when it no longer waits. */
+  private settle(ticket: number, turn: FillTurn): boolean {
     const waiter = this.waiting.get(ticket);
-    if (waiter === undefined) {
-      if (lead) this.release(key);
-      return;
-    }
+    if (waiter === undefined) return false;
     this.waiting.delete(ticket);
-    waiter(instead ?? (lead ? 'lead' : 'follow'));
+    waiter(turn);
+    return true;
   }
 
   /** Every wait ends now, alone (the primary is gone). */

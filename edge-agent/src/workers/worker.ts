@@ -28,11 +28,7 @@ const config = loadConfig(process.argv.slice(2), process.env);
 const logger = agentLogger(config, { worker: index });
 const base = agentOptions(config, logger);
 // With a node tier, a fill one worker runs is awaited by the others (one origin fetch per object for the node).
-const fillLock = config.CACHE_DISK_BYTES > 0 ? new FillLockClient((msg) => {
-  if (!process.connected) return false;
-  process.send!(msg, undefined, {}, ignoreSendError);
-  return true;
-}) : null;
+const fillLock = config.CACHE_DISK_BYTES > 0 ? new FillLockClient(send) : null;
 const agent = new EdgeAgent({
   ...base,
   dataDir: join(config.DATA_DIR, 'workers', String(index)),
@@ -53,13 +49,16 @@ const STATS_EVERY_MS = 1_000;
 const TRAFFIC_EVERY = 5;
 const ALL_URLS = 1_000_000;
 
-function send(msg: FromWorker): void {
+/** False when the primary cannot be reached. */
+function send(msg: FromWorker): boolean {
+  if (!process.connected) return false;
   // With a callback a send to a primary that just died fails there, not as an 'error' that kills the worker mid-write.
-  if (process.connected) process.send!(msg, undefined, {}, ignoreSendError);
+  process.send!(msg, undefined, {}, ignoreSendError);
+  return true;
 }
 
-const reply = (id: number, value: unknown = null) => send({ t: 'reply', id, ok: true, value });
-const fail = (id: number, err: unknown) => send({ t: 'reply', id, ok: false, error: (err as Error).message ?? String(err) });
+const reply = (id: number, value: unknown = null): void => void send({ t: 'reply', id, ok: true, value });
+const fail = (id: number, err: unknown): void => void send({ t: 'reply', id, ok: false, error: (err as Error).message ?? String(err) });
 
 /** The push prepared last (the primary runs one operation at a time: a commit or abort is for it). */
 let prepared: PreparedConfig | null = null;
