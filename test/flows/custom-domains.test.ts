@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import t from 'tap';
 import { startAgentProcess } from '../../edge-agent/test/helpers.ts';
 import { RELAXED_LIMITS } from '../support/auth.ts';
-import { caller, cdnCallers } from '../support/cdn.ts';
+import { cdnCallers, mustCaller } from '../support/cdn.ts';
 import { makeLeaf, trustedTestCa } from '../support/certificates.ts';
 import { startTestControlPlane } from '../support/control-plane.ts';
 import { startCountingOrigin, viewerGet } from '../support/edge-deployment.ts';
@@ -30,13 +30,8 @@ t.test('regression: a managed domain waiting for validation is not served; a val
   const cnames: Record<string, string[]> = {};
   const txts: Record<string, string[]> = {};
   cp.app.cdnDomainResolver = { cname: async (name) => cnames[name] ?? [], txt: async (name) => txts[name] ?? [] };
-  const send = caller(cp);
   const { admin } = await cdnCallers(cp);
-  const must = async (method: string, path: string, json?: unknown) => {
-    const res = await send(admin, method, path, json);
-    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${res.text}`);
-    return res.body;
-  };
+  const must = mustCaller(cp, admin);
 
   const origin = await startCountingOrigin(t);
   const originRecord = await must('POST', '/v1/cdn/origins', { name: 'domains origin', scheme: 'http', host: '127.0.0.1', port: origin.port, allow_private_network: true });

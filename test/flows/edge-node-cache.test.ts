@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { exitOf, startAgentProcess } from '../../edge-agent/test/helpers.ts';
 import { RELAXED_LIMITS } from '../support/auth.ts';
-import { caller, cdnCallers } from '../support/cdn.ts';
+import { cdnCallers, mustCaller } from '../support/cdn.ts';
 import { startTestControlPlane } from '../support/control-plane.ts';
 import { testTokens } from '../support/edge-channel.ts';
 import { agentHealth, viewerGet } from '../support/edge-deployment.ts';
@@ -22,13 +22,8 @@ const AGENT_TOKEN = 'agt_edge_node_cache_flow_test_0123456789';
 
 t.test('a restarted agent keeps its node tier: purges made while it was down are applied before it serves, the rest are hits', { timeout: 180_000 }, async (t) => {
   const cp = await startTestControlPlane(t, { env: { ...RELAXED_LIMITS }, services: { edgeAgentTokens: testTokens({ [AGENT_TOKEN]: randomUUID() }) } });
-  const send = caller(cp);
   const { admin } = await cdnCallers(cp);
-  const must = async (method: string, path: string, json?: unknown) => {
-    const res = await send(admin, method, path, json);
-    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${res.text}`);
-    return res.body;
-  };
+  const must = mustCaller(cp, admin);
   const fetched = new Map<string, number>();
   const origin = http.createServer((req, res) => {
     const n = (fetched.get(req.url!) ?? 0) + 1;

@@ -16,7 +16,7 @@ import { StateKey } from '../../edge-agent/src/control/sealing.ts';
 import { signPath } from '../../shared/src/signing/signed-url.ts';
 import { startAgentProcess } from '../../edge-agent/test/helpers.ts';
 import { RELAXED_LIMITS } from '../support/auth.ts';
-import { caller, cdnCallers } from '../support/cdn.ts';
+import { cdnCallers, mustCaller } from '../support/cdn.ts';
 import { makeLeaf, trustedTestCa } from '../support/certificates.ts';
 import { startTestControlPlane } from '../support/control-plane.ts';
 import { testTokens } from '../support/edge-channel.ts';
@@ -37,13 +37,8 @@ t.test('regression: secrets in the stored configuration are sealed on the agent\
     env: { ...RELAXED_LIMITS, CDN_DOMAIN: 'edge.example.net', ...trustsCa },
     services: { edgeAgentTokens: testTokens({ [AGENT_TOKEN]: randomUUID() }) },
   });
-  const send = caller(cp);
   const { admin } = await cdnCallers(cp);
-  const must = async (method: string, path: string, json?: unknown) => {
-    const res = await send(admin, method, path, json);
-    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${res.text}`);
-    return res.body;
-  };
+  const must = mustCaller(cp, admin);
   const origin = await startCountingOrigin(t);
   const headerSecret = `origin-header-secret-${randomUUID()}`;
   const drainSecret = `Bearer drain-credential-${randomUUID()}`;

@@ -15,7 +15,7 @@ import t from 'tap';
 import { signPath } from '../../shared/src/signing/signed-url.ts';
 import { startAgentProcess } from '../../edge-agent/test/helpers.ts';
 import { RELAXED_LIMITS } from '../support/auth.ts';
-import { caller, cdnCallers } from '../support/cdn.ts';
+import { caller, cdnCallers, mustCaller } from '../support/cdn.ts';
 import { startTestControlPlane } from '../support/control-plane.ts';
 import { testTokens } from '../support/edge-channel.ts';
 import {
@@ -31,11 +31,7 @@ t.test('with a shield region set, misses across two edge agents make one origin 
   const cp = await startTestControlPlane(t, { env: { ...RELAXED_LIMITS }, services: { edgeAgentTokens: testTokens({ [AGENT_TOKEN]: randomUUID() }) } });
   const send = caller(cp);
   const { admin, viewer } = await cdnCallers(cp);
-  const must = async (method: string, path: string, json?: unknown) => {
-    const res = await send(admin, method, path, json);
-    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${res.text}`);
-    return res.body;
-  };
+  const must = mustCaller(cp, admin);
   // A slow origin, so the misses of both edges reach the shield while its fill is on its way (collapsed there).
   const originRequests = new Map<string, number>();
   const counted = await startCountingOrigin(t, (req, res) => {

@@ -13,7 +13,7 @@ import t from 'tap';
 import { startAgentProcess } from '../../edge-agent/test/helpers.ts';
 import { tlsConnect } from '../../edge-agent/test/tls-client.ts';
 import { RELAXED_LIMITS } from '../support/auth.ts';
-import { caller, cdnCallers } from '../support/cdn.ts';
+import { cdnCallers, mustCaller } from '../support/cdn.ts';
 import { makeLeaf, trustedTestCa } from '../support/certificates.ts';
 import { startTestControlPlane } from '../support/control-plane.ts';
 import { testTokens } from '../support/edge-channel.ts';
@@ -28,13 +28,8 @@ t.test('SNI picks each custom domain\'s certificate and the CDN hostname\'s wild
     env: { ...RELAXED_LIMITS, CDN_DOMAIN: 'edge.example.net', ...trustsCa },
     services: { edgeAgentTokens: testTokens({ [AGENT_TOKEN]: randomUUID() }) },
   });
-  const send = caller(cp);
   const { admin } = await cdnCallers(cp);
-  const must = async (method: string, path: string, json?: unknown) => {
-    const res = await send(admin, method, path, json);
-    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${res.text}`);
-    return res.body;
-  };
+  const must = mustCaller(cp, admin);
   const origin = await startCountingOrigin(t);
   const originRecord = await must('POST', '/v1/cdn/origins', { name: 'tls origin', scheme: 'http', host: '127.0.0.1', port: origin.port, allow_private_network: true });
   const endpoint = await must('POST', '/v1/cdn/endpoints', { name: 'tls', default_origin_id: originRecord.id });

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { startAgentProcess } from '../../edge-agent/test/helpers.ts';
 import { RELAXED_LIMITS } from '../support/auth.ts';
-import { caller, cdnCallers } from '../support/cdn.ts';
+import { cdnCallers, mustCaller } from '../support/cdn.ts';
 import { startTestControlPlane } from '../support/control-plane.ts';
 import { testTokens } from '../support/edge-channel.ts';
 import { agentHealth, startCountingOrigin, viewerGet } from '../support/edge-deployment.ts';
@@ -25,13 +25,8 @@ const fillOf = (body: string) => Number(/#(\d+)$/.exec(body)![1]);
 
 t.test('two workers: purges and prefetches reach both before the ack, a killed worker is replaced while the other serves, one /metrics, SIGTERM drains', { timeout: 180_000 }, async (t) => {
   const cp = await startTestControlPlane(t, { env: { ...RELAXED_LIMITS }, services: { edgeAgentTokens: testTokens({ [AGENT_TOKEN]: randomUUID() }) } });
-  const send = caller(cp);
   const { admin } = await cdnCallers(cp);
-  const must = async (method: string, path: string, json?: unknown) => {
-    const res = await send(admin, method, path, json);
-    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${res.text}`);
-    return res.body;
-  };
+  const must = mustCaller(cp, admin);
   const origin = await startCountingOrigin(t);
   const originRecord = await must('POST', '/v1/cdn/origins', { name: 'workers origin', scheme: 'http', host: '127.0.0.1', port: origin.port, allow_private_network: true });
   const endpoint = await must('POST', '/v1/cdn/endpoints', { name: 'workers', default_origin_id: originRecord.id });

@@ -10,7 +10,7 @@ import t from 'tap';
 import { startAgentProcess } from '../../edge-agent/test/helpers.ts';
 import { tlsConnect } from '../../edge-agent/test/tls-client.ts';
 import { query, RELAXED_LIMITS } from '../support/auth.ts';
-import { caller, cdnCallers } from '../support/cdn.ts';
+import { caller, cdnCallers, mustCaller } from '../support/cdn.ts';
 import { makeLeaf, makeLeafOfKeyType, trustedTestCa } from '../support/certificates.ts';
 import { startTestControlPlane } from '../support/control-plane.ts';
 import { testTokens } from '../support/edge-channel.ts';
@@ -27,11 +27,7 @@ t.test('regression: replacing a working domain\'s certificate with one the edge 
   });
   const send = caller(cp);
   const { admin } = await cdnCallers(cp);
-  const must = async (method: string, path: string, json?: unknown) => {
-    const res = await send(admin, method, path, json);
-    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${res.text}`);
-    return res.body;
-  };
+  const must = mustCaller(cp, admin);
   const origin = await startCountingOrigin(t);
   const originRecord = await must('POST', '/v1/cdn/origins', { name: 'unservable origin', scheme: 'http', host: '127.0.0.1', port: origin.port, allow_private_network: true });
   const endpoint = await must('POST', '/v1/cdn/endpoints', { name: 'unservable', default_origin_id: originRecord.id });

@@ -23,6 +23,16 @@ export const caller = (cp: TestControlPlane) =>
   (who: TestAccount | null, method: string, path: string, json?: unknown, headers: Record<string, string> = {}) =>
     cp.request(method, path, { headers: who ? bearer(who.accessToken, headers) : headers, json });
 
+/** Calls as `who` and returns the body, throwing unless the answer is 2xx: a flow test's setup steps. */
+export const mustCaller = (cp: TestControlPlane, who: TestAccount) => {
+  const send = caller(cp);
+  return async (method: string, path: string, json?: unknown) => {
+    const res = await send(who, method, path, json);
+    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${res.text}`);
+    return res.body;
+  };
+};
+
 /**
  * The control plane's write-time DNS check (cdnHostLookup) for a test whose hosts are documentation names
  * (media.example.com: the API's own examples): no answer, as when a name does not resolve yet, which the check
