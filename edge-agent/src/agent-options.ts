@@ -27,6 +27,8 @@ export function agentOptions(config: AgentConfig, logger: Logger): EdgeAgentOpti
     stateKey: config.AGENT_TOKEN === undefined ? null : StateKey.fromAgentToken(config.AGENT_TOKEN),
     memoryBytes: config.CACHE_MEMORY_BYTES,
     maxObjectBytes: config.CACHE_MAX_OBJECT_BYTES,
+    sliceBytes: config.CACHE_SLICE_BYTES,
+    sliceThresholdBytes: config.CACHE_SLICE_THRESHOLD_BYTES,
     region: config.REGION,
     defaultEndpointId: config.DEFAULT_ENDPOINT ?? null,
     logger,

@@ -33,6 +33,11 @@ import { ShieldDirectory, type ShieldMapUpdate } from './proxy/shield-directory.
 /** The catch-up target while held at start: not known until the Welcome (holdCacheUntilWelcome). */
 const UNKNOWN_TARGET = Number.MAX_SAFE_INTEGER;
 
+/** Slices of 1 MiB, as nginx's `slice 1m` and ATS's slice plugin default. */
+export const DEFAULT_SLICE_BYTES = 1024 * 1024;
+/** Full answers above 8 MiB are kept in slices: playlists, thumbnails and most segments stay whole objects. */
+export const DEFAULT_SLICE_THRESHOLD_BYTES = 8 * 1024 * 1024;
+
 export interface EdgeAgentOptions {
   dataDir: string;
   memoryBytes: number;
@@ -41,6 +46,10 @@ export interface EdgeAgentOptions {
   /** With workers sharing the node tier: the lock that lets one of them fill a key at a time (workers/fill-locks.ts). */
   fillLock?: NodeFillLock | null;
   maxObjectBytes: number;
+  /** Slice size of large objects (0: none kept in slices; default DEFAULT_SLICE_BYTES). */
+  sliceBytes?: number;
+  /** Full answers above this size (or above maxObjectBytes) are kept in slices (default DEFAULT_SLICE_THRESHOLD_BYTES). */
+  sliceThresholdBytes?: number;
   region?: string;
   defaultEndpointId?: string | null;
   logger?: Logger;
@@ -209,6 +218,7 @@ export class EdgeAgent implements ControlledAgent {
       options: {
         defaultEndpointId: options.defaultEndpointId ?? null,
         maxObjectBytes: options.maxObjectBytes,
+        slicing: { sliceBytes: options.sliceBytes ?? DEFAULT_SLICE_BYTES, thresholdBytes: options.sliceThresholdBytes ?? DEFAULT_SLICE_THRESHOLD_BYTES },
         cacheName: `edge-${options.region ?? 'local'}`,
         bodyIdleTimeoutMs: options.requestBodyIdleTimeoutMs ?? DEFAULT_REQUEST_BODY_IDLE_TIMEOUT_MS,
         trustedProxy: options.trustedProxy ?? null,

@@ -34,6 +34,10 @@ const schema = z.object({
   CACHE_MEMORY_BYTES: bytes.default(256 * MiB),
   CACHE_DISK_BYTES: bytes.default(0),
   CACHE_MAX_OBJECT_BYTES: bytes.default(32 * MiB),
+  // Large objects are kept in slices of CACHE_SLICE_BYTES (0: never): range misses ask the origin for the slice holding
+  // the range, and full answers above CACHE_SLICE_THRESHOLD_BYTES (or CACHE_MAX_OBJECT_BYTES) are kept slice by slice.
+  CACHE_SLICE_BYTES: bytes.refine((v) => v === 0 || (v >= 64 * 1024 && v <= 64 * MiB), '0, or between 64KiB and 64MiB').default(MiB),
+  CACHE_SLICE_THRESHOLD_BYTES: bytes.default(8 * MiB),
   REGION: z.string().min(1).max(64).default('local'),
   // Origin shield: the address other agents reach this one at to use it as the shield of its region (an http:// or https://
   // URL with host and port, advertised to the control plane); unset: this node does not shield.

@@ -78,6 +78,21 @@ export interface CachedObject {
   coding?: string;
   /** The hit head after the response policies' request-independent part (the exit's, kept while hitHeaders and the policies stay). */
   shapedHit?: { from: string[]; by: object; headers: string[] } | null;
+  /**
+   * Set on the head of an object kept in slices (slices.ts): its body is empty, its headers and freshness are the
+   * object's, and each slice is an entry of its own under sliceKey(head, n).
+   */
+  sliced?: SlicedHead;
+}
+
+/** What the head of an object kept in slices knows of them. */
+export interface SlicedHead {
+  /** The whole object's length (its Content-Range total). */
+  total: number;
+  /** Bytes per slice (the last may be shorter). */
+  sliceBytes: number;
+  /** Names this version's slices: a new version of the object (another validator) gets new slice keys. */
+  version: string;
 }
 
 interface Ban {
@@ -251,8 +266,30 @@ export class CacheStore {
     return o;
   }
 
-  /** A node-tier lookup after a memory miss: promoted to this worker's memory unless a purge it recorded covers it. */
-  private fromNode(key: string): CachedObject | undefined {
+  /**
+   * A slice of an object kept in slices (slices.ts): from the node tier when there is one, never promoted to
+   * this worker's memory (a long video would push every small hot object out of it), else from memory.
+   */
+  getPart(key: string): CachedObject | undefined {
+    return this.node !== null ? this.fromNode(key, false) : this.get(key);
+  }
+
+  /** Stores a slice where getPart looks for it; false when a purge issued while it was being fetched covers it. */
+  setPart(o: CachedObject): boolean {
+    if (this.node === null) return this.set(o);
+    if (this.isBanned(o)) return false;
+    this.toNode(o);
+    return true;
+  }
+
+  /** Removes what is stored under key from every tier (a slice of a version that is gone). */
+  deletePart(key: string): void {
+    this.deleteKey(key);
+    if (this.node !== null) this.track(this.node.delete(key));
+  }
+
+  /** A node-tier lookup after a memory miss: promoted to this worker's memory (unless told not to) unless a purge it recorded covers it. */
+  private fromNode(key: string, promote = true): CachedObject | undefined {
     const held = this.node!.get(key);
     if (held === undefined) return undefined;
     let meta: NodeMeta;
@@ -264,6 +301,7 @@ export class CacheStore {
     const { startUs, ...fields } = meta;
     const o: CachedObject = { ...fields, body: held.body, generation: this.generationCounter, checkedGeneration: this.generationCounter, hitHeaders: null, hitHeadersAge: -1 };
     if (this.purgedSince(o, startUs)) return undefined;
+    if (!promote) return o;
     this.memory.set(key, o);
     if (this.memory.has(key)) this.index(o);
     return o;

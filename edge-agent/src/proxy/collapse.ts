@@ -127,7 +127,7 @@ export class Collapser {
     };
     return fill(flight).then(
       (result) => {
-        if (result.type === 'stored') done({ entry: result.entry, status: result.status, error: null, failedStatus: 0 });
+        if (result.type === 'stored' || result.type === 'sliced') done({ entry: result.entry, status: result.status, error: null, failedStatus: 0 });
         else if (result.type === 'error') done({ entry: null, status: 'MISS', error: result.error, failedStatus: 0 });
         else done({ entry: null, status: 'MISS', error: null, failedStatus: isErrorStatusForStale(result.response.statusCode) ? result.response.statusCode : 0 });
         return result;

@@ -130,7 +130,7 @@ export class Exit {
       }
     }
     const noBody = ex.method === 'HEAD' || status === 204 || status === 304;
-    if (body !== null && typeof body !== 'string' && !(body instanceof Uint8Array)) return this.pipe(ex, status, headers, body, cacheStatus, noBody);
+    if (body !== null && typeof body !== 'string' && !(body instanceof Uint8Array)) return this.pipe(ex, status, headers, body, cacheStatus, noBody, fromCache, entry);
     try {
       res.writeHead(status, headers);
     } catch (err) {
@@ -173,7 +173,7 @@ export class Exit {
     this.record(ex, CLIENT_CLOSED_REQUEST, cacheStatus, 0, false, null);
   }
 
-  private async pipe(ex: Exchange, status: number, headers: string[], body: Readable, cacheStatus: CacheStatus, noBody: boolean): Promise<void> {
+  private async pipe(ex: Exchange, status: number, headers: string[], body: Readable, cacheStatus: CacheStatus, noBody: boolean, fromCache: boolean, entry: CachedObject | null): Promise<void> {
     const res = ex.res;
     let bytes = 0;
     try {
@@ -190,7 +190,7 @@ export class Exit {
       dispose(body);
       if (!res.destroyed) res.destroy();
     }
-    this.record(ex, status, cacheStatus, bytes, false, null);
+    this.record(ex, status, cacheStatus, bytes, fromCache, entry);
   }
 
   /** The access record and the traffic metrics of one answer. */

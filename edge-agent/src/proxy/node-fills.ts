@@ -16,3 +16,22 @@ export interface NodeFillLock {
   acquire(key: string): Promise<FillTurn>;
   release(key: string): void;
 }
+
+/**
+ * Runs work as the node's one filler of key: with no lock, or no answer from it in time, alone; after another
+ * worker's fill of the key, what it kept (stored()) or, when it kept nothing usable, work; as the leader, work,
+ * then kept(result) (its object reaches the node tier), then the lock is released.
+ */
+export async function fillOnce<T>(lock: NodeFillLock | null, key: string, work: () => Promise<T>, stored: () => T | undefined, kept: (result: T) => Promise<void>): Promise<T> {
+  if (lock === null) return work();
+  const turn = await lock.acquire(key);
+  if (turn === 'follow') return stored() ?? work();
+  if (turn === 'alone') return work();
+  try {
+    const result = await work();
+    await kept(result);
+    return result;
+  } finally {
+    lock.release(key);
+  }
+}

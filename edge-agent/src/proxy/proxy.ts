@@ -9,7 +9,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { Counter, Histogram } from 'prom-client';
-import type { TrafficCounters } from '../metrics/traffic.ts';
+import type { CacheStatus, TrafficCounters } from '../metrics/traffic.ts';
 import type { LogDrains } from '../logs/drains.ts';
 import { resolveViewer, type TrustedProxy, type Viewer } from '../policy/client-address.ts';
 import { packagedCountryDatabase } from '../policy/geo.ts';
@@ -26,11 +26,12 @@ import type { OriginError, OriginPools, OriginResponse } from './origin-client.t
 import { matchCacheRule, matchRoute, type RoutingTable } from './routing.ts';
 import { serveFromCache } from './serve-cached.ts';
 import { ResponseShaper } from './shaping.ts';
-import { CacheFiller, type FillControl, type FillResult } from './storing.ts';
+import { Slicer } from './slices.ts';
+import { CacheFiller, type FillControl, type FillResult, type SliceSettings } from './storing.ts';
 import type { CertificateTable } from '../tls/certificates.ts';
 import { holdStreamSlot } from '../tls/http2-server.ts';
 import { loopRefusal, loopVisits, MAX_LOOP_VISITS } from './loop.ts';
-import type { NodeFillLock } from './node-fills.ts';
+import { fillOnce, type NodeFillLock } from './node-fills.ts';
 import type { ShieldDeps } from './forward.ts';
 
 /** The country of an HTTP/1.1 connection's peer, looked up once (access records and traffic rollups). */
@@ -47,6 +48,8 @@ export interface ProxyOptions {
   trustedProxy?: TrustedProxy | null;
   /** The port redirects to HTTPS name (null: the default, 443). */
   httpsPort?: () => number | null;
+  /** Large objects kept in slices (slices.ts): slice size and the size above which a full answer is sliced; absent: never. */
+  slicing?: SliceSettings | null;
 }
 
 export interface ProxyDeps {
@@ -74,6 +77,7 @@ export class Proxy {
   private readonly exit: Exit;
   private readonly forwarder: Forwarder;
   private readonly filler: CacheFiller;
+  private readonly slicer: Slicer;
   private readonly collapser = new Collapser();
   /**
    * While true, nothing is answered from the cache: every GET/HEAD is a miss that
@@ -118,12 +122,34 @@ export class Proxy {
       pools: deps.pools, store: deps.store, exit: this.exit, logger: deps.logger, originLatency: deps.originLatency,
       cacheName: options.cacheName, bodyIdleTimeoutMs: options.bodyIdleTimeoutMs ?? 0,
     });
-    this.filler = new CacheFiller({ store: deps.store, forwarder: this.forwarder, maxObjectBytes: options.maxObjectBytes });
+    const slicing = options.slicing != null && options.slicing.sliceBytes > 0 ? options.slicing : null;
+    this.filler = new CacheFiller({ store: deps.store, forwarder: this.forwarder, maxObjectBytes: options.maxObjectBytes, slicing });
+    this.slicer = new Slicer({
+      store: deps.store, forwarder: this.forwarder, filler: this.filler, exit: this.exit, fillLock: deps.fillLock ?? null, logger: deps.logger,
+      settings: slicing ?? { sliceBytes: 0, thresholdBytes: 0 }, staleOnError: (stale, error) => this.staleOnError(stale, error),
+    });
+  }
+
+  /** Slices fetched from the origin since start (tests and metrics). */
+  get sliceFills(): number {
+    return this.slicer.fills;
+  }
+
+  /** Answers from a stored object: whole, or slice after slice. */
+  private serve(ex: RoutedExchange, entry: CachedObject, status: CacheStatus, now: number): void {
+    if (entry.sliced === undefined) return serveFromCache(this.exit, ex, entry, status, now);
+    this.sliced(ex, this.slicer.serve(ex, entry, status));
+  }
+
+  /** Slice work a viewer's request started: its failure answered, and (HTTP/2) its stream's slot held until it ends. */
+  private sliced(ex: RoutedExchange, work: Promise<void>): void {
+    holdStreamSlot(ex.req, work);
+    work.catch((err: unknown) => this.fail(ex, err));
   }
 
   /** Requests that waited for another one's cache fill instead of asking the origin, since start (tests). */
   get collapsedFollowers(): number {
-    return this.collapser.joined;
+    return this.collapser.joined + this.slicer.joined;
   }
 
   /** Resolves once no cache fill runs (background refreshes and range fills included). */
@@ -252,19 +278,23 @@ export class Proxy {
     const alone = hasAuth || this.returning(ex);
     if (entry !== undefined) {
       const f = this.revalidateAll ? 'stale' : freshness(entry, reqCC, now);
-      if (f === 'fresh') return serveFromCache(this.exit, ex, entry, 'HIT', now);
+      if (f === 'fresh') return this.serve(ex, entry, 'HIT', now);
       if (reqCC['only-if-cached'] !== undefined) return this.exit.refuse(ex, 504, 'Not in cache (only-if-cached)\n', 'BYPASS');
       if (f === 'revalidate-in-background') {
-        serveFromCache(this.exit, ex, entry, 'UPDATING', now);
-        if (!this.collapser.has(key)) this.backgroundFill(ex, primary, key, entry);
+        this.serve(ex, entry, 'UPDATING', now);
+        if (entry.sliced !== undefined) this.slicer.refresh(ex, entry);
+        else if (!this.collapser.has(key)) this.backgroundFill(ex, primary, key, entry);
         return;
       }
+      if (entry.sliced !== undefined) return this.sliced(ex, this.slicer.revalidate(ex, entry));
       void this.missOrStale(ex, primary, key, entry, alone);
       return;
     }
     if (reqCC['only-if-cached'] !== undefined) return this.exit.refuse(ex, 504, 'Not in cache (only-if-cached)\n', 'MISS');
     if (ex.vh.range !== undefined && !alone && reqCC['no-store'] === undefined) {
-      // Serve the range from the origin now and fill the cache with the whole object in the background,
+      // Ask the origin for the slice holding the range's first byte (slices.ts): what it says makes the object's head.
+      if (this.slicer.handles(ex.vh.range)) return this.sliced(ex, this.slicer.rangeMiss(ex, primary));
+      // Without slices: serve the range from the origin now and fill the cache with the whole object in the background,
       // so the next seek is a hit without making this viewer wait for the full object.
       // The fill is the edge's own clean request (no Range, conditionals or credentials), one per key.
       if (!this.collapser.has(key)) this.backgroundFill(ex, primary, key, null, true);
@@ -283,7 +313,10 @@ export class Proxy {
     // Origin work a viewer's request started counts against its HTTP/2 connection's streams until it ends.
     holdStreamSlot(ex.req, fill);
     fill.then(
-      (result) => { if (result.type === 'passthrough') dispose(result.body); },
+      (result) => {
+        if (result.type === 'passthrough') dispose(result.body);
+        else if (result.type === 'sliced') result.source?.dispose();
+      },
       (err: unknown) => this.deps.logger.debug({ endpoint: ex.endpoint.id, path: ex.path, err: (err as Error)?.message }, 'background fill failed'),
     );
   }
@@ -294,9 +327,9 @@ export class Proxy {
       const pending = alone ? undefined : this.collapser.join(key, ex.res);
       if (pending !== undefined) {
         const shared = await pending;
-        if (shared.entry !== null && varyMatches(ex, shared.entry)) return serveFromCache(this.exit, ex, shared.entry, shared.status, Date.now());
+        if (shared.entry !== null && varyMatches(ex, shared.entry)) return this.serve(ex, shared.entry, shared.status, Date.now());
         if ((shared.error !== null || shared.failedStatus) && this.staleOnError(stale, shared.error)) {
-          return serveFromCache(this.exit, ex, stale, 'STALE', Date.now());
+          return this.serve(ex, stale, 'STALE', Date.now());
         }
         if (shared.error !== null) return this.exit.refuse(ex, shared.error.status, originErrorBody(shared.error), 'MISS');
         // Not shareable (private, no-store, Vary mismatch...): this request goes to the origin itself.
@@ -320,23 +353,15 @@ export class Proxy {
    * first worker to miss fills; one that missed meanwhile waits for that fill and serves what it stored, or
    * fills alone when nothing usable was stored (not shareable, refused, or the wait ran out).
    */
-  private async nodeWideFill(ex: RoutedExchange, primary: string, key: string, stale: CachedObject | null, viewerWaiting: boolean, control: FillControl, withoutCredentials = false): Promise<FillResult> {
-    const lock = this.deps.fillLock;
-    const fill = () => this.filler.fill(ex, primary, stale, viewerWaiting, withoutCredentials, control);
-    if (lock == null || this.cacheReadsSuspended) return fill();
-    const turn = await lock.acquire(key);
-    if (turn === 'follow') {
-      const stored = this.storedMeanwhile(ex);
-      return stored !== undefined ? { type: 'stored', entry: stored, status: 'HIT' } : fill();
-    }
-    if (turn === 'alone') return fill();
-    try {
-      const result = await fill();
-      if (result.type === 'stored') await this.deps.store.written(result.entry.key);
-      return result;
-    } finally {
-      lock.release(key);
-    }
+  private nodeWideFill(ex: RoutedExchange, primary: string, key: string, stale: CachedObject | null, viewerWaiting: boolean, control: FillControl, withoutCredentials = false): Promise<FillResult> {
+    const store = this.deps.store;
+    return fillOnce<FillResult>(this.cacheReadsSuspended ? null : this.deps.fillLock ?? null, key,
+      () => this.filler.fill(ex, primary, stale, viewerWaiting, withoutCredentials, control),
+      () => {
+        const stored = this.storedMeanwhile(ex);
+        return stored !== undefined ? { type: 'stored', entry: stored, status: 'HIT' } : undefined;
+      },
+      async (result) => { if (result.type === 'stored' || result.type === 'sliced') await store.written(result.entry.key); });
   }
 
   /** What another worker's fill left in the node tier for this request: usable and fresh, else undefined. */
@@ -348,18 +373,19 @@ export class Proxy {
   }
 
   private async answerLeader(ex: RoutedExchange, result: FillResult, stale: CachedObject | undefined): Promise<void> {
-    if (result.type === 'stored') return serveFromCache(this.exit, ex, result.entry, result.status, Date.now());
+    if (result.type === 'stored') return this.serve(ex, result.entry, result.status, Date.now());
+    if (result.type === 'sliced') return this.slicer.serve(ex, result.entry, result.status, result.source);
     if (result.type === 'error') {
       // Abandoned by everyone who waited (its origin request cancelled): recorded as the viewer's leaving, not an origin failure.
       if (ex.res.destroyed) return this.exit.abandoned(ex, stale ? 'EXPIRED' : 'MISS');
-      if (this.staleOnError(stale, result.error)) return serveFromCache(this.exit, ex, stale, 'STALE', Date.now());
+      if (this.staleOnError(stale, result.error)) return this.serve(ex, stale, 'STALE', Date.now());
       this.forwarder.logFailure(ex, result.error);
       return this.exit.refuse(ex, result.error.status, originErrorBody(result.error), stale ? 'EXPIRED' : 'MISS');
     }
     const r = result.response;
     if (isErrorStatusForStale(r.statusCode) && this.staleOnError(stale)) {
       result.body.resume();
-      return serveFromCache(this.exit, ex, stale, 'STALE', Date.now());
+      return this.serve(ex, stale, 'STALE', Date.now());
     }
     await this.forwarder.stream(ex, r, result.body, stale ? 'EXPIRED' : 'MISS');
   }
@@ -390,6 +416,7 @@ export class Proxy {
       const result = await this.filler.keepPostAnswer(ex, primary, answer, store.currentGeneration);
       if (result.type === 'stored') await this.forwarder.stream(ex, answer, result.entry.body!, 'MISS');
       else if (result.type === 'passthrough') await this.forwarder.stream(ex, answer, result.body, 'BYPASS');
+      else if (result.type === 'sliced') throw new Error('a POST answer is never kept in slices');
       else {
         this.forwarder.logFailure(ex, result.error);
         this.exit.refuse(ex, result.error.status, originErrorBody(result.error), 'BYPASS');

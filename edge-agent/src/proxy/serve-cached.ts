@@ -28,21 +28,30 @@ export function serveFromCache(exit: Exit, ex: RoutedExchange, entry: CachedObje
   serveObject(exit, ex, entry, status, now);
 }
 
-function serveObject(exit: Exit, ex: RoutedExchange, entry: CachedObject, status: CacheStatus, now: number): void {
+/** The object's age in whole seconds now (its Age field). */
+export function ageSeconds(entry: CachedObject, now: number): number {
+  return Math.max(0, Math.floor((entry.correctedInitialAgeMs + now - entry.responseTimeMs) / 1000));
+}
+
+/** Answers the viewer's own conditional request from the stored validators (304); false when it does not match. */
+export function answerNotModified(exit: Exit, ex: RoutedExchange, entry: CachedObject, status: CacheStatus, ageSec: number): boolean {
   const vh = ex.vh;
-  const ageSec = Math.max(0, Math.floor((entry.correctedInitialAgeMs + now - entry.responseTimeMs) / 1000));
-  // Statuses that did not go to the origin count as served from cache.
-  const fromCache = status !== 'MISS' && status !== 'EXPIRED';
-  // Conditional requests from the viewer are answered from the stored validators.
   const inm = vh.ifNoneMatch;
   const ims = vh.ifModifiedSince;
-  if ((inm !== undefined || ims !== undefined) && (entry.status === 200 || entry.status === 203) && notModified(inm, ims, entry)) {
-    const out: string[] = [];
-    for (const [k, v] of entry.headers) if (NOT_MODIFIED_FIELDS.has(k)) out.push(k, k === 'cache-control' && entry.browserCacheControl !== null ? entry.browserCacheControl : v);
-    addCacheHeaders(exit, out, entry, ageSec, status);
-    exit.send(ex, 304, out, null, status, true, entry);
-    return;
-  }
+  if ((inm === undefined && ims === undefined) || (entry.status !== 200 && entry.status !== 203) || !notModified(inm, ims, entry)) return false;
+  const out: string[] = [];
+  for (const [k, v] of entry.headers) if (NOT_MODIFIED_FIELDS.has(k)) out.push(k, k === 'cache-control' && entry.browserCacheControl !== null ? entry.browserCacheControl : v);
+  addCacheHeaders(exit, out, entry, ageSec, status);
+  exit.send(ex, 304, out, null, status, true, entry);
+  return true;
+}
+
+function serveObject(exit: Exit, ex: RoutedExchange, entry: CachedObject, status: CacheStatus, now: number): void {
+  const vh = ex.vh;
+  const ageSec = ageSeconds(entry, now);
+  // Statuses that did not go to the origin count as served from cache.
+  const fromCache = status !== 'MISS' && status !== 'EXPIRED';
+  if ((vh.ifNoneMatch !== undefined || vh.ifModifiedSince !== undefined) && answerNotModified(exit, ex, entry, status, ageSec)) return;
   const body = entry.body!;
   const range = vh.range;
   if (range !== undefined && entry.status === 200 && ifRangeAllows(vh, entry)) {
@@ -86,7 +95,7 @@ function notModified(inm: string | undefined, ims: string | undefined, entry: Ca
   return !Number.isNaN(since) && modified <= since;
 }
 
-function ifRangeAllows(vh: ViewerHeaders, entry: CachedObject): boolean {
+export function ifRangeAllows(vh: ViewerHeaders, entry: CachedObject): boolean {
   const ifRange = vh.ifRange;
   if (ifRange === undefined) return true;
   const v = ifRange.trim();
@@ -94,7 +103,7 @@ function ifRangeAllows(vh: ViewerHeaders, entry: CachedObject): boolean {
   return entry.lastModified !== undefined && v === entry.lastModified;
 }
 
-function buildHeaders(exit: Exit, entry: CachedObject, ageSec: number, status: CacheStatus, forRange: boolean): string[] {
+export function buildHeaders(exit: Exit, entry: CachedObject, ageSec: number, status: CacheStatus, forRange: boolean): string[] {
   const out: string[] = [];
   for (const [k, v] of entry.headers) {
     if (forRange && k === 'content-length') continue;

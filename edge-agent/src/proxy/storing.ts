@@ -10,6 +10,8 @@ import {
   correctedInitialAgeMs, deltaSeconds, freshnessLifetime, HEURISTIC_STATUSES, parseAge, parseCacheControl, parseHttpDate,
   parseTargetedCacheControl, UNDERSTOOD_STATUSES, type Directives,
 } from './cache-control.ts';
+import { randomBytes } from 'node:crypto';
+import { SliceSource } from '../cache/slices.ts';
 import type { RoutedExchange } from './exchange.ts';
 import type { Forwarder } from './forward.ts';
 import { headerString, parseCookies, parseVary, responseTags, storedHeaderPairs, varyValues } from './http-util.ts';
@@ -32,12 +34,21 @@ export interface FillControl {
 export type FillResult =
   | { type: 'stored'; entry: CachedObject; status: CacheStatus }
   | { type: 'passthrough'; response: OriginResponse; body: Readable }
+  /** A large object kept in slices: its head is stored; source is the body to read its slices from (null: none). */
+  | { type: 'sliced'; entry: CachedObject; status: CacheStatus; source: SliceSource | null }
   | { type: 'error'; error: OriginError };
 
 export interface FillerDeps {
   store: CacheStore;
   forwarder: Forwarder;
   maxObjectBytes: number;
+  /** Objects larger than thresholdBytes (or than maxObjectBytes) are kept in slices of sliceBytes; null: never. */
+  slicing: SliceSettings | null;
+}
+
+export interface SliceSettings {
+  sliceBytes: number;
+  thresholdBytes: number;
 }
 
 export class CacheFiller {
@@ -60,13 +71,7 @@ export class CacheFiller {
     const forwarder = this.deps.forwarder;
     const generation = store.currentGeneration;
     const headers = forwarder.originHeaders(ex, true);
-    let sent: IncomingHttpHeaders = ex.headers;
-    if (withoutCredentials) {
-      sent = withoutViewerCredentials(ex);
-      delete headers.authorization;
-      if (sent.cookie === undefined) delete headers.cookie;
-      else headers.cookie = sent.cookie;
-    }
+    const sent = withoutCredentials ? ownRequest(ex, headers) : ex.headers;
     // HEAD misses fetch with GET so the object can be stored and later GETs hit.
     const conditional = stale !== null && (stale.etag !== undefined || stale.lastModified !== undefined);
     if (conditional) {
@@ -93,7 +98,19 @@ export class CacheFiller {
       if (stale !== null && res.statusCode < 500) store.delete(stale);
       return { type: 'passthrough', response: res, body: res.body };
     }
-    return this.keep(ex, primary, res, decision, generation, sent, reqCC, stale !== null ? 'EXPIRED' : 'MISS', control);
+    return this.keep(ex, primary, res, decision, generation, sent, reqCC, stale !== null ? 'EXPIRED' : 'MISS', control, true);
+  }
+
+  /**
+   * An origin's whole answer to a request for one slice (an origin that ignores Range): kept whole when a shared
+   * cache may keep it and it fits the object limit, else passed through; never sliced (its slices could not be
+   * fetched). generation: taken before the request was sent.
+   */
+  keepWhole(ex: RoutedExchange, primary: string, res: OriginResponse, generation: number): Promise<FillResult> {
+    const reqCC = ex.vh.cacheControl !== undefined ? parseCacheControl(ex.vh.cacheControl) : EMPTY_CC;
+    const decision = storability(ex, res, reqCC, false);
+    if (decision === null) return Promise.resolve({ type: 'passthrough', response: res, body: res.body });
+    return this.keep(ex, primary, res, decision, generation, withoutViewerCredentials(ex), reqCC, 'MISS');
   }
 
   /**
@@ -111,9 +128,18 @@ export class CacheFiller {
   }
 
   /** Buffers a storable answer up to the object size limit and stores it; a body the origin cuts short is an origin error. */
-  private async keep(ex: RoutedExchange, primary: string, res: OriginResponse, cc: Directives, generation: number, sent: IncomingHttpHeaders, reqCC: Directives, status: CacheStatus, control: FillControl | null = null): Promise<FillResult> {
+  private async keep(ex: RoutedExchange, primary: string, res: OriginResponse, cc: Directives, generation: number, sent: IncomingHttpHeaders, reqCC: Directives, status: CacheStatus, control: FillControl | null = null, slices = false): Promise<FillResult> {
     const max = this.deps.maxObjectBytes;
     const declared = Number(headerString(res.headers['content-length']) ?? -1);
+    const slicing = this.deps.slicing;
+    if (slices && slicing !== null && res.statusCode === 200 && declared > Math.min(slicing.thresholdBytes, max) && reqCC['no-store'] === undefined) {
+      // A large object: its head is kept now and its slices as the body is read (the viewer's answer reads it).
+      const head = slicedHead(ex, primary, res, declared, slicing.sliceBytes, generation, sent);
+      if (head !== null && this.deps.store.set(head)) {
+        const body = res.body;
+        return { type: 'sliced', entry: head, status, source: new SliceSource(body, slicing.sliceBytes, declared, () => void body.on('error', () => {}).destroy()) };
+      }
+    }
     if (declared > max) return { type: 'passthrough', response: res, body: res.body };
     // An object for the cache: finished even if every viewer waiting for it leaves (the next ones get it).
     if (reqCC['no-store'] === undefined) control?.commit();
@@ -154,11 +180,24 @@ export class CacheFiller {
 }
 
 /**
+ * Makes the origin request's fields (headers) the edge's own request's: without the viewer's Authorization and
+ * of its cookies only those the cache rule keys on. Returns the viewer's fields as sent (Vary values are read
+ * from them).
+ */
+export function ownRequest(ex: RoutedExchange, headers: Record<string, string | string[]>): IncomingHttpHeaders {
+  const sent = withoutViewerCredentials(ex);
+  delete headers.authorization;
+  if (sent.cookie === undefined) delete headers.cookie;
+  else headers.cookie = sent.cookie;
+  return sent;
+}
+
+/**
  * The viewer's fields without its credentials, for a fill that is the edge's
  * own request: no Authorization, and of its cookies only those the cache rule
  * keys on (the key holds them, so the origin must see them).
  */
-function withoutViewerCredentials(ex: RoutedExchange): IncomingHttpHeaders {
+export function withoutViewerCredentials(ex: RoutedExchange): IncomingHttpHeaders {
   const out: IncomingHttpHeaders = { ...ex.headers };
   delete out.authorization;
   delete out.cookie;
@@ -213,6 +252,34 @@ function ruleTtl(rule: CompiledCacheRule | null, status: number): number | null 
   return status >= 400 ? rule.negativeTtlSeconds : rule.ttlSeconds;
 }
 
+/**
+ * The head of an object kept in slices, from the origin's 206 to a slice request (or its 200 with the whole
+ * body): the object's headers (Content-Length its total, no Content-Range) and freshness, an empty body, and a
+ * new version name for its slices. Null when a shared cache may not keep the answer, or when it has no
+ * validator that tells two versions apart (a strong ETag, or Last-Modified): slices of different versions
+ * would otherwise mix unnoticed.
+ */
+export function slicedHead(ex: RoutedExchange, primary: string, res: OriginResponse, total: number, sliceBytes: number, generation: number, sent: IncomingHttpHeaders): CachedObject | null {
+  const whole: OriginResponse = { ...res, statusCode: 200 };
+  const reqCC = ex.vh.cacheControl !== undefined ? parseCacheControl(ex.vh.cacheControl) : EMPTY_CC;
+  const cc = storability(ex, whole, reqCC, false);
+  if (cc === null) return null;
+  const etag = headerString(res.headers.etag);
+  if ((etag === undefined || etag.startsWith('W/')) && headerString(res.headers['last-modified']) === undefined) return null;
+  const head = makeEntry(ex, primary, whole, cc, Buffer.alloc(0), generation, sent);
+  head.headers = head.headers.filter(([k]) => k !== 'content-range');
+  setHeader(head.headers, 'content-length', String(total));
+  head.sliced = { total, sliceBytes, version: randomBytes(6).toString('base64url') };
+  return head;
+}
+
+/** Whether an origin's answer is of the version of the object the head was made from (its validators match). */
+export function sameVersion(head: CachedObject, res: OriginResponse): boolean {
+  const etag = headerString(res.headers.etag);
+  if (head.etag !== undefined && !head.etag.startsWith('W/')) return etag === head.etag;
+  return head.lastModified !== undefined && headerString(res.headers['last-modified']) === head.lastModified && etag === head.etag;
+}
+
 /** The object stored for an answer; sent: the request fields the origin got (Vary values are read from them). */
 function makeEntry(ex: RoutedExchange, primary: string, res: OriginResponse, cc: Directives, body: Buffer, generation: number, sent: IncomingHttpHeaders): CachedObject {
   const h = res.headers;
@@ -265,7 +332,7 @@ function makeEntry(ex: RoutedExchange, primary: string, res: OriginResponse, cc:
 }
 
 /** RFC 9111 4.3.4: headers from the 304 replace the stored ones; freshness is recomputed from them. */
-function updateFrom304(stale: CachedObject, res: OriginResponse, rule: CompiledCacheRule | null, generation: number): CachedObject {
+export function updateFrom304(stale: CachedObject, res: OriginResponse, rule: CompiledCacheRule | null, generation: number): CachedObject {
   const incoming = storedHeaderPairs(res.headers).filter(([k]) => !NOT_UPDATED_BY_304.has(k));
   const names = new Set(incoming.map(([k]) => k));
   const headers = stale.headers.filter(([k]) => !names.has(k)).concat(incoming);
