@@ -46,6 +46,11 @@ export interface EdgeAgentOptions {
   /** With workers sharing the node tier: the lock that lets one of them fill a key at a time (workers/fill-locks.ts). */
   fillLock?: NodeFillLock | null;
   maxObjectBytes: number;
+  /**
+   * Whether this process reports the node tier's objects and bytes (default true); false for all workers but one,
+   * which share it (each would count it again).
+   */
+  reportsNodeTier?: boolean;
   /** Slice size of large objects (0: none kept in slices; default DEFAULT_SLICE_BYTES). */
   sliceBytes?: number;
   /** Full answers above this size (or above maxObjectBytes) are kept in slices (default DEFAULT_SLICE_THRESHOLD_BYTES). */
@@ -190,9 +195,22 @@ export class EdgeAgent implements ControlledAgent {
     this.store = new CacheStore({ memoryBytes: options.memoryBytes, node: options.nodeTier ?? null });
     this.prober = new HealthProber(this.pools);
     this.shield = new ShieldDirectory({ region: options.region ?? 'local', nodeId: options.nodeId ?? 'standalone', probe: options.shieldProbes ?? this.healthProbes });
+    const reportsNodeTier = options.reportsNodeTier ?? true;
     this.metrics = createMetrics({
       traffic: this.traffic,
-      cache: () => ({ objects: this.store.objectCount, memoryBytes: this.store.memoryBytes, diskBytes: this.store.diskBytes }),
+      // The node tier is counted by one of the node's processes (reportsNodeTier), its workers' memory tiers by each.
+      cache: () => reportsNodeTier || !this.store.hasNodeTier
+        ? { objects: this.store.objectCount, memoryBytes: this.store.memoryBytes, diskBytes: this.store.diskBytes }
+        : { objects: 0, memoryBytes: this.store.memoryBytes, diskBytes: 0 },
+      cacheActivity: () => {
+        const { memory, node } = this.store.counts;
+        return {
+          memory: { ...memory, evictions: this.store.memoryEvictions },
+          node: this.store.hasNodeTier ? { ...node, evictions: this.store.nodeEvictions } : null,
+          sliceFills: this.proxy.sliceFills,
+          fillTurns: this.proxy.fillTurns,
+        };
+      },
       configVersion: () => this.table.version,
       purgeSequence: () => this.purgeSequence,
       originHealth: () => this.prober.report().map((o) => ({ originId: o.originId, consecutiveFailures: o.consecutiveFailures, healthy: o.status === 'healthy' })),

@@ -130,3 +130,31 @@ t.test('a worker that applied a purge never serves an object another stored from
   t.not(atTwo.body, 'fill 1', 'the second worker does not serve the object from the fill begun before its purge');
   t.equal(atTwo.headers['x-cache-status'], 'MISS');
 });
+
+/** A sample's value in a Prometheus exposition (NaN when absent). */
+function sample(text: string, series: string): number {
+  const line = text.split('\n').find((l) => l.startsWith(series + ' '));
+  return line === undefined ? NaN : Number(line.slice(series.length + 1));
+}
+
+t.test('each tier\'s lookups, fills, bytes and evictions are on /metrics, and a hit from the node tier says so in Cache-Status', async (t) => {
+  const { worker } = await setup(t);
+  const edge = await worker(true);
+  for (const p of ['/a', '/b', '/c', '/d', '/e']) await edge.get(p); // memory has room for about three
+  await edge.agent.store.settled();
+  t.match((await edge.get('/e')).headers['cache-status'], /; hit; ttl=\d+$/, 'a hit from the worker\'s memory names no tier');
+  t.match((await edge.get('/a')).headers['cache-status'], /; hit; ttl=\d+; detail=node$/, 'a hit read from the node tier names it');
+  t.match((await edge.get('/a')).headers['cache-status'], /; hit; ttl=\d+$/, 'the next hit is the memory tier\'s (promoted)');
+  const text = await edge.agent.metrics.registry.metrics();
+  t.equal(sample(text, 'edge_cache_tier_fills_total{tier="memory"}'), 5);
+  t.equal(sample(text, 'edge_cache_tier_fills_total{tier="node"}'), 5);
+  t.equal(sample(text, 'edge_cache_tier_fill_bytes_total{tier="node"}'), 5 * SIZE);
+  t.equal(sample(text, 'edge_cache_tier_lookups_total{tier="node",result="hit"}'), 1, 'one lookup answered by the node tier');
+  t.equal(sample(text, 'edge_cache_tier_lookups_total{tier="node",result="miss"}'), 5, 'the five first misses asked it too');
+  t.equal(sample(text, 'edge_cache_tier_lookups_total{tier="memory",result="hit"}'), 2);
+  t.ok(sample(text, 'edge_cache_tier_evictions_total{tier="memory"}') >= 2, 'the memory tier evicted to stay within its bound');
+  t.equal(sample(text, 'edge_cache_tier_evictions_total{tier="node"}'), 0);
+  t.ok(sample(text, 'edge_cache_bytes{tier="node"}') > 5 * SIZE, 'the node tier\'s bytes');
+  t.equal(sample(text, 'edge_cache_objects'), 5, 'objects counted once (the node tier holds them all)');
+  t.equal(sample(text, 'edge_cache_slice_fills_total'), 0);
+});

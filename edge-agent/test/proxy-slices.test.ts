@@ -108,6 +108,7 @@ t.test('seeks in a large object cost the origin only the slices that hold them, 
   t.equal(origin.bytes(), before, 'repeated seeks cost the origin nothing');
   t.equal(origin.requests.length, requests);
   t.equal(edge.agent.proxy.sliceFills, slices.size, 'each slice fetched once');
+  t.match(await edge.agent.metrics.registry.metrics(), new RegExp(`^edge_cache_slice_fills_total ${slices.size}$`, 'm'), 'and counted on /metrics');
 });
 
 t.test('a full request of a large object is one origin answer, kept slice by slice: later full and range requests are hits', async (t) => {

@@ -9,7 +9,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { agentHealth, viewerGet } from '../../test/support/edge-deployment.ts';
+import { agentHealth, agentMetrics, viewerGet } from '../../test/support/edge-deployment.ts';
 import { eventually } from '../../test/support/eventually.ts';
 import { exitOf, startAgentProcess, startOrigin } from './helpers.ts';
 
@@ -55,6 +55,9 @@ t.test('two workers share one node tier: one origin fetch per object for the nod
   t.same(answers.map((r) => r.status), new Array(20).fill(200));
   t.same(new Set(answers.map((r) => r.headers['x-cache-status'])), new Set(['HIT']), 'every connection is a hit, whichever worker takes it');
   t.equal(origin.count('/video/seg-1.ts'), 1, 'the origin fetched the object once for the node');
+  const scrape = await agentMetrics(agent);
+  t.match(scrape, /^edge_cache_objects 1$/m, '/metrics counts the node tier\'s object once, not once per worker');
+  t.match(scrape, /^edge_cache_tier_lookups_total\{tier="node",result="hit"\} [1-9]/m, 'hits at the other worker came from the node tier');
 
   agent.child.kill('SIGTERM');
   t.equal(await exitOf(agent.child), 0);
@@ -73,6 +76,7 @@ t.test('concurrent misses at both workers cost the origin one fetch: the other w
     t.same(new Set(answers.map((r) => r.body.length)), new Set([10 * 1024]));
     t.equal(origin.count(path), 1, `one origin fetch for ${path} however the connections spread`);
   }
+  t.match(await agentMetrics(agent), /^edge_cache_node_fill_turns_total\{turn="follow"\} [1-9]/m, 'the other worker\'s waits for the fill are counted');
 });
 
 t.test('slices of a large object are shared by the workers: one origin request per slice for the node, concurrent seeks included', async (t) => {

@@ -69,6 +69,7 @@ const rangeOf = (prefix: Row): { start: Row; end: Row } => ({ start: prefix, end
 const rowFor = (prefix: Row, id: string): Row => [...prefix, id];
 
 export class LmdbStore implements ObjectStore {
+  #evictions = 0;
   readonly tier = 'node' as const;
   readonly maxBytes: number;
   readonly #env: RootDatabase;
@@ -134,6 +135,10 @@ export class LmdbStore implements ObjectStore {
 
   bytes(): number {
     return this.#state.get('bytes') ?? 0;
+  }
+
+  evictions(): number {
+    return this.#evictions;
   }
 
   count(): number {
@@ -317,6 +322,7 @@ export class LmdbStore implements ObjectStore {
         this.#order.remove(seq);
         if (entry === undefined || entry.s !== seq) continue; // a stale order row
         this.#drop(hash, entry);
+        this.#evictions++;
         bytes -= entry.b;
         evicted = true;
         if (bytes <= target) break;

@@ -36,6 +36,7 @@ export class MemoryStore implements ObjectStore {
   readonly #tags: Index = new Map();
   readonly #purges = new Map<string, PurgeRecord[]>();
   #generation = 1;
+  #evictions = 0;
 
   constructor(maxBytes: number) {
     this.maxBytes = Math.max(1, Math.floor(maxBytes));
@@ -43,8 +44,15 @@ export class MemoryStore implements ObjectStore {
       maxSize: this.maxBytes,
       maxEntrySize: this.maxBytes,
       sizeCalculation: (h) => h.size,
-      dispose: (held, key) => this.#unindex(key, held.index),
+      dispose: (held, key, reason) => {
+        if (reason === 'evict') this.#evictions++;
+        this.#unindex(key, held.index);
+      },
     });
+  }
+
+  evictions(): number {
+    return this.#evictions;
   }
 
   bytes(): number {

@@ -90,6 +90,17 @@ export function storeConformance(t: Test, factory: StoreFactory): void {
     for (let i = 5; i < 15; i++) tt.ok(store.get(key(i)), `k${i} held`);
   });
 
+  t.test('evictions counts the entries the bound removed, and nothing else', async (tt) => {
+    const size = entryBytes(key(0), 'm', body(1000));
+    const store = await fresh(tt, size * 10);
+    for (let i = 0; i < 10; i++) await store.put(key(i), 'm', body(1000), ix(store));
+    await store.put(key(0), 'n', body(1000), ix(store)); // a replacement of the same size
+    await store.delete(key(1));
+    tt.equal(store.evictions(), 0, 'replacing and deleting evict nothing');
+    for (let i = 10; i < 15; i++) await store.put(key(i), 'm', body(1000), ix(store));
+    tt.equal(store.evictions(), 4, 'four entries made room for five (a delete had freed one slot)');
+  });
+
   t.test('an old entry that is read survives a stream of new ones', async (tt) => {
     const size = entryBytes(key(0), 'm', body(1000));
     const store = await fresh(tt, size * 10);

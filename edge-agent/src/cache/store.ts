@@ -20,6 +20,8 @@ export interface ObjectStore {
   readonly maxBytes: number;
   /** Bytes held (entryBytes of every entry). */
   bytes(): number;
+  /** Entries this process removed to keep the size bound, since it opened the store. */
+  evictions(): number;
   count(): number;
   /** Synchronous: a hit must not wait for the event loop. */
   get(key: string): StoredEntry | undefined;

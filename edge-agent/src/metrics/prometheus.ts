@@ -9,6 +9,8 @@ import { CACHE_STATUSES, type TrafficCounters } from './traffic.ts';
 export interface MetricsSources {
   traffic: TrafficCounters;
   cache: () => { objects: number; memoryBytes: number; diskBytes: number };
+  /** What each cache tier did since this process started (counters, summed over the node's processes). */
+  cacheActivity: () => CacheActivity;
   configVersion: () => number;
   purgeSequence: () => number;
   originHealth: () => { originId: string; consecutiveFailures: number; healthy: boolean }[];
@@ -16,6 +18,32 @@ export interface MetricsSources {
   cutOff: () => boolean;
   /** When the default certificate (TLS_CERT_FILE) expires, in ms since the epoch; null without one. */
   defaultCertificateExpiry: () => number | null;
+}
+
+export interface TierActivity {
+  lookups: number;
+  hits: number;
+  fills: number;
+  fillBytes: number;
+  evictions: number;
+}
+
+export interface CacheActivity {
+  memory: TierActivity;
+  /** null without a node tier. */
+  node: TierActivity | null;
+  /** Slices of large objects fetched from the origin. */
+  sliceFills: number;
+  /** The node fill lock's answers: follow is a wait for another worker's fill, alone one that timed out. */
+  fillTurns: { lead: number; follow: number; alone: number };
+}
+
+/** A counter read from the process's own figures at scrape time (summed over a node's processes). */
+function counterFrom(registry: client.Registry, name: string, help: string, values: () => { labels: Record<string, string>; value: number }[]): void {
+  registry.registerMetric({
+    name,
+    get: async () => ({ name, help, type: 'counter', values: values().map((v) => ({ ...v, metricName: name })), aggregator: 'sum' }),
+  } as unknown as client.Metric);
 }
 
 export interface AgentMetrics {
@@ -130,6 +158,19 @@ export function createMetrics(sources: MetricsSources): AgentMetrics {
     registers: [registry],
   });
 
+  const tiers = () => {
+    const a = sources.cacheActivity();
+    return a.node === null ? [['memory', a.memory] as const] : [['memory', a.memory] as const, ['node', a.node] as const];
+  };
+  counterFrom(registry, 'edge_cache_tier_lookups_total', 'Cache lookups by tier (memory: the worker\'s; node: shared by the node\'s workers, asked after a memory miss) and result',
+    () => tiers().flatMap(([tier, t]) => [{ labels: { tier, result: 'hit' }, value: t.hits }, { labels: { tier, result: 'miss' }, value: t.lookups - t.hits }]));
+  counterFrom(registry, 'edge_cache_tier_fills_total', 'Objects and slices stored, by tier', () => tiers().map(([tier, t]) => ({ labels: { tier }, value: t.fills })));
+  counterFrom(registry, 'edge_cache_tier_fill_bytes_total', 'Body bytes stored, by tier', () => tiers().map(([tier, t]) => ({ labels: { tier }, value: t.fillBytes })));
+  counterFrom(registry, 'edge_cache_tier_evictions_total', 'Entries removed to stay within a tier\'s size bound, by tier', () => tiers().map(([tier, t]) => ({ labels: { tier }, value: t.evictions })));
+  counterFrom(registry, 'edge_cache_slice_fills_total', 'Slices of large objects fetched from the origin (or read from its whole answer)', () => [{ labels: {}, value: sources.cacheActivity().sliceFills }]);
+  counterFrom(registry, 'edge_cache_node_fill_turns_total', 'Answers of the node\'s fill lock: lead (this worker fills), follow (waited for another worker\'s fill), alone (no answer in time)',
+    () => Object.entries(sources.cacheActivity().fillTurns).map(([turn, value]) => ({ labels: { turn }, value })));
+
   new client.Gauge({
     name: 'edge_cache_objects',
     help: 'Objects held in the cache (all tiers)',
@@ -146,7 +187,7 @@ export function createMetrics(sources: MetricsSources): AgentMetrics {
     collect() {
       const c = sources.cache();
       this.set({ tier: 'memory' }, c.memoryBytes);
-      this.set({ tier: 'disk' }, c.diskBytes);
+      this.set({ tier: 'node' }, c.diskBytes);
     },
   });
   new client.Gauge({

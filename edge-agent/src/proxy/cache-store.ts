@@ -74,6 +74,8 @@ export interface CachedObject {
   hitHeadersAge: number;
   /** This object's top-URL counter in the current traffic window (see TrafficCounters.record). */
   urlSlot?: UrlSlot | null;
+  /** Read from the node tier by this lookup (its first answer says so in Cache-Status; later hits are the memory tier's). */
+  fromNodeTier?: boolean;
   /** Set on an encoded variant the edge made of a stored object (variants.ts): its coding. Ranges are served from the identity object. */
   coding?: string;
   /** The hit head after the response policies' request-independent part (the exit's, kept while hitHeaders and the policies stay). */
@@ -130,6 +132,18 @@ const PURGE_RECORD_GRACE_MS = 10 * 60_000;
 
 const OBJECT_OVERHEAD = 600; // bytes of bookkeeping per object counted against the memory budget
 
+/** What one tier did, since the worker started (Prometheus reads them). */
+export interface TierCounts {
+  /** Lookups that reached the tier, and those it answered. */
+  lookups: number;
+  hits: number;
+  /** Objects (and slices) stored in it, and their bytes. */
+  fills: number;
+  fillBytes: number;
+}
+
+const tierCounts = (): TierCounts => ({ lookups: 0, hits: 0, fills: 0, fillBytes: 0 });
+
 export interface CacheStoreOptions {
   memoryBytes: number;
   /** The node-wide tier shared by the node's workers (null: memory only). */
@@ -146,7 +160,7 @@ interface GenerationStart {
 const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n);
 
 /** The fields of a CachedObject the node tier keeps in its metadata (the body is its bytes; the rest is per worker). */
-type NodeMeta = Omit<CachedObject, 'body' | 'hitHeaders' | 'hitHeadersAge' | 'urlSlot' | 'shapedHit' | 'checkedGeneration' | 'generation'> & { startUs: number };
+type NodeMeta = Omit<CachedObject, 'body' | 'hitHeaders' | 'hitHeadersAge' | 'urlSlot' | 'shapedHit' | 'checkedGeneration' | 'generation' | 'fromNodeTier'> & { startUs: number };
 
 const VARY_PREFIX = '\0vary ';
 
@@ -169,6 +183,10 @@ export class CacheStore {
   private readonly nodeWork = new Set<Promise<unknown>>();
   /** Purges the node tier failed to apply (the purge is then not acknowledged). */
   nodePurgeFailures = 0;
+  /** Per tier: lookups, hits, fills (metrics). */
+  readonly counts = { memory: tierCounts(), node: tierCounts() };
+  /** Objects the memory tier dropped to stay within its bound. */
+  memoryEvictions = 0;
 
   constructor(options: CacheStoreOptions) {
     this.node = options.node ?? null;
@@ -180,6 +198,7 @@ export class CacheStore {
       maxEntrySize: Math.max(1, options.memoryBytes),
       disposeAfter: (o, _key, reason) => {
         if (reason === 'set') return; // replaced by set(): indexes were handled there
+        if (reason === 'evict') this.memoryEvictions++;
         this.unindex(o);
       },
     });
@@ -220,6 +239,11 @@ export class CacheStore {
     return this.node?.bytes() ?? 0;
   }
 
+  /** Entries the node tier removed to stay within its bound, by this process (0 without one). */
+  get nodeEvictions(): number {
+    return this.node?.evictions() ?? 0;
+  }
+
   /**
    * Resolves once the background work started so far is done: lurker sweeps
    * after tag purges and bans, and the node tier's writes and purges.
@@ -258,7 +282,10 @@ export class CacheStore {
   /** Synchronous lookup (memory, then the node tier); undefined on miss or when a purge covers the object. */
   get(key: string): CachedObject | undefined {
     const o = this.memory.get(key);
+    const memory = this.counts.memory;
+    memory.lookups++;
     if (o === undefined) return this.node !== null ? this.fromNode(key) : undefined;
+    memory.hits++;
     if (o.checkedGeneration < this.generationCounter && this.isBanned(o)) {
       this.delete(o);
       return undefined;
@@ -290,6 +317,8 @@ export class CacheStore {
 
   /** A node-tier lookup after a memory miss: promoted to this worker's memory (unless told not to) unless a purge it recorded covers it. */
   private fromNode(key: string, promote = true): CachedObject | undefined {
+    const counts = this.counts.node;
+    counts.lookups++;
     const held = this.node!.get(key);
     if (held === undefined) return undefined;
     let meta: NodeMeta;
@@ -299,8 +328,9 @@ export class CacheStore {
       return undefined;
     }
     const { startUs, ...fields } = meta;
-    const o: CachedObject = { ...fields, body: held.body, generation: this.generationCounter, checkedGeneration: this.generationCounter, hitHeaders: null, hitHeadersAge: -1 };
+    const o: CachedObject = { ...fields, body: held.body, generation: this.generationCounter, checkedGeneration: this.generationCounter, hitHeaders: null, hitHeadersAge: -1, fromNodeTier: true };
     if (this.purgedSince(o, startUs)) return undefined;
+    counts.hits++;
     if (!promote) return o;
     this.memory.set(key, o);
     if (this.memory.has(key)) this.index(o);
@@ -331,9 +361,12 @@ export class CacheStore {
   private toNode(o: CachedObject): void {
     if (this.node === null || o.body === null) return;
     const start = this.generationStarts.get(o.generation) ?? { atUs: 0, node: 0 };
-    const { body, hitHeaders: _h, hitHeadersAge: _a, urlSlot: _u, shapedHit: _s, checkedGeneration: _c, generation: _g, ...fields } = o;
+    const { body, hitHeaders: _h, hitHeadersAge: _a, urlSlot: _u, shapedHit: _s, checkedGeneration: _c, generation: _g, fromNodeTier: _f, ...fields } = o;
     const meta: NodeMeta = { ...fields, startUs: start.atUs };
     const index = { endpointId: o.endpointId, path: o.path, tags: o.tags, generation: start.node };
+    const counts = this.counts.node;
+    counts.fills++;
+    counts.fillBytes += body.length;
     const writes = [this.track(this.node.put(o.key, JSON.stringify(meta), body, index))];
     if (o.varyNames !== null) writes.push(this.track(this.node.put(VARY_PREFIX + o.primaryKey, JSON.stringify(o.varyNames), Buffer.alloc(0), { ...index, tags: [] })));
     const written = Promise.all(writes).then(() => {}, () => {});
@@ -366,6 +399,7 @@ export class CacheStore {
   /** Stores the object; false when a purge issued while it was being fetched covers it. */
   set(o: CachedObject): boolean {
     if (this.isBanned(o)) return false;
+    if (o.fromNodeTier === true) o.fromNodeTier = false; // stored by this worker now (a 304's update of one it read)
     const old = this.memory.peek(o.key);
     if (old) this.delete(old, false);
     if (o.varyNames) this.varyByPrimary.set(o.primaryKey, o.varyNames);
@@ -373,6 +407,9 @@ export class CacheStore {
     this.toNode(o);
     this.memory.set(o.key, o);
     if (!this.memory.has(o.key)) return this.node !== null && o.size <= this.node.maxBytes; // too large for the memory tier
+    const memory = this.counts.memory;
+    memory.fills++;
+    memory.fillBytes += o.body?.length ?? 0;
     this.index(o);
     return true;
   }

@@ -12,6 +12,9 @@
  */
 export type FillTurn = 'lead' | 'follow' | 'alone';
 
+/** How often each turn was given (metrics: a follow is a wait for another worker's fill). */
+export type FillTurns = Record<FillTurn, number>;
+
 export interface NodeFillLock {
   acquire(key: string): Promise<FillTurn>;
   release(key: string): void;
@@ -20,11 +23,12 @@ export interface NodeFillLock {
 /**
  * Runs work as the node's one filler of key: with no lock, or no answer from it in time, alone; after another
  * worker's fill of the key, what it kept (stored()) or, when it kept nothing usable, work; as the leader, work,
- * then kept(result) (its object reaches the node tier), then the lock is released.
+ * then kept(result) (its object reaches the node tier), then the lock is released. turns counts the answers.
  */
-export async function fillOnce<T>(lock: NodeFillLock | null, key: string, work: () => Promise<T>, stored: () => T | undefined, kept: (result: T) => Promise<void>): Promise<T> {
+export async function fillOnce<T>(lock: NodeFillLock | null, key: string, work: () => Promise<T>, stored: () => T | undefined, kept: (result: T) => Promise<void>, turns: FillTurns): Promise<T> {
   if (lock === null) return work();
   const turn = await lock.acquire(key);
+  turns[turn]++;
   if (turn === 'follow') return stored() ?? work();
   if (turn === 'alone') return work();
   try {

@@ -31,7 +31,7 @@ import { CacheFiller, type FillControl, type FillResult, type SliceSettings } fr
 import type { CertificateTable } from '../tls/certificates.ts';
 import { holdStreamSlot } from '../tls/http2-server.ts';
 import { loopRefusal, loopVisits, MAX_LOOP_VISITS } from './loop.ts';
-import { fillOnce, type NodeFillLock } from './node-fills.ts';
+import { fillOnce, type FillTurns, type NodeFillLock } from './node-fills.ts';
 import type { ShieldDeps } from './forward.ts';
 
 /** The country of an HTTP/1.1 connection's peer, looked up once (access records and traffic rollups). */
@@ -92,6 +92,9 @@ export class Proxy {
    */
   revalidateAll = false;
 
+  /** The node fill lock's answers to this worker (lead, follow: waited for another worker's fill, alone: no answer in time). */
+  readonly fillTurns: FillTurns = { lead: 0, follow: 0, alone: 0 };
+
   /** The exchange's viewer, resolved on first use (ex.viewer). */
   private readonly viewerOf: (ex: Exchange) => Viewer;
 
@@ -126,7 +129,7 @@ export class Proxy {
     this.filler = new CacheFiller({ store: deps.store, forwarder: this.forwarder, maxObjectBytes: options.maxObjectBytes, slicing });
     this.slicer = new Slicer({
       store: deps.store, forwarder: this.forwarder, filler: this.filler, exit: this.exit, fillLock: deps.fillLock ?? null, logger: deps.logger,
-      settings: slicing ?? { sliceBytes: 0, thresholdBytes: 0 }, staleOnError: (stale, error) => this.staleOnError(stale, error),
+      settings: slicing ?? { sliceBytes: 0, thresholdBytes: 0 }, fillTurns: this.fillTurns, staleOnError: (stale, error) => this.staleOnError(stale, error),
     });
   }
 
@@ -361,7 +364,7 @@ export class Proxy {
         const stored = this.storedMeanwhile(ex);
         return stored !== undefined ? { type: 'stored', entry: stored, status: 'HIT' } : undefined;
       },
-      async (result) => { if (result.type === 'stored' || result.type === 'sliced') await store.written(result.entry.key); });
+      async (result) => { if (result.type === 'stored' || result.type === 'sliced') await store.written(result.entry.key); }, this.fillTurns);
   }
 
   /** What another worker's fill left in the node tier for this request: usable and fresh, else undefined. */

@@ -70,7 +70,11 @@ function serveObject(exit: Exit, ex: RoutedExchange, entry: CachedObject, status
     }
   }
   let headers: string[];
-  if (status === 'HIT') {
+  if (status === 'HIT' && entry.fromNodeTier === true) {
+    // Read from the node tier by this request: said so once (the next hits are the memory tier's, from the kept list).
+    entry.fromNodeTier = false;
+    headers = buildHeaders(exit, entry, ageSec, 'HIT', false, true);
+  } else if (status === 'HIT') {
     if (entry.hitHeadersAge !== ageSec || entry.hitHeaders === null) {
       entry.hitHeaders = buildHeaders(exit, entry, ageSec, 'HIT', false);
       entry.hitHeadersAge = ageSec;
@@ -103,7 +107,7 @@ export function ifRangeAllows(vh: ViewerHeaders, entry: CachedObject): boolean {
   return entry.lastModified !== undefined && v === entry.lastModified;
 }
 
-export function buildHeaders(exit: Exit, entry: CachedObject, ageSec: number, status: CacheStatus, forRange: boolean): string[] {
+export function buildHeaders(exit: Exit, entry: CachedObject, ageSec: number, status: CacheStatus, forRange: boolean, fromNode = false): string[] {
   const out: string[] = [];
   for (const [k, v] of entry.headers) {
     if (forRange && k === 'content-length') continue;
@@ -113,17 +117,18 @@ export function buildHeaders(exit: Exit, entry: CachedObject, ageSec: number, st
   if (entry.browserCacheControl !== null) out.push('cache-control', entry.browserCacheControl);
   // An encoded variant is never cut into ranges (they come from the identity object).
   if (!forRange && entry.status === 200 && entry.coding === undefined) out.push('accept-ranges', 'bytes');
-  addCacheHeaders(exit, out, entry, ageSec, status);
+  addCacheHeaders(exit, out, entry, ageSec, status, fromNode);
   return out;
 }
 
 /** Age, and the cache status fields unless the object's cache rule hides them (cache_status_header: false hides both, the region and TTL with them). */
-function addCacheHeaders(exit: Exit, out: string[], entry: CachedObject, ageSec: number, status: CacheStatus): void {
+function addCacheHeaders(exit: Exit, out: string[], entry: CachedObject, ageSec: number, status: CacheStatus, fromNode = false): void {
   out.push('age', String(ageSec));
   if (!entry.statusHeader) return;
   if (status === 'HIT') {
     const ttl = Math.floor(entry.lifetimeMs / 1000) - ageSec;
-    out.push('cache-status', `${exit.cacheStatusValues.HIT}; ttl=${Math.max(0, ttl)}`);
+    // A hit names its tier when it is the node tier (RFC 9211 detail); without one it is the worker's memory tier.
+    out.push('cache-status', `${exit.cacheStatusValues.HIT}; ttl=${Math.max(0, ttl)}${fromNode ? '; detail=node' : ''}`);
   } else out.push('cache-status', exit.cacheStatusValues[status]);
   out.push('x-cache-status', status);
 }

@@ -26,7 +26,7 @@ import { dispose, type Exit } from './exit.ts';
 import { originErrorBody, type Forwarder } from './forward.ts';
 import { headerString, parseRange } from './http-util.ts';
 import { cacheKeys } from './lookup.ts';
-import { fillOnce, type NodeFillLock } from './node-fills.ts';
+import { fillOnce, type FillTurns, type NodeFillLock } from './node-fills.ts';
 import { classifyOriginError, OriginError, type OriginResponse } from './origin-client.ts';
 import { ageSeconds, answerNotModified, buildHeaders, ifRangeAllows, serveFromCache } from './serve-cached.ts';
 import { ownRequest, sameVersion, slicedHead, updateFrom304, withoutViewerCredentials, type CacheFiller, type SliceSettings } from './storing.ts';
@@ -61,6 +61,8 @@ export interface SlicerDeps {
   /** How new objects are sliced (existing heads keep the slice size they were made with). */
   settings: SliceSettings;
   logger: Logger;
+  /** The fill lock's answers, counted (shared with the request path's whole-object fills). */
+  fillTurns: FillTurns;
   /** Whether the stale object may answer instead of the origin's failure (the request path's rule). */
   staleOnError: (stale: CachedObject, error: OriginError | null) => boolean;
 }
@@ -223,7 +225,7 @@ export class Slicer {
     return fillOnce<Slice>(this.deps.fillLock, key, () => this.fetch(ex, head, n), () => {
       const held = store.getPart(key);
       return held !== undefined && held.body !== null ? { type: 'slice', body: held.body, fetched: false } : undefined;
-    }, () => store.written(key));
+    }, () => store.written(key), this.deps.fillTurns);
   }
 
   private async fetch(ex: RoutedExchange, head: CachedObject, n: number): Promise<Slice> {
@@ -283,7 +285,7 @@ export class Slicer {
     }, async (d) => {
       if (d.type === 'head') await store.written(d.head.key);
       else if (d.type === 'entry') await store.written(d.entry.key);
-    });
+    }, this.deps.fillTurns);
   }
 
   private async discover(ex: RoutedExchange, primary: string, n: number): Promise<Discovery> {
@@ -410,7 +412,9 @@ export class Slicer {
 
   /** The head of an answer from slices: the object's, with the range it holds. */
   private head(head: CachedObject, ageSec: number, status: CacheStatus, partial: boolean, first: number, last: number): string[] {
-    const out = buildHeaders(this.deps.exit, head, ageSec, status, partial);
+    const fromNode = head.fromNodeTier === true;
+    if (fromNode) head.fromNodeTier = false;
+    const out = buildHeaders(this.deps.exit, head, ageSec, status, partial, fromNode);
     if (partial) out.push('content-range', `bytes ${first}-${last}/${head.sliced!.total}`, 'content-length', String(last - first + 1));
     return out;
   }

@@ -36,6 +36,8 @@ const agent = new EdgeAgent({
   // The node tier is one for all workers (the primary checked it before starting them).
   nodeTier: config.CACHE_DISK_BYTES > 0 ? await openNodeTier(config.DATA_DIR, config.CACHE_DISK_BYTES) : null,
   fillLock,
+  // The node tier's objects and bytes are reported by worker 0 alone (each worker would count them again).
+  reportsNodeTier: index === 0,
   persist: false,
   stateKey: null,
   healthProbes: false,
