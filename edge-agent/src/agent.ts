@@ -721,7 +721,7 @@ export class EdgeAgent implements ControlledAgent {
       ticketKeys: options.ticketKeys,
       table: this.certificates,
       http1: this.ensureHttpServer(),
-      http2: (this.http2 ??= new Http2Listener(this.proxy.handle)).server,
+      http2: (this.http2 ??= new Http2Listener(this.proxy.handle)),
       handshakeTimeoutMs: this.requestHeadersTimeoutMs,
       logger: this.logger,
       onHandshakeFailure: (reason) => this.metrics.tlsHandshakeFailures.inc({ reason }),
