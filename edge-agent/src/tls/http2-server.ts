@@ -9,7 +9,9 @@
 // go through the stream itself: viewerBody, viewerSink in exchange.ts). The
 // compatibility layer cost about as much again as the core API per small hit
 // (bench/results/edge-cache-hit.md, 2026-12-03 profile).
-// Sessions idle for 65 s are closed (as keep-alive connections are), each
+// Sessions idle for 65 s (no stream open, none started) are closed, as
+// keep-alive connections are, by a sweep four times per idle time (Node's
+// session timeout would refresh a timer on every frame written), each
 // session takes at most 128 concurrent streams (nginx's default), and on
 // shutdown every session is sent GOAWAY so requests under way finish and no
 // new ones start.
@@ -41,8 +43,14 @@ export function holdStreamSlot(req: IncomingMessage, work: Promise<unknown>): vo
   (req as IncomingMessage & { [STREAM_SLOT]?: SlotHolder })[STREAM_SLOT]?.(work);
 }
 
-/** Slots of a session taken (open streams and closed ones whose work still runs), and the TLS connection it runs on. */
-const busy = new WeakMap<Http2Session, { slots: number; socket: TLSSocket }>();
+/**
+ * Per session: slots taken (open streams and closed ones whose work still runs), the TLS connection it runs on,
+ * and the idle sweeps it has been through without a stream (reset by each new stream).
+ */
+interface SessionState { slots: number; socket: TLSSocket; quiet: number }
+const busy = new WeakMap<Http2Session, SessionState>();
+/** Sweeps per idle time: a session is closed after this many in a row without a stream (1 to 1.25 idle times). */
+const SWEEPS = 4;
 
 /** The request of one stream, as the request path reads an IncomingMessage (the body is the stream: viewerBody). */
 export class Http2Request {
@@ -197,8 +205,10 @@ export class Http2Listener {
   private readonly sessions = new Set<Http2Session>();
   /** The connection being handed to the server (its 'session' event comes meanwhile). */
   private handingOver: TLSSocket | null = null;
+  private sweeper: NodeJS.Timeout | null = null;
 
-  constructor(handler: (req: IncomingMessage, res: ServerResponse) => void) {
+  /** idleSessionMs: how long a session without streams stays open (tests shorten it). */
+  constructor(handler: (req: IncomingMessage, res: ServerResponse) => void, idleSessionMs = IDLE_SESSION_MS) {
     this.server = http2.createServer({
       settings: { maxConcurrentStreams: MAX_CONCURRENT_STREAMS },
       streamResetBurst: RESET_BURST,
@@ -210,6 +220,7 @@ export class Http2Listener {
       const session = stream.session;
       const count = session === undefined ? undefined : busy.get(session);
       if (count === undefined) return;
+      count.quiet = 0;
       const req = new Http2Request(stream, headers, rawHeaders, count.socket);
       if (!takeSlot(stream, req, count)) return;
       // As node:http and the compatibility layer: a viewer waiting to send its body is told to go on.
@@ -219,10 +230,10 @@ export class Http2Listener {
     this.server.on('session', (session: Http2Session) => {
       // Emitted while the connection is handed over (emit below): session.socket is a proxy that throws once the
       // connection is gone, and the request path reads the viewer's address even then (access records).
-      busy.set(session, { slots: 0, socket: this.handingOver! });
+      busy.set(session, { slots: 0, socket: this.handingOver!, quiet: 0 });
       this.sessions.add(session);
       session.once('close', () => this.sessions.delete(session));
-      session.setTimeout(IDLE_SESSION_MS, () => session.close());
+      this.sweeper ??= setInterval(() => this.sweep(), idleSessionMs / SWEEPS).unref();
       // A session error (a broken connection, a protocol violation by the viewer) ends that session only.
       session.on('error', () => {});
     });
@@ -238,6 +249,15 @@ export class Http2Listener {
     }
   }
 
+  /** Closes the sessions that had no stream open or started for SWEEPS sweeps in a row (GOAWAY, as at shutdown). */
+  private sweep(): void {
+    for (const session of this.sessions) {
+      const state = busy.get(session)!;
+      if (state.slots > 0) state.quiet = 0;
+      else if (++state.quiet > SWEEPS) session.close();
+    }
+  }
+
   /** Open sessions (tests). */
   get sessionCount(): number {
     return this.sessions.size;
@@ -245,6 +265,8 @@ export class Http2Listener {
 
   /** GOAWAY to every session: streams under way finish, then the session closes; what is left after timeoutMs is cut. */
   close(timeoutMs: number): Promise<void> {
+    if (this.sweeper !== null) clearInterval(this.sweeper);
+    this.sweeper = null;
     if (this.sessions.size === 0) return Promise.resolve();
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
