@@ -732,6 +732,11 @@ export class EdgeAgent implements ControlledAgent {
     return address;
   }
 
+  /** New TLS session ticket keys for the HTTPS listener (the primary rotates the workers' shared keys). */
+  setTicketKeys(keys: Buffer): void {
+    this.httpsListener?.setTicketKeys(keys);
+  }
+
   /** Replaces the default certificate (TLS_CERT_FILE / TLS_KEY_FILE): the next handshakes use it, open connections keep theirs. */
   setDefaultCertificate(cert: DefaultCertificate | null): void {
     this.certificates.setDefault(cert);
