@@ -749,7 +749,7 @@ export class EdgeAgent implements ControlledAgent {
       ticketKeys: options.ticketKeys,
       table: this.certificates,
       http1: this.ensureHttpServer(),
-      http2: (this.http2 ??= new Http2Listener(this.proxy.handle)).server,
+      http2: (this.http2 ??= new Http2Listener(this.proxy.handle)),
       handshakeTimeoutMs: this.requestHeadersTimeoutMs,
       logger: this.logger,
       onHandshakeFailure: (reason) => this.metrics.tlsHandshakeFailures.inc({ reason }),
@@ -758,6 +758,11 @@ export class EdgeAgent implements ControlledAgent {
     this.httpsListener = listener;
     this.httpsPublicPort ??= address.port;
     return address;
+  }
+
+  /** New TLS session ticket keys for the HTTPS listener (the primary rotates the workers' shared keys). */
+  setTicketKeys(keys: Buffer): void {
+    this.httpsListener?.setTicketKeys(keys);
   }
 
   /** Replaces the default certificate (TLS_CERT_FILE / TLS_KEY_FILE): the next handshakes use it, open connections keep theirs. */

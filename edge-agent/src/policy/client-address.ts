@@ -178,14 +178,12 @@ function headerValue(req: IncomingMessage, name: string): string | undefined {
 const PEER = Symbol('viewer of the connection');
 
 /**
- * The socket's peer, parsed once per HTTP/1.1 connection (every request of a
- * keep-alive connection comes from the same address) and shared, read-only,
- * by its requests. HTTP/2 requests see the session's socket through a proxy
- * object: parsed per request.
+ * The socket's peer, parsed once per connection (every request of a
+ * keep-alive connection, every stream of an HTTP/2 session, comes from the
+ * same address) and shared, read-only, by its requests.
  */
 function peerOf(req: IncomingMessage): Viewer {
   const socket = req.socket as IncomingMessage['socket'] & { [PEER]?: Viewer; encrypted?: boolean };
-  if (req.httpVersionMajor === 2) return { address: parseClientAddress(socket.remoteAddress ?? ''), secure: socket.encrypted === true };
   let viewer = socket[PEER];
   if (viewer === undefined) viewer = socket[PEER] = { address: parseClientAddress(socket.remoteAddress ?? ''), secure: socket.encrypted === true };
   return viewer;

@@ -4,6 +4,7 @@
 // fields dropped once, and everything after (endpoint lookup, policies, routing,
 // cache rules, keys, Vary, forwarding) reads the normalised fields from here.
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { Readable, Writable } from 'node:stream';
 import { formatAuthority, parseAuthority, type Authority } from '../../../shared/src/match/authority.ts';
 import { normalizePath } from '../../../shared/src/match/path.ts';
 import { applyRequestEdits } from '../policy/headers.ts';
@@ -91,6 +92,19 @@ export function requestHasBody(req: IncomingMessage): boolean {
   if (req.httpVersionMajor === 2) return (req as unknown as { stream: { endAfterHeaders: boolean } }).stream.endAfterHeaders !== true;
   const h = req.headers;
   return h['transfer-encoding'] !== undefined || (h['content-length'] !== undefined && h['content-length'] !== '0');
+}
+
+/**
+ * The viewer's request body as a stream: the request itself over HTTP/1.1, its stream over HTTP/2 (the request
+ * object of the core stream API is no stream itself: tls/http2-server.ts).
+ */
+export function viewerBody(req: IncomingMessage): Readable {
+  return req.httpVersionMajor === 2 ? (req as unknown as { stream: Readable }).stream : req;
+}
+
+/** Where a streamed answer's body goes: the response over HTTP/1.1, the HTTP/2 stream (after writeHead) over HTTP/2. */
+export function viewerSink(ex: Exchange): Writable {
+  return ex.req.httpVersionMajor === 2 ? (ex.res as unknown as { stream: Writable }).stream : ex.res;
 }
 
 /** An exchange past routing: endpoint and route are known. */

@@ -14,7 +14,7 @@ import type { LogDrains } from '../logs/drains.ts';
 import type { CacheStatus, TrafficCounters } from '../metrics/traffic.ts';
 import type { PolicyResponse } from '../policy/index.ts';
 import type { CachedObject } from './cache-store.ts';
-import { requestHasBody, type Exchange } from './exchange.ts';
+import { requestHasBody, viewerSink, type Exchange } from './exchange.ts';
 import { tagFields } from './http-util.ts';
 import type { ResponseShaper } from './shaping.ts';
 
@@ -183,7 +183,7 @@ export class Exit {
         res.end();
       } else {
         body.on('data', (c: Buffer) => { bytes += c.length; });
-        await pipeline(body, res);
+        await pipeline(body, viewerSink(ex));
       }
     } catch (err) {
       this.logger.debug({ endpoint: ex.endpoint?.id, path: ex.path, err: (err as Error).message }, 'response stream ended early');

@@ -11,7 +11,7 @@ import { normalizeHost } from '../../../shared/src/match/host.ts';
 import { normalizePath } from '../../../shared/src/match/path.ts';
 import type { CacheStatus } from '../metrics/traffic.ts';
 import type { CacheStore } from './cache-store.ts';
-import { requestHasBody, type RoutedExchange } from './exchange.ts';
+import { requestHasBody, viewerBody, type RoutedExchange } from './exchange.ts';
 import type { Exit } from './exit.ts';
 import { applyRequestEdits } from '../policy/headers.ts';
 import { connectionListedFields, headerString, HOP_BY_HOP, passthroughHeaders } from './http-util.ts';
@@ -188,7 +188,7 @@ export class Forwarder {
     res.once('close', onClose);
     let answer: OriginResponse;
     try {
-      answer = await this.fetch(ex, { method, headers: this.originHeaders(ex, false), body: hasBody ? req : null, onInfo: this.earlyHints(ex), signal: gone.signal });
+      answer = await this.fetch(ex, { method, headers: this.originHeaders(ex, false), body: hasBody ? viewerBody(req) : null, onInfo: this.earlyHints(ex), signal: gone.signal });
     } catch (err) {
       res.off('close', onClose);
       if (err instanceof ViewerBodyTimeoutError) {

@@ -34,7 +34,7 @@ import { loopRefusal, loopVisits, MAX_LOOP_VISITS } from './loop.ts';
 import { fillOnce, type FillTurns, type NodeFillLock } from './node-fills.ts';
 import type { ShieldDeps } from './forward.ts';
 
-/** The country of an HTTP/1.1 connection's peer, looked up once (access records and traffic rollups). */
+/** The country of a connection's peer, looked up once (access records and traffic rollups). */
 const COUNTRY = Symbol('country of the connection');
 
 export interface ProxyOptions {
@@ -105,10 +105,11 @@ export class Proxy {
     // The viewer as the socket's peer or the trusted proxy's header says, resolved once per exchange.
     const viewerOf = (ex: Exchange): Viewer => (ex.viewer ??= resolveViewer(ex.req, trusted));
     this.viewerOf = viewerOf;
-    // Without a trusted proxy header the viewer is the socket's peer: its country is looked up once per HTTP/1.1 connection.
+    // Without a trusted proxy header the viewer is the socket's peer: its country is looked up once per connection
+    // (an HTTP/2 request's socket is its session's TLS connection: tls/http2-server.ts).
     const country = (ex: Exchange): string | null => {
       const socket = ex.req.socket as IncomingMessage['socket'] & { [COUNTRY]?: string | null };
-      const perConnection = trusted === null && ex.req.httpVersionMajor !== 2;
+      const perConnection = trusted === null;
       if (perConnection) {
         const known = socket[COUNTRY];
         if (known !== undefined) return known;

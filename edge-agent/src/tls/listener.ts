@@ -120,6 +120,16 @@ export class HttpsListener {
     socket.on('end', onEnd);
   }
 
+  /**
+   * New session ticket keys (48 bytes, the workers' shared ones rotated by the primary): tickets issued from now on
+   * use them, and tickets issued under the previous keys no longer resume (Node's TLS servers hold one key), so
+   * those viewers make one full handshake.
+   */
+  setTicketKeys(keys: Buffer): void {
+    this.options.ticketKeys = keys;
+    for (const server of this.servers.values()) server.setTicketKeys(keys);
+  }
+
   /** The default certificate changed: the TLS servers' own context (used without SNI) is replaced for the next handshakes. */
   defaultCertificateChanged(): void {
     for (const [key, server] of this.servers) {

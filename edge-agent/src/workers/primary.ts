@@ -71,6 +71,9 @@ export interface WorkerPoolOptions {
   args: string[];
 }
 
+/** How often the workers' shared session ticket keys are replaced. */
+export const TICKET_KEY_ROTATION_MS = 3_600_000;
+
 export class WorkerPool implements ControlledAgent {
   private readonly options: WorkerPoolOptions;
   private readonly agent: EdgeAgent;
@@ -79,7 +82,9 @@ export class WorkerPool implements ControlledAgent {
   /** Which worker fills which key (one origin fetch per object for the node). */
   private readonly fillLocks = new FillLocks();
   private readonly rollups = new RollupAccumulator();
-  private readonly ticketKeys = randomBytes(48);
+  /** The workers' shared session ticket keys (a session resumes whichever worker takes it), rotated every TICKET_KEY_ROTATION_MS. */
+  private ticketKeys = randomBytes(48);
+  private ticketRotation: NodeJS.Timeout | null = null;
   private queue: Promise<unknown> = Promise.resolve();
   private nextId = 1;
   private ports: ListeningPorts;
@@ -121,6 +126,7 @@ export class WorkerPool implements ControlledAgent {
 
   /** Starts every worker, one after the other (the first fixes the ports when they are 0). */
   async start(): Promise<ListeningPorts> {
+    this.ticketRotation ??= setInterval(() => this.rotateTicketKeys(), TICKET_KEY_ROTATION_MS).unref();
     for (let i = 0; i < this.options.config.WORKERS; i++) await this.serial(() => this.spawn(i));
     if (this.running === 0) throw new Error('no worker could start');
     return this.ports;
@@ -409,6 +415,16 @@ export class WorkerPool implements ControlledAgent {
     });
   }
 
+  /**
+   * New session ticket keys for every worker (and the ones started later): a stolen key decrypts at most an hour of
+   * tickets. Tickets live 5 minutes (Node's sessionTimeout, nginx's ssl_session_timeout), so a rotation costs the
+   * viewers that resume within the next 5 minutes one full handshake each.
+   */
+  rotateTicketKeys(): void {
+    this.ticketKeys = randomBytes(48);
+    this.broadcast({ t: 'ticketKeys', keys: this.ticketKeys });
+  }
+
   setDefaultCertificate(cert: DefaultCertificate | null): void {
     this.certificate = cert === null ? null : cert.pair;
     this.agent.setDefaultCertificate(cert);
@@ -430,6 +446,7 @@ export class WorkerPool implements ControlledAgent {
   /** SIGTERM: every worker closes its listeners and finishes what it serves (up to timeoutMs), then the primary's own close. */
   async close(timeoutMs: number): Promise<void> {
     this.stopping = true;
+    if (this.ticketRotation !== null) clearInterval(this.ticketRotation);
     const handles = [...this.handles.values()];
     for (const h of handles) {
       try {

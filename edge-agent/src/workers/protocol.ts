@@ -36,6 +36,8 @@ export type ToWorker =
   | { t: 'skipPurge'; sequence: number; reason: string }
   | { t: 'cutOff'; lost: boolean }
   | { t: 'certificate'; certificate: CertificatePair | null }
+  /** The session ticket keys rotated: every worker's TLS servers take the new ones. */
+  | { t: 'ticketKeys'; keys: Buffer }
   /** Stop: close the listeners, let requests under way finish (up to timeoutMs), exit. */
   | { t: 'drain'; timeoutMs: number }
   /** A fill lock's answer (fill-locks.ts): lead the fill of key, or follow the one that ended. */

@@ -115,6 +115,8 @@ async function handle(msg: ToWorker): Promise<void> {
       return agent.applyShieldMap(msg.map);
     case 'certificate':
       return agent.setDefaultCertificate(msg.certificate === null ? null : new DefaultCertificate(msg.certificate));
+    case 'ticketKeys':
+      return agent.setTicketKeys(msg.keys);
     case 'drain':
       return stop(msg.timeoutMs);
   }
