@@ -39,7 +39,7 @@ import { DAY, MINUTE } from '../core/clock.ts';
 import { inTransaction, type RequestContext } from '../core/request-context.ts';
 import { ids, idList, insertRows, recordset, type Columns } from '../db/bulk.ts';
 import { jobsFor } from '../jobs/index.ts';
-import { notifyMany } from '../notifications/notify.ts';
+import { notifyMany } from '../notifications/index.ts';
 import { debitBalance } from './balance-service.ts';
 import { Subscription, type BillingCycle } from './billing.entities.ts';
 import type { Coupon } from './coupon.entity.ts';

@@ -1,7 +1,7 @@
 // The Endpoint (distribution) record of document 3 §2 and its request bodies.
 // Defaults and value sets follow the edge snapshot (shared/src/config/snapshot.ts).
 import { z } from 'zod';
-import { countryCodeField } from '../accounts/user-record.ts';
+import { countryCodeField } from '../accounts/index.ts';
 import { versioned } from '../http/route.ts';
 import { orNull, timestamp, uuid, withExample } from '../http/schemas.ts';
 import { ENDPOINT_STATUSES, HTTP_VERSIONS, IP_DEFAULT_ACTIONS, type Compression, type GeoRestriction, type TlsConfig } from './cdn.entities.ts';

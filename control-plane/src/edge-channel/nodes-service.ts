@@ -6,11 +6,9 @@
 // draining: a draining node still serves (and is still sent purges) until its
 // stream ends.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { HealthStatus } from '../cdn/cdn.entities.ts';
-import type { OriginHealthReading } from '../cdn/services.ts';
+import type { HealthStatus, ListOptions, OriginHealthReading } from '../cdn/index.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import { idList, ids, recordset } from '../db/bulk.ts';
-import type { ListOptions } from '../cdn/fields.ts';
 import { paginate } from '../http/paging.ts';
 import type { ConfigSource, PropagationCounts } from '../cdn-config/index.ts';
 import { EdgeNode, type EdgeNodeStatus } from './nodes-entity.ts';
