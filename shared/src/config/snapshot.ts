@@ -16,8 +16,9 @@ export const originSnapshot = z.object({
   path_prefix: z.string().max(2048).default(''),
   enabled: z.boolean().default(true),
   health_check_url: z.string().nullable().default(null),
-  // Seconds between health probes from each agent.
-  health_check_interval_seconds: z.number().int().min(1).default(30),
+  // Seconds between health probes from each agent. The API admits 5..3600 (origin-record.ts); an agent
+  // runs down to 1 s, for a configuration file of its own and the agent's tests.
+  health_check_interval_seconds: z.number().int().min(1).max(3600).default(30),
   verify_tls: z.boolean().default(true),
   allow_private_network: z.boolean().default(false).describe(
     'Allow this origin to resolve to private-use addresses: loopback, RFC 1918, CGNAT (100.64.0.0/10) and IPv6 unique-local (fc00::/7). '
@@ -31,7 +32,7 @@ export const originSnapshot = z.object({
   timeout_ms: z.number().int().min(100).max(60000).default(30000),
   connect_timeout_ms: z.number().int().min(100).max(10000).default(5000),
   max_retries: z.number().int().min(0).max(5).default(2),
-  retry_on: z.array(z.enum(['connect_failure', '5xx', '429', '408'])).default(['connect_failure', '5xx']),
+  retry_on: z.array(z.enum(['connect_failure', '5xx', '429', '408'])).max(4).default(['connect_failure', '5xx']),
   forward_host_header: z.boolean().default(true),
   custom_headers: z.record(z.string(), z.string()).default({}),
 });
