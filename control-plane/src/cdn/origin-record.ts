@@ -6,7 +6,7 @@ import { versioned } from '../http/route.ts';
 import { orNull, timestamp, timestampOrNull, uuid, withExample } from '../http/schemas.ts';
 import { originSnapshot } from '../../../shared/src/config/snapshot.ts';
 import { HEALTH_STATUSES, ORIGIN_SCHEMES, RETRY_ON, type Origin } from './cdn.entities.ts';
-import { idOf, nameField, tagsField, tokenField } from './fields.ts';
+import { declared, idOf, nameField, tagsField, tokenField } from './fields.ts';
 
 export const MASKED_VALUE = '***';
 export const MAX_CUSTOM_HEADERS = 50;
@@ -76,11 +76,6 @@ const customHeaders = z.record(
 
 const httpUrl = (max: number) => z.url({ protocol: /^https?$/, message: 'Must be an http or https URL' }).max(max);
 
-/**
- * A field as the edge snapshot declares it (type, range; shared/src/config/snapshot.ts), without its
- * default: a create applies the defaults (ORIGIN_DEFAULTS, read off the same schema), an update none.
- */
-const declared = <T extends z.ZodType>(field: z.ZodDefault<T> | z.ZodOptional<T>): T => field.unwrap() as T;
 const edge = originSnapshot.shape;
 
 const originFields = {

@@ -7,6 +7,10 @@ import { z } from 'zod';
 
 const id = z.string().min(1);
 
+/** Ten years: longer TTLs mean "forever" in practice and would overflow what agents count in. */
+export const MAX_TTL_SECONDS = 315_360_000;
+const seconds = () => z.number().int().min(0).max(MAX_TTL_SECONDS);
+
 export const originSnapshot = z.object({
   id,
   name: z.string().default(''),
@@ -71,8 +75,8 @@ export const cacheRuleSnapshot = z.object({
     methods: z.array(z.string()).default([]),
     content_types: z.array(z.string()).default([]),
   }).default({ paths: [], methods: [], content_types: [] }),
-  ttl_seconds: z.number().int().min(0),
-  browser_ttl_seconds: z.number().int().min(0).nullable().default(null),
+  ttl_seconds: seconds(),
+  browser_ttl_seconds: seconds().nullable().default(null),
   cache_key: z.object({
     include_headers: z.array(z.string()).default([]),
     include_query_params: z.array(z.string()).default([]),
@@ -84,10 +88,10 @@ export const cacheRuleSnapshot = z.object({
     if_header_present: z.array(z.string()).default([]),
     if_query_param_present: z.array(z.string()).default([]),
   }).default({ if_cookie_present: [], if_header_present: [], if_query_param_present: [] }),
-  stale_while_revalidate_seconds: z.number().int().min(0).nullable().default(null),
-  stale_if_error_seconds: z.number().int().min(0).nullable().default(null),
+  stale_while_revalidate_seconds: seconds().nullable().default(null),
+  stale_if_error_seconds: seconds().nullable().default(null),
   // Error answers (4xx, 5xx) without explicit freshness are kept this long instead of ttl_seconds (0: not cached).
-  negative_ttl_seconds: z.number().int().min(0).default(10),
+  negative_ttl_seconds: seconds().default(10),
   cache_status_header: z.boolean().default(true),
 });
 
