@@ -13,7 +13,7 @@ import {
 import { createCacheRuleBody, updateCacheRuleBody } from './cache-rule-record.ts';
 import { CACHE_RULE_DEFAULTS } from './cache-rule-service.ts';
 import { createDomainBody } from './domain-record.ts';
-import { createEndpointBody } from './endpoint-record.ts';
+import { createEndpointBody, DEFAULT_COMPRESSION, DEFAULT_GEO, DEFAULT_TLS, updateEndpointBody } from './endpoint-record.ts';
 import { createIpRuleBody, updateIpRuleBody } from './ip-rule-record.ts';
 import { createOriginBody, updateOriginBody } from './origin-record.ts';
 import { ORIGIN_DEFAULTS } from './origin-service.ts';
@@ -167,6 +167,18 @@ const DERIVED = [
     own: ['cidr'],
     differences: {} as Record<string, Partial<FieldBounds>>,
     defaults: createIpRuleBody.parse({ action: 'block', cidr: '192.0.2.0/24' }), required: { id: '-', action: 'block', cidr: '-' }, notDefaulted: ['id', 'action', 'cidr'],
+  },
+  {
+    name: 'endpoint', bodies: [createEndpointBody, updateEndpointBody], snapshot: endpointSnapshot,
+    // Nested members are partly the snapshot's (compression, geo_restriction, custom_error_pages): checked by containment above.
+    own: ['name', 'default_origin_id', 'response_headers_policy_id', 'tls_config', 'compression', 'geo_restriction', 'custom_error_pages', 'shield_region'],
+    differences: {} as Record<string, Partial<FieldBounds>>,
+    defaults: {
+      ...createEndpointBody.parse({ name: 'x', default_origin_id: '3d6f0a2e-8b4c-4e1f-9a7d-5c2b8e0f6a13' }),
+      tls_config: DEFAULT_TLS, compression: DEFAULT_COMPRESSION, geo_restriction: DEFAULT_GEO,
+    },
+    required: { id: '-', hostname: '-', default_origin_id: '-', origins: [{ id: '-', host: '-' }] },
+    notDefaulted: ['id', 'name', 'hostname', 'enabled', 'default_origin_id', 'custom_domains', 'origins', 'routes', 'cache_rules', 'signing_keys', 'ip_rules'],
   },
 ] as const;
 

@@ -10,6 +10,10 @@ const id = z.string().min(1);
 /** Ten years: longer TTLs mean "forever" in practice and would overflow what agents count in. */
 export const MAX_TTL_SECONDS = 315_360_000;
 const seconds = () => z.number().int().min(0).max(MAX_TTL_SECONDS);
+/** The largest compression.min_size_bytes: 10 MiB (answers larger than that are compressed anyway or not at all). */
+export const MAX_COMPRESSION_MIN_SIZE = 10 * 1024 * 1024;
+/** A custom error page is kept at most a year. */
+const MAX_ERROR_PAGE_TTL_SECONDS = 31_536_000;
 
 export const originSnapshot = z.object({
   id,
@@ -136,7 +140,7 @@ export const endpointSnapshot = z.object({
   compression: z.object({
     enabled: z.boolean().default(false),
     algorithms: z.array(z.enum(['br', 'gzip'])).default(['br', 'gzip']),
-    min_size_bytes: z.number().int().min(0).default(1024),
+    min_size_bytes: z.number().int().min(0).max(MAX_COMPRESSION_MIN_SIZE).default(1024),
   }).default({ enabled: false, algorithms: ['br', 'gzip'], min_size_bytes: 1024 }),
   geo_restriction: z.object({
     enabled: z.boolean().default(false),
@@ -148,7 +152,7 @@ export const endpointSnapshot = z.object({
     error_code: z.number().int().min(400).max(599),
     response_page_path: z.string(),
     response_code: z.number().int().min(100).max(599).nullable().default(null),
-    ttl_seconds: z.number().int().min(0).default(10),
+    ttl_seconds: z.number().int().min(0).max(MAX_ERROR_PAGE_TTL_SECONDS).default(10),
   })).default([]),
   shield_region: z.string().nullable().default(null),
   custom_domains: z.array(customDomainSnapshot).default([]),
