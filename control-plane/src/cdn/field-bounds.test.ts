@@ -180,6 +180,12 @@ const DERIVED = [
     required: { id: '-', hostname: '-', default_origin_id: '-', origins: [{ id: '-', host: '-' }] },
     notDefaulted: ['id', 'name', 'hostname', 'enabled', 'default_origin_id', 'custom_domains', 'origins', 'routes', 'cache_rules', 'signing_keys', 'ip_rules'],
   },
+  {
+    name: 'signing key', bodies: [createSigningKeyBody], snapshot: signingKeySnapshot,
+    own: ['name', 'secret', 'token_param', 'expires_param'],
+    differences: {} as Record<string, Partial<FieldBounds>>,
+    defaults: createSigningKeyBody.parse({ name: 'x' }), required: { id: '-', secrets: [{ secret: 'x'.repeat(32) }] }, notDefaulted: ['id', 'secrets'],
+  },
 ] as const;
 
 for (const resource of DERIVED) {
