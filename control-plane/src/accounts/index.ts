@@ -62,3 +62,12 @@ export const accounts = {
     return { services: defaults(core) };
   },
 };
+
+// What the other capabilities use of this one: they import it from here, never from the files.
+export { pendingDeletionSql } from './deletion-request.entity.ts';
+export { verifyPinBody } from './profile-record.ts';
+export { currentPinFingerprint, ensurePrimaryProfile, PIN_BUDGET, pinBudgetKey, verifyProfilePin } from './profile-service.ts';
+export { type AccountNotice, type ProfileLimit } from './services.ts';
+export { countryCodeField, localeField, phoneField, userResource, withRoles } from './user-record.ts';
+export { createAccount, insertAccountUnlessTaken, newAccount, type NewAccount } from './user-service.ts';
+export { defaultNotificationPreferences, User, USER_STATUSES, userSearchDocument } from './user.entity.ts';

@@ -10,8 +10,8 @@ import { detectServices } from '../../../test/support/services.ts';
 import {
   bearer, countRows, createAdmin, createLoggedInUser, query, register, RELAXED_LIMITS, type TestAccount, uniqueEmail,
 } from '../../../test/support/auth.ts';
-import { createAdminArgs, createAdminCommand, ensureFirstSuperadmin } from '../admin/create-admin.ts';
-import { syncRoleCatalog } from '../auth/permissions/permission-service.ts';
+import { createAdminArgs, createAdminCommand, ensureFirstSuperadmin } from '../admin/index.ts';
+import { syncRoleCatalog } from '../auth/index.ts';
 
 const cp = await startTestControlPlane(t, { env: RELAXED_LIMITS });
 

@@ -4,8 +4,8 @@ import {
   bearer, countRows, createAdmin, createLoggedInUser, createSuperadmin, createUserDirect, messagesTo, query, RELAXED_LIMITS,
   SUSPENDED_SUBJECT, uniqueEmail,
 } from '../../../test/support/auth.ts';
-import { userSearchDocument } from '../accounts/user.entity.ts';
-import { assignRole, removeRole } from '../auth/permissions/permission-service.ts';
+import { userSearchDocument } from '../accounts/index.ts';
+import { assignRole, removeRole } from '../auth/index.ts';
 
 const cp = await startTestControlPlane(t, { env: RELAXED_LIMITS });
 const admin = await createAdmin(cp);

@@ -4,12 +4,8 @@
 import { randomInt } from 'node:crypto';
 import { z } from 'zod';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { ensurePrimaryProfile } from '../accounts/profile-service.ts';
-import { User, defaultNotificationPreferences } from '../accounts/user.entity.ts';
-import { normalizeEmail, ownedByItsOwner } from '../auth/auth-service.ts';
-import { assignRole, syncRoleCatalog } from '../auth/permissions/permission-service.ts';
-import { hashPassword, passwordSchema } from '../auth/primitives/password.ts';
-import { emailField } from '../auth/schemas.ts';
+import { createAccount, ensurePrimaryProfile, User } from '../accounts/index.ts';
+import { assignRole, emailField, hashPassword, normalizeEmail, ownedByItsOwner, passwordSchema, syncRoleCatalog } from '../auth/index.ts';
 import { CommandError, defineCommand } from '../db/command-channel.ts';
 import { connectedControlPlanes } from '../db/control-plane-presence.ts';
 import type { Database } from '../db/orm.ts';
@@ -58,16 +54,9 @@ async function upsertAdmin(em: EntityManager, input: { email: string; password?:
     if (input.password !== undefined) user.password_hash = await hashPassword(password);
     user.updated_at = new Date(); // its roles change: the record's version (ETag) moves
   } else {
-    user = em.create(User, {
-      email,
-      password_hash: await hashPassword(password),
-      password_confirmed: true,
-      display_name: input.displayName ?? null,
-      status: 'active',
-      email_verified: true,
-      terms_accepted_at: new Date(),
-      notification_preferences: { ...defaultNotificationPreferences },
-    } as never);
+    user = await createAccount(em, {
+      email, status: 'active', email_verified: true, password_confirmed: true, display_name: input.displayName, terms_accepted_at: new Date(),
+    }, await hashPassword(password));
   }
   await em.flush();
   // Every account has its primary profile (an existing one already does).

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { passwordSchema } from '../auth/primitives/password.ts';
+import { passwordSchema } from '../auth/index.ts';
 import { generatePassword } from './create-admin.ts';
 
 t.test('a generated password meets the policy and has nothing fixed: no common suffix, prefix or class position', async (t) => {

@@ -6,3 +6,7 @@ export const admin = {
   name: 'admin',
   routes: adminUserRoutes,
 };
+
+// What the other capabilities use of this one: they import it from here, never from the files.
+export { createAdminArgs, createAdminCommand, ensureFirstSuperadmin } from './create-admin.ts';
+export { reinstateUser, suspendUser } from './user-service.ts';

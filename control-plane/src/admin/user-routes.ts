@@ -1,10 +1,8 @@
 // Administration: users (document 1 §4.6). Every route needs a global admin permission.
 import { z } from 'zod';
 import { raw } from '@mikro-orm/core';
-import { countryCodeField, userResource, withRoles } from '../accounts/user-record.ts';
-import { User, USER_STATUSES, userSearchDocument } from '../accounts/user.entity.ts';
-import { activeRolesByUser } from '../auth/permissions/permission-service.ts';
-import { defineAuthRoute as defineRoute } from '../auth/services.ts';
+import { countryCodeField, User, USER_STATUSES, userResource, userSearchDocument, withRoles } from '../accounts/index.ts';
+import { activeRolesByUser, defineAuthRoute as defineRoute } from '../auth/index.ts';
 import { paginate } from '../http/paging.ts';
 import { data, page } from '../http/route.ts';
 import { freeTextQuery, lineText, pageQuery, queryDateTime, sortParam, uuid } from '../http/schemas.ts';

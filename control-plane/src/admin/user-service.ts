@@ -1,11 +1,9 @@
 // Administration of users (document 1 §4.6): suspension, reinstatement,
 // status and role changes, each audit-logged with the acting admin.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { User } from '../accounts/user.entity.ts';
+import { User } from '../accounts/index.ts';
 import { recordAudit } from '../audit/audit.ts';
-import { requireActor } from '../auth/access-control.ts';
-import { assignRole, loadUserGrants, removeRole } from '../auth/permissions/permission-service.ts';
-import type { AuthServices } from '../auth/services.ts';
+import { assignRole, type AuthServices, loadUserGrants, removeRole, requireActor } from '../auth/index.ts';
 import { inTransaction, type RequestContext } from '../core/request-context.ts';
 import { ApiError, found } from '../http/errors.ts';
 import { matchPermission } from '../permissions/catalog.ts';

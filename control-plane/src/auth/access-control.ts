@@ -3,7 +3,7 @@
 // for revocation on every request) or a machine API token (`cdn_...`, resolved
 // by the CDN administration module). Authorization: the rule's permission evaluated against
 // the caller's stored roles, exact → type-scoped → global.
-import { pendingDeletionSql } from '../accounts/deletion-request.entity.ts';
+import { pendingDeletionSql } from '../accounts/index.ts';
 import type { Actor, RequestContext } from '../core/request-context.ts';
 import type { Database } from '../db/orm.ts';
 import { ApiError } from '../http/errors.ts';
@@ -11,7 +11,7 @@ import type { AccessRule, RouteInput } from '../http/route.ts';
 import type { AccessControl } from '../http/services.ts';
 import { matchPermission, type PermissionGrant } from '../permissions/catalog.ts';
 import { loadRoleGrants } from './permissions/permission-service.ts';
-import { API_TOKEN_PREFIX } from './primitives/opaque-tokens.ts';
+import { API_TOKEN_PREFIX } from '../tokens/opaque-tokens.ts';
 import { TokenVerificationError } from './primitives/signing-keys.ts';
 import type { SessionActivity } from './session-activity.ts';
 import type { TokenService } from './token-service.ts';

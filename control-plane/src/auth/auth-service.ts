@@ -2,9 +2,7 @@
 // (with MFA), refresh, logout, password reset and change. Route handlers call
 // these; nothing here knows about HTTP beyond the Koa context for addresses.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { primaryProfileInsertSql } from '../accounts/profile-service.ts';
-import { withRoles } from '../accounts/user-record.ts';
-import { defaultNotificationPreferences, User } from '../accounts/user.entity.ts';
+import { insertAccountUnlessTaken, newAccount, User, withRoles } from '../accounts/index.ts';
 import { recordAudit } from '../audit/audit.ts';
 import { afterCommit, inTransaction, type Actor, type RequestContext } from '../core/request-context.ts';
 import { ApiError } from '../http/errors.ts';
@@ -15,7 +13,7 @@ import { notify } from '../notifications/index.ts';
 import { OneTimeToken, RecoveryCode, Session, type OneTimeTokenPurpose } from './auth.entities.ts';
 import { FORGOT_PER_ACCOUNT, RESEND_PER_ACCOUNT, TOTP_BUDGET, totpBudgetKey } from './limits.ts';
 import { loadUserGrants } from './permissions/permission-service.ts';
-import { generateOpaqueToken, hashToken, matchRecoveryCode } from './primitives/opaque-tokens.ts';
+import { generateOpaqueToken, hashToken, matchRecoveryCode } from '../tokens/opaque-tokens.ts';
 import { hashPassword, needsRehash, verifyPassword, verifyPasswordOrDummy } from './primitives/password.ts';
 import { verifyTotp } from './primitives/totp.ts';
 import type { AuthServices as AppServices } from './services.ts';
@@ -79,30 +77,17 @@ export async function register(app: AppServices, rc: RequestContext, input: Regi
   const email = normalizeEmail(input.email);
   const now = new Date();
   // The record as it is stored (new address) or answered without being stored (taken address).
-  const candidate = Object.assign(new User(), {
-    id: crypto.randomUUID(),
-    email,
-    email_verified: false,
-    display_name: input.display_name ?? null,
-    phone: input.phone ?? null,
-    phone_verified: false,
-    locale: input.locale ?? rc.locale,
-    timezone: null,
-    country_code: input.country_code ?? null,
-    preferred_language: null,
-    status: 'pending_verification' as const,
-    mfa_enabled: false,
-    notification_preferences: { ...defaultNotificationPreferences },
-    avatar_url: null,
-    terms_accepted_at: now,
-    last_login_at: null,
-    created_at: now,
-    updated_at: now,
-    version: 1,
-  });
+  const candidate = newAccount({
+    email, status: 'pending_verification', email_verified: false, display_name: input.display_name, phone: input.phone,
+    locale: input.locale ?? rc.locale, country_code: input.country_code, terms_accepted_at: now,
+  }, now);
   const password_hash = await hashPassword(input.password);
   const created = await rc.em.transactional(async (tx) => {
-    const { createdId, existingId } = await insertPendingUser(tx, candidate, password_hash);
+    // The account, its primary profile and the subscriber role in one statement that does nothing on a taken address.
+    const { createdId, existingId } = await insertAccountUnlessTaken(tx, candidate, password_hash, {
+      sql: 'insert into user_role (id, user_id, role_name, created_at) select gen_random_uuid(), id, ?, ? from inserted returning user_id',
+      params: [SUBSCRIBER, candidate.created_at],
+    });
     // Both branches write (and so wait for the same commit to reach the disk): the audit trail
     // records every registration, and attempts on a taken address, which may be someone probing.
     recordAudit(rc, {
@@ -136,44 +121,6 @@ async function answerRepeatedRegistration(app: AppServices, email: string): Prom
 const awaitsVerification = (user: User) => !user.email_verified && user.status === 'pending_verification';
 
 const SUBSCRIBER = 'subscriber';
-
-/**
- * Inserts the user, grants the subscriber role and creates the primary
- * profile in one statement that does nothing when the address is taken (also
- * against a concurrent registration), so both branches do the same work.
- * Returns the new account's id, or the id of the account holding the address.
- */
-async function insertPendingUser(em: EntityManager, user: User, passwordHash: string): Promise<{ createdId: string | null; existingId: string | null }> {
-  const row: Record<string, unknown> = {
-    id: user.id, email: user.email, email_verified: user.email_verified, password_hash: passwordHash,
-    display_name: user.display_name, phone: user.phone, phone_verified: user.phone_verified, locale: user.locale,
-    timezone: user.timezone, country_code: user.country_code, preferred_language: user.preferred_language,
-    status: user.status, mfa_enabled: user.mfa_enabled, notification_preferences: JSON.stringify(user.notification_preferences),
-    avatar_url: user.avatar_url, terms_accepted_at: user.terms_accepted_at, last_login_at: user.last_login_at,
-    created_at: user.created_at, updated_at: user.updated_at,
-  };
-  const columns = Object.keys(row);
-  const values = columns.map((c) => (c === 'notification_preferences' ? '?::jsonb' : '?'));
-  const primaryProfile = primaryProfileInsertSql('inserted', user);
-  // The last select reads the snapshot from before the insert: it finds only an account that already held the address.
-  const [result] = await em.execute<{ created_id: string | null; existing_id: string | null }[]>(
-    `with inserted as (
-       insert into app_user (${columns.join(', ')}) values (${values.join(', ')})
-       on conflict (email) do nothing
-       returning id
-     ), granted as (
-       insert into user_role (id, user_id, role_name, created_at)
-       select gen_random_uuid(), id, ?, ? from inserted
-       returning user_id
-     ), profiled as (
-       ${primaryProfile.sql}
-       returning user_id
-     )
-     select (select user_id from granted) as created_id, (select id from app_user where email = ?) as existing_id`,
-    [...Object.values(row), SUBSCRIBER, user.created_at, ...primaryProfile.params, user.email],
-  );
-  return { createdId: result?.created_id ?? null, existingId: result?.existing_id ?? null };
-}
 
 /** Issues a verification token and e-mails its link, if the account still awaits verification. */
 async function sendVerificationLink(app: AppServices, userId: string, options: { repeated?: boolean } = {}): Promise<void> {

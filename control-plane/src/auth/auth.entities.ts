@@ -1,5 +1,5 @@
 import { defineEntity, p } from '@mikro-orm/core';
-import { User } from '../accounts/user.entity.ts';
+import { User } from '../accounts/index.ts';
 
 /** A login: one refresh-token family. Revoking it ends the refresh chain and its access tokens. */
 export const SessionSchema = defineEntity({

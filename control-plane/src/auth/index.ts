@@ -44,3 +44,12 @@ export const auth = {
     };
   },
 };
+
+// What the other capabilities use of this one: they import it from here, never from the files.
+export { type ApiTokenResolver, requireActor } from './access-control.ts';
+export { findLiveOneTimeToken, issueOneTimeToken, normalizeEmail, ownedByItsOwner, spendOneTimeToken } from './auth-service.ts';
+export { type OneTimeToken } from './auth.entities.ts';
+export { activeRolesByUser, assignRole, loadUserGrants, removeRole, syncRoleCatalog } from './permissions/permission-service.ts';
+export { hashPassword, newPasswordSchema, passwordSchema } from './primitives/password.ts';
+export { emailField, messageRecord } from './schemas.ts';
+export { defineAuthRoute } from './services.ts';

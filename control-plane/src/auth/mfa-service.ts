@@ -1,7 +1,7 @@
 // TOTP multi-factor authentication: setup → confirmation (enables MFA and
 // returns recovery codes once) → step-up tokens, disable, recovery codes.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { User } from '../accounts/user.entity.ts';
+import { User } from '../accounts/index.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import { ApiError } from '../http/errors.ts';
 import { notify } from '../notifications/index.ts';
@@ -9,7 +9,7 @@ import { requireActor } from './access-control.ts';
 import type { AuthServices as AppServices } from './services.ts';
 import { RecoveryCode } from './auth.entities.ts';
 import { acceptTotp } from './auth-service.ts';
-import { generateRecoveryCodes, hashRecoveryCode } from './primitives/opaque-tokens.ts';
+import { generateRecoveryCodes, hashRecoveryCode } from '../tokens/opaque-tokens.ts';
 import { generateTotpSecret, otpauthUri, verifyTotp } from './primitives/totp.ts';
 
 const TOTP_ISSUER = 'Streaming Platform';

@@ -8,7 +8,7 @@ import { startTestControlPlane, type TestControlPlane } from '../../../test/supp
 import {
   bearer, cookieHeader, createAdmin, createLoggedInUser, login, query, RELAXED_LIMITS, resetRateLimit, type TestAccount,
 } from '../../../test/support/auth.ts';
-import { PIN_BUDGET, pinBudgetKey } from '../accounts/profile-service.ts';
+import { PIN_BUDGET, pinBudgetKey } from '../accounts/index.ts';
 import { PROFILE_TOKEN_TTL_SECONDS } from './token-service.ts';
 
 const cp = await startTestControlPlane(t, { env: RELAXED_LIMITS });

@@ -2,8 +2,7 @@
 // capability, which owns profiles; the profile token is signed here, where
 // the signing keys are.
 import { z } from 'zod';
-import { verifyPinBody } from '../accounts/profile-record.ts';
-import { verifyProfilePin } from '../accounts/profile-service.ts';
+import { verifyPinBody, verifyProfilePin } from '../accounts/index.ts';
 import { bare } from '../http/route.ts';
 import { uuid } from '../http/schemas.ts';
 import { issueProfileToken } from './profile-tokens.ts';

@@ -2,7 +2,7 @@
 // JWT (`typ: profile+jwt`, 3600 s) proving that the caller entered the PIN of
 // one profile in one session. Later calls present it as X-Profile-Token;
 // requireProfileToken is the one check every route that needs it calls.
-import { currentPinFingerprint } from '../accounts/profile-service.ts';
+import { currentPinFingerprint } from '../accounts/index.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import { ApiError } from '../http/errors.ts';
 import { PROFILE_TOKEN_HEADER } from '../http/headers.ts';

@@ -2,7 +2,7 @@
 // document 1 §4.1 (it ends sessions and issues tokens, so it is auth's). Each
 // handler: validated input → service call → value (presented by the router).
 import { z } from 'zod';
-import { userResource } from '../accounts/user-record.ts';
+import { userResource } from '../accounts/index.ts';
 import { ApiError } from '../http/errors.ts';
 import { STEP_UP_TOKEN_HEADER, stepUpTokenHeader } from '../http/headers.ts';
 import { bare, data, empty, list, reply, type RateLimitRule } from '../http/route.ts';

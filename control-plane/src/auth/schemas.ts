@@ -1,6 +1,6 @@
 // Request and response schemas of document 2, with the limits of document 1 part 8.
 import { z } from 'zod';
-import { countryCodeField, localeField, phoneField } from '../accounts/user-record.ts';
+import { countryCodeField, localeField, phoneField } from '../accounts/index.ts';
 import { lineText, timestamp, withExample } from '../http/schemas.ts';
 import { newPasswordSchema, passwordSchema } from './primitives/password.ts';
 

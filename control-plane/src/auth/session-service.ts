@@ -3,11 +3,11 @@
 // token family) is revoked.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { RequestContext } from '../core/request-context.ts';
-import type { User } from '../accounts/user.entity.ts';
+import type { User } from '../accounts/index.ts';
 import { ApiError } from '../http/errors.ts';
 import { RefreshToken, Session } from './auth.entities.ts';
 import { deviceTypeFromUserAgent, maskIp, platformFromUserAgent } from './device.ts';
-import { generateRefreshToken, hashToken } from './primitives/opaque-tokens.ts';
+import { generateRefreshToken, hashToken } from '../tokens/opaque-tokens.ts';
 import type { TokenService } from './token-service.ts';
 
 export const SESSION_LIFETIME_MS = 30 * 24 * 60 * 60 * 1000;

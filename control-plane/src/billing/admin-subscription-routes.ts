@@ -3,7 +3,7 @@
 // reactivate, extend. Every write is audit-logged with the acting
 // administrator and the reason or admin_note.
 import { z } from 'zod';
-import { User } from '../accounts/user.entity.ts';
+import { User } from '../accounts/index.ts';
 import { found } from '../http/errors.ts';
 import { data, page, reply } from '../http/route.ts';
 import { dateTime, pageQuery, queryDateTime, uuid } from '../http/schemas.ts';

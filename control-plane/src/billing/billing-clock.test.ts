@@ -26,6 +26,8 @@ const realGateway = cp.app.paymentGateway;
 const chargesByKey = new Map<string, Set<string>>();
 /** The user whose next charge fails after the gateway charged (other due renewals of the same run are charged normally). */
 let failAfterCharge: string | null = null;
+/** Runs while the gateway charges this user (another writer's change that commits during the charge). */
+let duringCharge: { user: string; run: () => Promise<unknown> } | null = null;
 cp.app.paymentGateway = {
   name: realGateway.name,
   attach: (input) => realGateway.attach(input),
@@ -33,6 +35,11 @@ cp.app.paymentGateway = {
   detach: (id) => realGateway.detach(id),
   async charge(input: ChargeInput) {
     const result = await realGateway.charge(input);
+    if (duringCharge?.user === input.customerRef) {
+      const { run } = duringCharge;
+      duringCharge = null;
+      await run();
+    }
     if (result.status === 'succeeded') {
       const ids = chargesByKey.get(input.idempotencyKey) ?? new Set();
       ids.add(result.chargeId);
@@ -285,6 +292,19 @@ t.test('billing.clock: a worker that dies after the charge and before its commit
   t.equal(chargesByKey.get(`invoice:${open.id}:1`)?.size, 1, 'one real charge for the key');
   t.equal(await countRows(cp, 'billing_invoice_charge', 'invoice_id = ?', [open.id]), 1);
   t.equal((await invoicesOf(created.id)).length, 2, 'one renewal invoice');
+});
+
+t.test('billing.clock: a renewal paid after the subscription was canceled during its charge leaves it canceled', async (t) => {
+  const me = await subscriber();
+  const created = await subscribe(me, plan.id);
+  const before = await sub(created.id);
+  // The subscriber's cancellation commits while the gateway charges the renewal.
+  duringCharge = { user: me.id, run: () => query(cp, `update billing_subscription set status = 'canceled', canceled_at = ?, ended_at = ? where id = ?`, [clock.now(), clock.now(), created.id]) };
+  await advanceTo(before.current_period_end);
+  t.equal(duringCharge, null, 'the renewal was charged');
+  const s = await sub(created.id);
+  t.equal(s.status, 'canceled', 'not made active again: a renewal leaves only from active, trialing or past_due');
+  t.equal(iso(s.current_period_end), iso(before.current_period_end), 'its period did not move');
 });
 
 t.test('billing.clock: the payment_failed notification commits with the declined settle, and its e-mail goes only after the commit', async (t) => {

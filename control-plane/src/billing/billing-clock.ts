@@ -39,7 +39,7 @@ import { DAY, MINUTE } from '../core/clock.ts';
 import { inTransaction, type RequestContext } from '../core/request-context.ts';
 import { ids, idList, insertRows, recordset, type Columns } from '../db/bulk.ts';
 import { jobsFor } from '../jobs/index.ts';
-import { notifyMany } from '../notifications/notify.ts';
+import { notifyMany } from '../notifications/index.ts';
 import { debitBalance } from './balance-service.ts';
 import { Subscription, type BillingCycle } from './billing.entities.ts';
 import type { Coupon } from './coupon.entity.ts';
@@ -47,7 +47,7 @@ import { chargeKey, invoiceNumber, invoiceTotals, periodLine, takeInvoiceNumbers
 import { toMajor } from './money.ts';
 import type { BillingServices } from './services.ts';
 import { addCycle } from './subscription-service.ts';
-import { allows, cancelForNonpayment, endAtPeriodEnd, expire, markPastDue, recordRenewals, resumeDue, type Notice } from './subscription-transitions.ts';
+import { allows, cancelForNonpayment, endAtPeriodEnd, expire, markPastDue, recordRenewals, RENEWABLE_FROM, resumeDue, type Notice } from './subscription-transitions.ts';
 
 /** Delays before the retries of a declined renewal: 1, 3 and 5 days after the previous attempt (4 attempts in all). */
 export const RETRY_DELAYS_MS = [1 * DAY, 3 * DAY, 5 * DAY] as const;
@@ -178,14 +178,15 @@ function pendingCharge(invoiceId: string, attempt: number, amountMinor: number, 
  * Paid period invoices renew their subscriptions: the invoice's period and
  * its plan's terms (grandfathering ends here), prepaid with what the invoice
  * charged for the period (its amount less the discount, and its tax), in one
- * statement.
+ * statement. Only subscriptions in a state the transition table lets a renewal
+ * leave from (RENEWABLE_FROM) are renewed; the others keep their state.
  */
 async function renewFromInvoices(em: EntityManager, invoiceIds: readonly string[], now: Date): Promise<RenewedRow[]> {
   if (!invoiceIds.length) return [];
   return em.execute<RenewedRow[]>(`
     with before as (
       select s.id, s.status from billing_subscription s join billing_invoice i on i.subscription_id = s.id
-      where i.id = any(${idList}) for update of s)
+      where i.id = any(${idList}) and s.status = any(array(select jsonb_array_elements_text(?::jsonb))) for update of s)
     update billing_subscription s
        set plan_id = p.id, type = p.type, price_minor = p.price_minor, currency = p.currency, billing_cycle = p.billing_cycle,
            max_profiles = p.max_profiles, max_concurrent_streams = p.max_concurrent_streams, max_devices = p.max_devices, max_quality = p.max_quality,
@@ -195,7 +196,8 @@ async function renewFromInvoices(em: EntityManager, invoiceIds: readonly string[
            updated_at = ?, version = s.version + 1
       from billing_invoice i join billing_plan p on p.id = i.plan_id, before b
      where i.id = any(${idList}) and s.id = i.subscription_id and b.id = s.id
-     returning s.id, s.user_id, b.status as from_status, p.name as plan_name, s.current_period_end as period_end`, [ids(invoiceIds), now, ids(invoiceIds)]);
+     returning s.id, s.user_id, b.status as from_status, p.name as plan_name, s.current_period_end as period_end`,
+    [ids(invoiceIds), JSON.stringify(RENEWABLE_FROM), now, ids(invoiceIds)]);
 }
 
 /** A subscription a paid period invoice renewed, with the state it left (recordRenewals records trial conversions and recoveries). */

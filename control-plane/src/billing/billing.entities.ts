@@ -4,7 +4,7 @@
 // the terms it was sold with (price, cycle, limits), so a plan change reaches
 // existing subscribers only at their next renewal (grandfathering).
 import { defineEntity, p } from '@mikro-orm/core';
-import { User } from '../accounts/user.entity.ts';
+import { User } from '../accounts/index.ts';
 
 export const PLAN_TYPES = ['svod', 'live', 'addon', 'ppv'] as const;
 export type PlanType = (typeof PLAN_TYPES)[number];

@@ -6,7 +6,7 @@
 // redemption_count counts redemptions ever made; a check keeps it within
 // max_redemptions even if code went wrong.
 import { defineEntity, p } from '@mikro-orm/core';
-import { User } from '../accounts/user.entity.ts';
+import { User } from '../accounts/index.ts';
 import { Plan, Subscription } from './billing.entities.ts';
 
 export const COUPON_DISCOUNT_TYPES = ['percent', 'amount'] as const;

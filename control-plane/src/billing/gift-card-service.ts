@@ -10,7 +10,7 @@
 // transaction: concurrent redemptions of one card give exactly one credit.
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { User } from '../accounts/user.entity.ts';
+import { User } from '../accounts/index.ts';
 import { changesOf, recordAudit } from '../audit/audit.ts';
 import type { CoreServices } from '../core/services.ts';
 import { inTransaction, type RequestContext } from '../core/request-context.ts';

@@ -9,7 +9,7 @@
 // (billing_account_balance), which is what concurrent debits lock. The total
 // always equals the sum of the user's entries in that currency.
 import { defineEntity, p } from '@mikro-orm/core';
-import { User } from '../accounts/user.entity.ts';
+import { User } from '../accounts/index.ts';
 
 /** What is stored; `expired` is computed from expires_at (gift-card-record.ts). */
 export const GIFT_CARD_STORED_STATUSES = ['active', 'redeemed', 'disabled'] as const;

@@ -4,7 +4,7 @@
 // per-year counter that gives finalized invoices gapless numbers, and the
 // per-country tax rates. Money in integer minor units of the invoice currency.
 import { defineEntity, p } from '@mikro-orm/core';
-import { User } from '../accounts/user.entity.ts';
+import { User } from '../accounts/index.ts';
 import { Plan, Subscription } from './billing.entities.ts';
 
 /** draft → open (numbered) → paid | uncollectible | void. */

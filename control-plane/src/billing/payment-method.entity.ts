@@ -4,7 +4,7 @@
 // gateway and hands us a token), so no column could hold one. `is_expired` is
 // not stored: it is computed from the expiry when read (payment-method-record.ts).
 import { defineEntity, p } from '@mikro-orm/core';
-import { User } from '../accounts/user.entity.ts';
+import { User } from '../accounts/index.ts';
 import { PAYMENT_METHOD_TYPES } from './gateway/payment-gateway.ts';
 
 export const PaymentMethodSchema = defineEntity({

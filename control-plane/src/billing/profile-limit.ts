@@ -2,7 +2,7 @@
 // the highest max_profiles among the user's live subscriptions (each carries
 // the terms it was sold with), 1 when the user has none.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { ProfileLimit } from '../accounts/services.ts';
+import type { ProfileLimit } from '../accounts/index.ts';
 import { LIVE_SUBSCRIPTION_STATUSES } from './billing.entities.ts';
 
 export const DEFAULT_PROFILE_LIMIT = 1;

@@ -27,7 +27,7 @@
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { createHash } from 'node:crypto';
-import { pendingDeletionSql } from '../accounts/deletion-request.entity.ts';
+import { pendingDeletionSql } from '../accounts/index.ts';
 import { changesOf, recordAudit } from '../audit/audit.ts';
 import { SECOND } from '../core/clock.ts';
 import { inTransaction, type RequestContext } from '../core/request-context.ts';

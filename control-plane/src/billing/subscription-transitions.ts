@@ -21,8 +21,7 @@ import { changesOf, recordAudit } from '../audit/audit.ts';
 import { SECOND } from '../core/clock.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import { ApiError } from '../http/errors.ts';
-import { notifyMany, type NotifyInput } from '../notifications/notify.ts';
-import type { NotificationType } from '../notifications/notification.entity.ts';
+import { type NotificationType, type NotifyInput, notifyMany } from '../notifications/index.ts';
 import { LIVE_SUBSCRIPTION_STATUSES, type Subscription, type SubscriptionStatus } from './billing.entities.ts';
 import { voidOpenInvoices } from './invoice-service.ts';
 import type { BillingServices } from './services.ts';
@@ -56,6 +55,15 @@ export const TRANSITIONS = {
 export type TransitionName = keyof typeof TRANSITIONS;
 
 /** Whether `name` may leave from `status`. */
+/**
+ * The states a paid renewal leaves from, read off the table: an active
+ * subscription renews (no state change), a trial converts (convert_trial), a
+ * past-due one recovers (recover), each `active` after. Any other state — one
+ * canceled, expired or paused while the renewal's charge was in flight — keeps
+ * its state: the clock's renewal statement admits only these.
+ */
+export const RENEWABLE_FROM: readonly SubscriptionStatus[] = ['active', ...TRANSITIONS.convert_trial.from, ...TRANSITIONS.recover.from];
+
 export function allows(name: TransitionName, status: SubscriptionStatus | 'none'): boolean {
   return (TRANSITIONS[name].from as readonly string[]).includes(status);
 }

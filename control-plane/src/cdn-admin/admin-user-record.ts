@@ -3,8 +3,8 @@
 // most privileged CDN role, `deactivated` for a suspended account and
 // `invited` for one whose owner has not set a password yet.
 import { z } from 'zod';
-import type { User } from '../accounts/user.entity.ts';
-import { emailField } from '../auth/schemas.ts';
+import type { User } from '../accounts/index.ts';
+import { emailField } from '../auth/index.ts';
 import { versioned } from '../http/route.ts';
 import { lineText, orNull, timestamp, timestampOrNull, withExample } from '../http/schemas.ts';
 import { CDN_ROLES, cdnRoleOf } from './cdn-roles.ts';

@@ -3,7 +3,7 @@
 // /v1/cdn/admin/users. Single records are bare, lists `{data, meta}`.
 // Administrators only (cdn.admin_users.manage); writes need a signed-in person.
 import { z } from 'zod';
-import { defineAuthRoute as defineRoute } from '../auth/services.ts';
+import { defineAuthRoute as defineRoute } from '../auth/index.ts';
 import { bare, page, reply } from '../http/route.ts';
 import { freeTextQuery, pageQuery, sortParam, uuid } from '../http/schemas.ts';
 import { ADMIN_USER_STATUSES, adminUserRecord, adminUserResource, createAdminUserBody, presentAdminUser, updateAdminUserBody } from './admin-user-record.ts';

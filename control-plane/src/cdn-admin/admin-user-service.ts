@@ -8,13 +8,10 @@
 // `admin_user.*`.
 import { raw, UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { ensurePrimaryProfile } from '../accounts/profile-service.ts';
-import { defaultNotificationPreferences, User, userSearchDocument } from '../accounts/user.entity.ts';
-import { reinstateUser, suspendUser } from '../admin/user-service.ts';
+import { createAccount, User, userSearchDocument } from '../accounts/index.ts';
+import { reinstateUser, suspendUser } from '../admin/index.ts';
 import { changesOf, recordAudit } from '../audit/audit.ts';
-import { issueOneTimeToken, normalizeEmail, ownedByItsOwner } from '../auth/auth-service.ts';
-import { assignRole, loadUserGrants, removeRole } from '../auth/permissions/permission-service.ts';
-import type { AuthServices } from '../auth/services.ts';
+import { assignRole, type AuthServices, issueOneTimeToken, loadUserGrants, normalizeEmail, ownedByItsOwner, removeRole } from '../auth/index.ts';
 import { DAY } from '../core/clock.ts';
 import { inTransaction, type RequestContext } from '../core/request-context.ts';
 import { ApiError, conflict, forbidden, found } from '../http/errors.ts';
@@ -155,12 +152,7 @@ export async function createAdminUser(app: AuthServices, rc: RequestContext, inp
         await em.flush();
         return { user: existing, roles: [...roles, input.role] };
       }
-      const user = em.create(User, {
-        email, display_name: input.display_name ?? null, status: 'pending_verification', email_verified: false,
-        password_hash: null, notification_preferences: { ...defaultNotificationPreferences },
-      } as never);
-      await em.flush();
-      await ensurePrimaryProfile(em, user);
+      const user = await createAccount(em, { email, display_name: input.display_name, status: 'pending_verification', email_verified: false }, null);
       await assignRole(em, user.id, input.role, { grantedBy: actor.id });
       await assignRole(em, user.id, 'subscriber', { grantedBy: actor.id });
       invitation = await issueOneTimeToken(app, em, user, 'invitation', INVITATION_TTL_MS);

@@ -7,7 +7,7 @@ import { createTestDatabase } from '../../../test/support/database.ts';
 import { eventually } from '../../../test/support/eventually.ts';
 import { detectServices } from '../../../test/support/services.ts';
 import type { Database } from '../db/orm.ts';
-import { User, defaultNotificationPreferences } from '../accounts/user.entity.ts';
+import { User, defaultNotificationPreferences } from '../accounts/index.ts';
 import { ApiTokenCache } from './api-token-cache.ts';
 
 type Row = { id: string };

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { paginate } from '../http/paging.ts';
 import { bare, empty, page, reply } from '../http/route.ts';
 import { pageQuery, sortParam, uuid } from '../http/schemas.ts';
-import { defineAuthRoute as defineRoute } from '../auth/services.ts';
+import { defineAuthRoute as defineRoute } from '../auth/index.ts';
 import { API_TOKEN_STATUSES, ApiToken } from './api-token.entity.ts';
 import { apiTokenRecord, apiTokenResource, createApiTokenBody, issuedApiTokenResource } from './api-token-record.ts';
 import { createApiToken, findApiToken, revokeApiToken, rotateApiToken } from './api-token-service.ts';

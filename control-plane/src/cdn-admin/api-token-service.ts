@@ -8,16 +8,16 @@
 // cannot steer the hash) and a table dump gives no usable token.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { LRUCache } from 'lru-cache';
-import type { ApiTokenResolver } from '../auth/access-control.ts';
-import { createTokenHasher, generateApiToken, isApiTokenFormat } from '../auth/primitives/opaque-tokens.ts';
+import type { ApiTokenResolver } from '../auth/index.ts';
+import { createTokenHasher, generateApiToken, isApiTokenFormat } from '../tokens/opaque-tokens.ts';
 import { MINUTE } from '../core/clock.ts';
 import type { CoreServices } from '../core/services.ts';
 import { matchPermission, type Permission, type PermissionGrant } from '../permissions/catalog.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import type { ApiTokenCache } from './api-token-cache.ts';
-import { issuedTokens, type MintedToken, type WithValue } from './issued-tokens.ts';
+import { issuedTokens, type MintedToken, type WithValue } from '../tokens/issued-tokens.ts';
 import { ApiToken, type ApiTokenRole } from './api-token.entity.ts';
-import { responsibleUserId } from './actor.ts';
+import { responsibleUserId } from '../tokens/actor.ts';
 
 /** `last_used_at` is written at most this often per token (a Redis key marks the minute), not on every request. */
 export const LAST_USED_RESOLUTION_MS = MINUTE;

@@ -1,5 +1,5 @@
 import { defineEntity, p } from '@mikro-orm/core';
-import { ISSUED_TOKEN_STATUSES, issuedTokenColumns } from './issued-token-columns.ts';
+import { ISSUED_TOKEN_STATUSES, issuedTokenColumns } from '../tokens/issued-token-columns.ts';
 
 /** The roles a machine API token may carry (document 3 §2): never superadmin. */
 export const API_TOKEN_ROLES = ['viewer', 'operator', 'admin'] as const;

@@ -8,7 +8,7 @@ import { eventually } from '../../../test/support/eventually.ts';
 import {
   countRows, createAdmin, createLoggedInUser, createSuperadmin, query, RELAXED_LIMITS, sender, type Caller,
 } from '../../../test/support/auth.ts';
-import { hashToken } from '../auth/primitives/opaque-tokens.ts';
+import { hashToken } from '../tokens/opaque-tokens.ts';
 
 const cp = await startTestControlPlane(t, { env: RELAXED_LIMITS });
 const admin = await createAdmin(cp);

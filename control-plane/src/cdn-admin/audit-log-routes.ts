@@ -3,7 +3,7 @@
 // administration are shown (audit-scope.ts). Reading needs cdn.audit.read.
 import { z } from 'zod';
 import { AuditEntry } from '../audit/audit-entry.entity.ts';
-import { defineAuthRoute as defineRoute } from '../auth/services.ts';
+import { defineAuthRoute as defineRoute } from '../auth/index.ts';
 import { found } from '../http/errors.ts';
 import { paginate } from '../http/paging.ts';
 import { bare, page } from '../http/route.ts';

@@ -2,7 +2,7 @@
 // CDN admin users (platform users holding a CDN role, invited by e-mail),
 // machine API tokens and the CDN audit log, under /v1/cdn. Its start hook
 // provides the resolver the guard uses for `Authorization: Bearer cdn_...`.
-import type { AuthServices } from '../auth/services.ts';
+import type { AuthServices } from '../auth/index.ts';
 import { adminUserRoutes } from './admin-user-routes.ts';
 import { ApiToken } from './api-token.entity.ts';
 import { apiTokenRoutes } from './api-token-routes.ts';

@@ -1,9 +1,7 @@
 // The endpoint the e-mailed invitation link's page posts to
 // (pages/assets/pages.js: POST /v1/auth/invitation/accept {token, new_password}).
 import { z } from 'zod';
-import { messageRecord } from '../auth/schemas.ts';
-import { defineAuthRoute as defineRoute } from '../auth/services.ts';
-import { newPasswordSchema } from '../auth/primitives/password.ts';
+import { defineAuthRoute as defineRoute, messageRecord, newPasswordSchema } from '../auth/index.ts';
 import { data } from '../http/route.ts';
 import { acceptInvitation } from './invitation-service.ts';
 

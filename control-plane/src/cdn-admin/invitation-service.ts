@@ -6,12 +6,9 @@
 // deactivated invitee cannot accept (403) and keeps the link unspent for
 // after a reactivation. Audit-logged with the invitee as actor.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { User } from '../accounts/user.entity.ts';
+import type { User } from '../accounts/index.ts';
 import { recordAudit } from '../audit/audit.ts';
-import type { OneTimeToken } from '../auth/auth.entities.ts';
-import { findLiveOneTimeToken, spendOneTimeToken } from '../auth/auth-service.ts';
-import { hashPassword } from '../auth/primitives/password.ts';
-import type { AuthServices } from '../auth/services.ts';
+import { type AuthServices, findLiveOneTimeToken, hashPassword, type OneTimeToken, spendOneTimeToken } from '../auth/index.ts';
 import { inTransaction, type RequestContext } from '../core/request-context.ts';
 import { ApiError, validationError } from '../http/errors.ts';
 

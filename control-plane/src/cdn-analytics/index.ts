@@ -16,3 +16,6 @@ export const cdnAnalytics = {
     return { services: { trafficRollups: new PostgresRollupStore() } };
   },
 };
+
+// What the other capabilities use of this one: they import it from here, never from the files.
+export { type MinuteRollup, type RollupStore, topUrlKey, type TrafficReportInput } from './rollup-store.ts';

@@ -18,19 +18,7 @@ import { endpointSnapshot, logDrainSnapshot, responseHeadersPolicySnapshot, type
 import { encodeResource, type EncodedResource, type ResourceType } from '../../../shared/src/config/resources.ts';
 import { errorPageProblems, headerPolicyProblems } from '../../../shared/src/config/response-policies.ts';
 import { canonicalCidr } from '../../../shared/src/match/cidr.ts';
-import { ruleProblems } from '../cdn/cache-rule-service.ts';
-import type { CacheRule, CdnRoute } from '../cdn/cdn.entities.ts';
-import { keyAad } from '../cdn/domain-service.ts';
-import { drainSecrets } from '../cdn/log-drain-service.ts';
-import type { LogDrain, SigningKey } from '../cdn/policies.entities.ts';
-import { ADMITTING_ACTIONS } from '../cdn/policy-checks.ts';
-import { matchProblems, redirectProblems } from '../cdn/route-service.ts';
-import type { CdnServices } from '../cdn/services.ts';
-import { signingSecrets } from '../cdn/signing-key-service.ts';
-import {
-  cacheRuleFields, customDomainFields, endpointFields, headerPolicyFields, ipRuleFields, logDrainFields, originFields, routeFields, selectList,
-  signingKeyFields, sortedKeys, toEntry, type ResourceFields,
-} from '../cdn/snapshot-fields.ts';
+import { ADMITTING_ACTIONS, type CacheRule, cacheRuleFields, type CdnRoute, type CdnServices, customDomainFields, drainSecrets, endpointFields, headerPolicyFields, ipRuleFields, keyAad, type LogDrain, logDrainFields, matchProblems, originFields, redirectProblems, type ResourceFields, routeFields, ruleProblems, selectList, type SigningKey, signingKeyFields, signingSecrets, sortedKeys, toEntry } from '../cdn/index.ts';
 import type { ValidationProblem } from './config-entities.ts';
 
 type Row = Record<string, any>;

@@ -2,7 +2,7 @@
 // (a draft: admins), publish and roll back (Idempotency-Key; admins:
 // cdn.config.publish). Each reply carries propagation_status.
 import { bare, page, reply } from '../http/route.ts';
-import { idParams } from '../cdn/fields.ts';
+import { idParams } from '../cdn/index.ts';
 import { configVersionRecord, configVersionResource, publishBody, rollbackBody, validateBody, versionListQuery } from './config-record.ts';
 import {
   CONFIG_LOCK_TIMEOUT_MS, findVersion, listVersions, publishConfiguration, rollbackConfiguration, validateConfiguration, withPropagation,

@@ -23,7 +23,7 @@ import { inTransaction, systemContext, type RequestContext } from '../core/reque
 import { idList, ids } from '../db/bulk.ts';
 import { ApiError, conflict, found } from '../http/errors.ts';
 import { paginate } from '../http/paging.ts';
-import { restoreSnapshot } from '../cdn/snapshot-restore.ts';
+import { restoreSnapshot } from '../cdn/index.ts';
 import { compileConfiguration, type CompiledConfiguration } from './config-compiler.ts';
 import { ConfigVersion, type ConfigVersionStatus, type ValidationProblem } from './config-entities.ts';
 import { manifestToStored, type ConfigStore } from './config-store.ts';

@@ -13,14 +13,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
-import { Endpoint, type Origin } from '../cdn/cdn.entities.ts';
-import { cacheRuleService } from '../cdn/cache-rule-service.ts';
-import { createCacheRuleBody } from '../cdn/cache-rule-record.ts';
-import { createEndpointBody } from '../cdn/endpoint-record.ts';
-import { createEndpoint, setEndpointEnabled } from '../cdn/endpoint-service.ts';
-import { systemHostLookup } from '../cdn/origin-host.ts';
-import { createOriginBody, updateOriginBody } from '../cdn/origin-record.ts';
-import { createOrigin, findOrigin, setOriginEnabled, updateOrigin, type OriginWriteServices } from '../cdn/origin-service.ts';
+import { cacheRuleService, createCacheRuleBody, createEndpoint, createEndpointBody, createOrigin, createOriginBody, Endpoint, findOrigin, type Origin, type OriginWriteServices, setEndpointEnabled, setOriginEnabled, systemHostLookup, updateOrigin, updateOriginBody } from '../cdn/index.ts';
 import { systemClock } from '../core/clock.ts';
 import { inTransaction, systemContext, type RequestContext } from '../core/request-context.ts';
 import { CommandError, defineCommand } from '../db/command-channel.ts';

@@ -1,7 +1,7 @@
 // What the configuration versions capability adds to the platform's services,
 // what it reads that the control channel adds, and the route declaration of
 // its routes.
-import type { CdnServices } from '../cdn/services.ts';
+import type { CdnServices } from '../cdn/index.ts';
 import { routesFor } from '../http/route.ts';
 import type { ConfigSource, FleetView } from './contracts.ts';
 

@@ -1,17 +1,18 @@
-// The Cache rule record of document 3 §2 and its request bodies; defaults as
-// the edge snapshot's (shared/src/config/snapshot.ts cacheRuleSnapshot).
+// The Cache rule record of document 3 §2 and its request bodies; the scalar
+// fields' types, ranges and defaults are the edge snapshot's
+// (shared/src/config/snapshot.ts cacheRuleSnapshot), read off it.
 import { z } from 'zod';
+import { cacheRuleSnapshot, MAX_TTL_SECONDS } from '../../../shared/src/config/snapshot.ts';
 import { versioned } from '../http/route.ts';
 import { orNull, queryBoolean, timestamp, uuid, withExample } from '../http/schemas.ts';
 import type { CacheRule } from './cdn.entities.ts';
-import { idOf, methodField, nameField, patternField, tokenField } from './fields.ts';
+import { declared, idOf, methodField, nameField, patternField, tokenField } from './fields.ts';
 
 const MAX_ITEMS = 100;
-/** Ten years: longer TTLs mean "forever" in practice and would overflow what agents count in. */
-export const MAX_TTL_SECONDS = 315_360_000;
+export { MAX_TTL_SECONDS };
 
 const list = (item: z.ZodType<string>) => z.array(item).max(MAX_ITEMS);
-const seconds = () => z.number().int().min(0).max(MAX_TTL_SECONDS);
+const edge = cacheRuleSnapshot.shape;
 
 export const cacheRuleRecord = z.object({
   id: z.uuid(),
@@ -38,15 +39,15 @@ const queryParam = () => z.string().min(1).max(256).regex(/^[^\s&=#]+$/, 'Must b
 
 const cacheRuleFields = {
   name: nameField(),
-  enabled: z.boolean(),
-  priority: z.number().int().min(0).max(10000).describe('Lower values are tried first'),
+  enabled: declared(edge.enabled),
+  priority: declared(edge.priority).describe('Lower values are tried first'),
   match: z.strictObject({
     paths: list(patternField()).describe('Path globs (as for routes)'),
     methods: list(methodField()).describe('GET and HEAD only: other responses are never cached'),
     content_types: list(z.string().trim().toLowerCase().regex(/^[a-z0-9!#$&^_.+-]+(\/[a-z0-9!#$&^_.+-]*)?$/, 'Must be a media type or a prefix such as video/ or image/png')),
   }).partial().describe('All stated conditions must match; at least one of paths, methods, content_types'),
-  ttl_seconds: seconds().describe('Edge TTL where the origin gives no explicit freshness'),
-  browser_ttl_seconds: seconds().nullable(),
+  ttl_seconds: edge.ttl_seconds.describe('Edge TTL where the origin gives no explicit freshness'),
+  browser_ttl_seconds: declared(edge.browser_ttl_seconds),
   cache_key: z.strictObject({
     include_headers: list(tokenField('header')),
     include_query_params: list(queryParam()).describe('Only these parameters are part of the key (not with exclude_query_params)'),
@@ -58,11 +59,11 @@ const cacheRuleFields = {
     if_header_present: list(tokenField('header')),
     if_query_param_present: list(queryParam()),
   }).partial(),
-  stale_while_revalidate_seconds: seconds().nullable(),
-  stale_if_error_seconds: seconds().nullable(),
-  negative_ttl_seconds: seconds().describe('Edge TTL of error answers (4xx, 5xx) the origin gives no explicit freshness for, instead of ttl_seconds '
+  stale_while_revalidate_seconds: declared(edge.stale_while_revalidate_seconds),
+  stale_if_error_seconds: declared(edge.stale_if_error_seconds),
+  negative_ttl_seconds: declared(edge.negative_ttl_seconds).describe('Edge TTL of error answers (4xx, 5xx) the origin gives no explicit freshness for, instead of ttl_seconds '
     + '(0: not cached); default 10, as CloudFront\'s error caching'),
-  cache_status_header: z.boolean().describe('Send Cache-Status (RFC 9211: the edge node\'s region, hit or miss, the remaining TTL) and X-Cache-Status; '
+  cache_status_header: declared(edge.cache_status_header).describe('Send Cache-Status (RFC 9211: the edge node\'s region, hit or miss, the remaining TTL) and X-Cache-Status; '
     + 'false sends neither'),
 };
 

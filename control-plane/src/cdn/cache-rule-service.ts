@@ -5,6 +5,7 @@
 // parameters, a key part that is also a bypass condition.
 import type { FieldError } from '../http/errors.ts';
 import { pathGlobProblem } from '../../../shared/src/match/glob.ts';
+import { cacheRuleSnapshot } from '../../../shared/src/config/snapshot.ts';
 import { CacheRule, type CacheBypass, type CacheKey, type CacheRuleMatch } from './cdn.entities.ts';
 import type { CacheRuleInput } from './cache-rule-record.ts';
 import { childService, patternProblems } from './child-service.ts';
@@ -38,16 +39,17 @@ export function ruleProblems(rule: Pick<CacheRule, 'match' | 'cache_key' | 'bypa
   return problems;
 }
 
+// The defaults of a created rule: the edge snapshot's (one declaration per field).
+const { id: _id, name: _name, match: _match, ttl_seconds: _ttl, ...edgeDefaults } = cacheRuleSnapshot.parse({ id: '-', ttl_seconds: 0 });
+export const CACHE_RULE_DEFAULTS = edgeDefaults;
+
 export const cacheRuleService = childService<CacheRule, CacheRuleInput & { distribution_id?: string }, CacheRuleInput>({
   entity: CacheRule,
   type: 'cache_rule',
   what: 'Cache rule',
   fields: ['name', 'enabled', 'priority', 'match', 'ttl_seconds', 'browser_ttl_seconds', 'cache_key', 'bypass', 'stale_while_revalidate_seconds',
     'stale_if_error_seconds', 'negative_ttl_seconds', 'cache_status_header'],
-  defaults: {
-    enabled: true, priority: 100, browser_ttl_seconds: null, cache_key: EMPTY_KEY, bypass: EMPTY_BYPASS, stale_while_revalidate_seconds: null,
-    stale_if_error_seconds: null, negative_ttl_seconds: 10, cache_status_header: true,
-  },
+  defaults: CACHE_RULE_DEFAULTS,
   values(input, current) {
     const { match, cache_key, bypass, distribution_id: _d, ...rest } = input as CacheRuleInput & { distribution_id?: string };
     const values = { ...rest } as Partial<CacheRule>;

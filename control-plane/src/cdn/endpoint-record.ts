@@ -1,11 +1,12 @@
 // The Endpoint (distribution) record of document 3 §2 and its request bodies.
 // Defaults and value sets follow the edge snapshot (shared/src/config/snapshot.ts).
 import { z } from 'zod';
-import { countryCodeField } from '../accounts/user-record.ts';
+import { countryCodeField } from '../accounts/index.ts';
 import { versioned } from '../http/route.ts';
 import { orNull, timestamp, uuid, withExample } from '../http/schemas.ts';
 import { ENDPOINT_STATUSES, HTTP_VERSIONS, IP_DEFAULT_ACTIONS, type Compression, type GeoRestriction, type TlsConfig } from './cdn.entities.ts';
-import { nameField, tagsField } from './fields.ts';
+import { endpointSnapshot, MAX_COMPRESSION_MIN_SIZE } from '../../../shared/src/config/snapshot.ts';
+import { declared, nameField, tagsField } from './fields.ts';
 
 export const TLS_VERSIONS = ['TLSv1', 'TLSv1.1', 'TLSv1.2', 'TLSv1.3'] as const;
 export const CIPHER_POLICIES = ['compatible', 'recommended', 'modern'] as const;
@@ -13,7 +14,14 @@ export const COMPRESSION_ALGORITHMS = ['br', 'gzip'] as const;
 export const GEO_POLICIES = ['allowlist', 'blocklist'] as const;
 export const GEO_ACTIONS = ['block'] as const;
 export const MAX_ERROR_PAGES = 50;
-export const MAX_COMPRESSION_MIN_SIZE = 10 * 1024 * 1024;
+export { MAX_COMPRESSION_MIN_SIZE };
+
+const edge = endpointSnapshot.shape;
+const edgeCompression = declared(edge.compression).shape;
+const edgeGeo = declared(edge.geo_restriction).shape;
+const edgeErrorPage = declared(edge.custom_error_pages).element.shape;
+/** The snapshot's default of a field: what a created endpoint gets. */
+const edgeDefault = <T>(field: z.ZodType<T>): T => field.parse(undefined);
 
 /** What the edge enforces on a viewer's request, and in what order (DESIGN.md §8); quoted by the operations that configure each step. */
 export const EDGE_REQUEST_ORDER = 'The edge checks every request to an endpoint before its cache and its origin, in this order: 1. IP access rules '
@@ -37,9 +45,9 @@ export const EDGE_RESPONSE_ORDER = 'The edge shapes every answer of an endpoint 
   + 'change what is forwarded to the origin, and the cache key is made of the fields as forwarded. A CORS preflight (OPTIONS with Origin and '
   + 'Access-Control-Request-Method) to a route whose policy has CORS enabled is answered by the edge and never forwarded.';
 
-export const DEFAULT_TLS: TlsConfig = { minimum_protocol_version: 'TLSv1.2', cipher_policy: 'recommended', http_to_https_redirect: false };
-export const DEFAULT_COMPRESSION: Compression = { enabled: false, algorithms: ['br', 'gzip'], min_size_bytes: 1024 };
-export const DEFAULT_GEO: GeoRestriction = { enabled: false, policy: 'allowlist', countries: [], action: 'block' };
+export const DEFAULT_TLS: TlsConfig = edgeDefault(edge.tls_config);
+export const DEFAULT_COMPRESSION: Compression = edgeDefault(edge.compression);
+export const DEFAULT_GEO: GeoRestriction = edgeDefault(edge.geo_restriction);
 
 const tlsRecord = z.object({ minimum_protocol_version: z.string(), cipher_policy: z.string(), http_to_https_redirect: z.boolean() });
 const compressionRecord = z.object({ enabled: z.boolean(), algorithms: z.array(z.string()), min_size_bytes: z.number().int() });
@@ -53,8 +61,8 @@ export const endpointRecord = z.object({
   hostname: z.string().describe('Assigned by the CDN (`<label>.<CDN_DOMAIN>`); read-only'),
   status: z.enum(ENDPOINT_STATUSES),
   status_reason: orNull(z.string()).describe('With status error: the edge node that refused the endpoint\'s latest configuration change and its reason (the endpoint is error while an online node refuses it; deploying or active again once it applied it or went offline); null otherwise'),
-  http_version: z.enum(HTTP_VERSIONS),
-  ipv6_enabled: z.boolean(),
+  http_version: declared(edge.http_version),
+  ipv6_enabled: declared(edge.ipv6_enabled),
   response_headers_policy_id: orNull(z.uuid()),
   tls_config: tlsRecord,
   compression: compressionRecord,
@@ -63,7 +71,7 @@ export const endpointRecord = z.object({
   shield_region: orNull(z.string()),
   tags: z.array(z.string()),
   token_auth_enabled: z.boolean().describe('Viewers need a URL signed with one of the endpoint\'s signing keys'),
-  ip_default_action: z.enum(IP_DEFAULT_ACTIONS).describe('What the edge does with a viewer no IP access rule holds'),
+  ip_default_action: declared(edge.ip_default_action).describe('What the edge does with a viewer no IP access rule holds'),
   created_at: timestamp(),
   updated_at: timestamp(),
 });
@@ -75,21 +83,21 @@ const tlsInput = z.strictObject({
   http_to_https_redirect: z.boolean(),
 }).partial();
 const compressionInput = z.strictObject({
-  enabled: z.boolean(),
-  algorithms: z.array(z.enum(COMPRESSION_ALGORITHMS)).min(1).max(2).refine((a) => new Set(a).size === a.length, 'Must not repeat an algorithm'),
-  min_size_bytes: z.number().int().min(0).max(MAX_COMPRESSION_MIN_SIZE),
+  enabled: declared(edgeCompression.enabled),
+  algorithms: declared(edgeCompression.algorithms).min(1).max(2).refine((a) => new Set(a).size === a.length, 'Must not repeat an algorithm'),
+  min_size_bytes: declared(edgeCompression.min_size_bytes),
 }).partial();
 const geoInput = z.strictObject({
-  enabled: z.boolean(),
-  policy: z.enum(GEO_POLICIES),
+  enabled: declared(edgeGeo.enabled),
+  policy: declared(edgeGeo.policy),
   countries: z.array(countryCodeField()).max(250),
-  action: z.enum(GEO_ACTIONS),
+  action: declared(edgeGeo.action),
 }).partial();
 const errorPageInput = z.strictObject({
-  error_code: z.number().int().min(400).max(599),
+  error_code: edgeErrorPage.error_code,
   response_page_path: z.string().max(2048).regex(/^\/[^\s]*$/, 'Must be an absolute path such as /errors/404.html'),
-  response_code: z.number().int().min(100).max(599).nullable().default(null),
-  ttl_seconds: z.number().int().min(0).max(31_536_000).default(10),
+  response_code: edgeErrorPage.response_code,
+  ttl_seconds: edgeErrorPage.ttl_seconds,
 });
 const shieldRegion = z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/, 'Must be a shield region id such as eu-west').nullable();
 
@@ -123,17 +131,17 @@ const endpointFields = {
 
 export const createEndpointBody = withExample(z.strictObject({
   ...endpointFields,
-  http_version: endpointFields.http_version.default('http2'),
-  ipv6_enabled: endpointFields.ipv6_enabled.default(true),
+  http_version: endpointFields.http_version.default(edgeDefault(edge.http_version)),
+  ipv6_enabled: endpointFields.ipv6_enabled.default(edgeDefault(edge.ipv6_enabled)),
   response_headers_policy_id: endpointFields.response_headers_policy_id.default(null),
   tls_config: endpointFields.tls_config.default({}),
   compression: endpointFields.compression.default({}),
   geo_restriction: endpointFields.geo_restriction.default({}),
   custom_error_pages: endpointFields.custom_error_pages.default([]),
-  shield_region: endpointFields.shield_region.default(null),
+  shield_region: endpointFields.shield_region.default(edgeDefault(edge.shield_region)),
   tags: endpointFields.tags.default([]),
   token_auth_enabled: endpointFields.token_auth_enabled.default(false),
-  ip_default_action: endpointFields.ip_default_action.default('allow'),
+  ip_default_action: endpointFields.ip_default_action.default(edgeDefault(edge.ip_default_action)),
 }), {
   name: 'Video on demand', default_origin_id: '3d6f0a2e-8b4c-4e1f-9a7d-5c2b8e0f6a13', http_version: 'http2',
   tls_config: { minimum_protocol_version: 'TLSv1.2', cipher_policy: 'recommended', http_to_https_redirect: true },

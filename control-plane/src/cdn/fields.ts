@@ -11,6 +11,12 @@ import { SEARCH_DOCUMENT } from './cdn.entities.ts';
 
 export const TAGS_MAX = 50;
 export const nameField = () => lineText(100);
+
+/**
+ * A field as the edge snapshot declares it (type, range; shared/src/config/snapshot.ts), without its
+ * default: a create applies the snapshot's defaults, an update none. One declaration per field.
+ */
+export const declared = <T extends z.ZodType>(field: z.ZodDefault<T> | z.ZodOptional<T>): T => field.unwrap() as T;
 export const tagsField = () => z.array(lineText(64), { message: 'Must be an array of strings' }).max(TAGS_MAX)
   .describe(`Free labels (at most ${TAGS_MAX}, each at most 64 characters), searched by q`);
 

@@ -54,3 +54,25 @@ export const cdn = {
     };
   },
 };
+
+// What the other capabilities use of this one: they import it from here, never from the files.
+export { PREFETCH_SUBMITTED_CHANNEL, PURGE_SUBMITTED_CHANNEL } from './announcements.ts';
+export { createCacheRuleBody } from './cache-rule-record.ts';
+export { cacheRuleService, ruleProblems } from './cache-rule-service.ts';
+export { type CacheRule, type CdnRoute, Endpoint, HEALTH_STATUSES, type HealthStatus, Origin } from './cdn.entities.ts';
+export { keyAad } from './domain-service.ts';
+export { createEndpointBody } from './endpoint-record.ts';
+export { createEndpoint, setEndpointEnabled } from './endpoint-service.ts';
+export { idParams, type ListOptions } from './fields.ts';
+export { drainSecrets } from './log-drain-service.ts';
+export { systemHostLookup } from './origin-host.ts';
+export { createOriginBody, updateOriginBody } from './origin-record.ts';
+export { createOrigin, findOrigin, type OriginWriteServices, setOriginEnabled, updateOrigin } from './origin-service.ts';
+export { type LogDrain, type SigningKey } from './policies.entities.ts';
+export { ADMITTING_ACTIONS } from './policy-checks.ts';
+export { type FailedUrl, PrefetchJob, PurgeRequest } from './purge-entity.ts';
+export { matchProblems, redirectProblems } from './route-service.ts';
+export { type OriginHealthReading } from './services.ts';
+export { signingSecrets } from './signing-key-service.ts';
+export { cacheRuleFields, customDomainFields, endpointFields, headerPolicyFields, ipRuleFields, logDrainFields, originFields, type ResourceFields, routeFields, selectList, signingKeyFields, sortedKeys, toEntry } from './snapshot-fields.ts';
+export { restoreSnapshot } from './snapshot-restore.ts';

@@ -3,7 +3,11 @@
 import { z } from 'zod';
 import { versioned } from '../http/route.ts';
 import { orNull, timestamp, withExample } from '../http/schemas.ts';
+import { ipRuleSnapshot } from '../../../shared/src/config/snapshot.ts';
+import { declared } from './fields.ts';
 import { IP_ACTIONS, type IpRule } from './policies.entities.ts';
+
+const edge = ipRuleSnapshot.shape;
 
 export const MAX_IP_RULES = 1000;
 
@@ -21,16 +25,16 @@ export const ipRuleResource = versioned(ipRuleRecord);
 export const presentIpRule = (r: IpRule) => ({ ...r, endpoint_id: r.endpoint.id });
 
 const ipRuleFields = {
-  action: z.enum(IP_ACTIONS),
+  action: edge.action,
   description: z.string().trim().max(255).regex(/^[^\u0000\r\n]*$/, 'Must be a single line').nullable(),
-  priority: z.number().int().min(1).max(1000).describe('Lower values are evaluated first'),
+  priority: declared(edge.priority).describe('Lower values are evaluated first'),
 };
 
 export const createIpRuleBody = withExample(z.strictObject({
   ...ipRuleFields,
   cidr: z.string().max(64).describe('An IPv4 or IPv6 address or range (a bare address is /32 or /128); host bits must be clear'),
   description: ipRuleFields.description.default(null),
-  priority: ipRuleFields.priority.default(100),
+  priority: edge.priority.describe('Lower values are evaluated first'),
 }), { action: 'block', cidr: '203.0.113.0/24', description: 'Scraper network seen in the access logs', priority: 10 });
 export type CreateIpRuleInput = z.output<typeof createIpRuleBody>;
 

@@ -4,8 +4,9 @@
 import { z } from 'zod';
 import { versioned } from '../http/route.ts';
 import { orNull, timestamp, timestampOrNull, uuid, withExample } from '../http/schemas.ts';
+import { originSnapshot } from '../../../shared/src/config/snapshot.ts';
 import { HEALTH_STATUSES, ORIGIN_SCHEMES, RETRY_ON, type Origin } from './cdn.entities.ts';
-import { idOf, nameField, tagsField, tokenField } from './fields.ts';
+import { declared, idOf, nameField, tagsField, tokenField } from './fields.ts';
 
 export const MASKED_VALUE = '***';
 export const MAX_CUSTOM_HEADERS = 50;
@@ -75,24 +76,27 @@ const customHeaders = z.record(
 
 const httpUrl = (max: number) => z.url({ protocol: /^https?$/, message: 'Must be an http or https URL' }).max(max);
 
+const edge = originSnapshot.shape;
+
 const originFields = {
   name: nameField(),
   url: httpUrl(2048).describe('Convenience form of scheme, host, port and path_prefix (give either)'),
-  scheme: z.enum(ORIGIN_SCHEMES),
+  scheme: declared(edge.scheme),
   host: z.string().trim().min(1).max(253).describe('A DNS name or an IP address; refused (422) when it is or resolves to a private or special address and allow_private_network is false'),
-  port: z.number().int().min(1).max(65535),
-  path_prefix: z.string().max(2048).regex(/^(\/[^\s?#]*)?$/, 'Must be empty or an absolute path without query or fragment'),
-  enabled: z.boolean(),
+  port: declared(edge.port),
+  path_prefix: declared(edge.path_prefix).regex(/^(\/[^\s?#]*)?$/, 'Must be empty or an absolute path without query or fragment'),
+  enabled: declared(edge.enabled),
   health_check_url: httpUrl(2048).nullable(),
-  health_check_interval_seconds: z.number().int().min(5).max(3600),
-  verify_tls: z.boolean(),
-  allow_private_network: z.boolean(),
-  ssrf_protection: z.boolean(),
-  timeout_ms: z.number().int().min(100).max(60000),
-  connect_timeout_ms: z.number().int().min(100).max(10000),
-  max_retries: z.number().int().min(0).max(5),
-  retry_on: z.array(z.enum(RETRY_ON)).max(RETRY_ON.length).refine((r) => new Set(r).size === r.length, 'Must not repeat a value'),
-  forward_host_header: z.boolean(),
+  // The API's bound is tighter than the agent's (1 s): a probe from every node of the fleet each second is a load on the origin.
+  health_check_interval_seconds: declared(edge.health_check_interval_seconds).min(5),
+  verify_tls: declared(edge.verify_tls),
+  allow_private_network: declared(edge.allow_private_network),
+  ssrf_protection: declared(edge.ssrf_protection),
+  timeout_ms: declared(edge.timeout_ms),
+  connect_timeout_ms: declared(edge.connect_timeout_ms),
+  max_retries: declared(edge.max_retries),
+  retry_on: declared(edge.retry_on).refine((r) => new Set(r).size === r.length, 'Must not repeat a value'),
+  forward_host_header: declared(edge.forward_host_header),
   custom_headers: customHeaders,
   tags: tagsField(),
 };

@@ -2,6 +2,7 @@
 // edge's SSRF rules at write time (origin-host.ts); an origin in use by an
 // enabled route or as an endpoint's default cannot be disabled (422) or
 // deleted (409). Custom header values never enter the audit trail.
+import { originSnapshot } from '../../../shared/src/config/snapshot.ts';
 import { changesOf, recordAudit } from '../audit/audit.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import { found, type FieldError } from '../http/errors.ts';
@@ -22,11 +23,9 @@ const snapshot = (o: Origin) => ({
   distribution_id: o.distribution?.id ?? null,
 }) as Record<string, unknown>;
 
-export const ORIGIN_DEFAULTS = {
-  scheme: 'https', path_prefix: '', enabled: true, health_status: 'unknown', health_check_url: null, health_check_interval_seconds: 30, verify_tls: true,
-  allow_private_network: false, ssrf_protection: true, timeout_ms: 30000, connect_timeout_ms: 5000, max_retries: 2, retry_on: ['connect_failure', '5xx'],
-  forward_host_header: true, custom_headers: {}, tags: [],
-} as const;
+// The defaults of a created origin: the edge snapshot's (one declaration per field), and what only the API has.
+const { id: _id, name: _name, host: _host, ...edgeDefaults } = originSnapshot.parse({ id: '-', host: '-' });
+export const ORIGIN_DEFAULTS = { ...edgeDefaults, health_status: 'unknown', tags: [] as string[] } as const;
 
 /** What writing an origin needs beyond the request: the host check's lookup and timeout. */
 export type OriginWriteServices = Pick<CdnServices, 'cdnHostLookup' | 'config'>;

@@ -40,35 +40,31 @@ const MAX_ANNOUNCED_BYTES = 64 * 1024;
  * The statement: the sequence is drawn after the lock is taken (nextval is evaluated per joined row,
  * and `locked` yields its row once pg_advisory_xact_lock returns), and the lock is held until the
  * statement's own transaction commits, so purges commit in sequence order. No endpoint: no row, no
- * sequence drawn. `edge_nodes_total` is the nodes the purge goes to now (cdnPurgeTargets). The row
+ * sequence drawn. `edge_nodes_total` is the nodes the purge goes to now ($13, cdnPurgeTargets). The row
  * claims the submission's Idempotency-Key (null without one): a key already held stores nothing and
  * draws no number (a duplicate that committed while this one waited for the lock is not in the
  * statement's snapshot: then the insert does nothing on the key's unique index, and its number is skipped).
- * Its parameters are bound ($1…$12, executeBound), not spliced into the text: escaping the audit entry's
+ * Its parameters are bound ($1…$13, executeBound), not spliced into the text: escaping the audit entry's
  * JSON character by character was most of the statement's client-side cost (issue 21 item 10).
  */
-const submitSql = (targets: string, everyEndpoint: boolean) => `
+const submitSql = (everyEndpoint: boolean) => `
   with locked as (select pg_advisory_xact_lock(${PURGE_SEQUENCE_LOCK})),
   endpoint as (${everyEndpoint ? 'select $1::uuid as id where' : 'select id from cdn_endpoint where id = $1::uuid and'}
     not exists (select 1 from cdn_purge_request where idempotency_key = $2::text)),
   stored as (
     insert into cdn_purge_request (id, distribution_id, sequence, purge_type, paths, tags, status, edge_nodes_total, edge_nodes_completed, submitted_by,
       completed_at, created_at, updated_at, idempotency_key, request_fingerprint)
-    select $3::uuid, endpoint.id, nextval('cdn_purge_sequence'), $4, $5::jsonb, $6::jsonb, 'pending', ${targets}, 0, $7::uuid, null, $8::timestamptz, $9::timestamptz, $10::text, $11::text
+    select $3::uuid, endpoint.id, nextval('cdn_purge_sequence'), $4, $5::jsonb, $6::jsonb, 'pending', $13::int, 0, $7::uuid, null, $8::timestamptz, $9::timestamptz, $10::text, $11::text
     from locked, endpoint
     on conflict (idempotency_key) do nothing
     returning id, distribution_id, sequence::text as sequence, purge_type, paths, tags, edge_nodes_total
   ),
   audited as (insert into audit_log (${AUDIT_COLUMNS}) ${auditSelect({ also: 'stored', metadata: `jsonb_build_object('sequence', stored.sequence::bigint)`, parameter: '$12' })})
   select * from stored`;
-/** The statement's text per target count expression and scope, built once. */
-const submitStatements = new Map<string, string>();
-const submitStatement = (targets: string, everyEndpoint: boolean): string => {
-  const key = `${everyEndpoint}:${targets}`;
-  let sql = submitStatements.get(key);
-  if (sql === undefined) submitStatements.set(key, (sql = submitSql(targets, everyEndpoint)));
-  return sql;
-};
+/** The statement's text per scope (one endpoint, every endpoint). */
+const submitStatement = (everyEndpoint: boolean): string => (everyEndpoint ? SUBMIT_EVERY_ENDPOINT : SUBMIT_ONE_ENDPOINT);
+const SUBMIT_ONE_ENDPOINT = submitSql(false);
+const SUBMIT_EVERY_ENDPOINT = submitSql(true);
 
 /** The columns the submission reads back of a purge row. */
 interface SubmittedRow {
@@ -150,9 +146,10 @@ async function storePurge(services: Pick<CdnServices, 'store' | 'clock' | 'cdnPu
     metadata: { distribution_id: endpointId, purge_type: purgeType, paths: paths.length, tags: tags.length },
   }, now);
   // A raw statement on the pool (or the caller's transaction): no entity manager forked for it.
-  const [row] = await executeBound<SubmittedRow>(statementsOf(rc, services.db),
-    submitStatement(services.cdnPurgeTargets ?? '0', endpointId === null),
-    [endpointId, idempotency?.key ?? null, id, purgeType, JSON.stringify(paths), JSON.stringify(tags), rc.actor?.id ?? null, now, now, idempotency?.key ?? null, idempotency?.fingerprint ?? null, audit],
+  const em = statementsOf(rc, services.db);
+  const targets = services.cdnPurgeTargets ? await services.cdnPurgeTargets(em) : 0;
+  const [row] = await executeBound<SubmittedRow>(em, submitStatement(endpointId === null),
+    [endpointId, idempotency?.key ?? null, id, purgeType, JSON.stringify(paths), JSON.stringify(tags), rc.actor?.id ?? null, now, now, idempotency?.key ?? null, idempotency?.fingerprint ?? null, audit, targets],
   );
   if (!row) return null;
   const stored = asSubmitted(row, rc.actor?.id ?? null, now);

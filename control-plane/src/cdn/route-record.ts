@@ -4,10 +4,12 @@ import { z } from 'zod';
 import { versioned } from '../http/route.ts';
 import { orNull, queryBoolean, timestamp, uuid, withExample } from '../http/schemas.ts';
 import type { CdnRoute } from './cdn.entities.ts';
-import { idOf, methodField, nameField, patternField } from './fields.ts';
+import { routeSnapshot } from '../../../shared/src/config/snapshot.ts';
+import { declared, idOf, methodField, nameField, patternField } from './fields.ts';
 import { REDIRECT_STATUSES, REDIRECT_TYPES } from '../../../shared/src/match/redirect.ts';
 
 const MAX_PATTERNS = 100;
+const edge = routeSnapshot.shape;
 
 const matchRecord = z.object({ hosts: z.array(z.string()), paths: z.array(z.string()), methods: z.array(z.string()) });
 const redirectRecord = z.object({ type: z.string(), status_code: z.number().int(), match_path: z.string(), redirect_to: z.string() });
@@ -52,8 +54,8 @@ const redirectInput = z.strictObject({
 const routeFields = {
   name: nameField(),
   origin_id: uuid().describe('An origin of the same distribution (or of none: it then joins it); enabled while the route is'),
-  enabled: z.boolean(),
-  priority: z.number().int().min(0).max(10000).describe('Lower values are tried first'),
+  enabled: declared(edge.enabled),
+  priority: declared(edge.priority).describe('Lower values are tried first'),
   match: matchInput.describe('All stated conditions must match (AND); at least one of hosts, paths, methods'),
   strip_prefix: z.string().max(2048).regex(/^\/\S*$/, 'Must be an absolute path such as /api').nullable(),
   response_headers_policy_id: uuid().nullable().describe('The response headers policy of the answers to requests this route matches, replacing the '
@@ -63,7 +65,7 @@ const routeFields = {
     + 'on TLS gets status_code and the same URL on https; path: status_code and Location redirect_to with $1…$9 filled in, plus the query as sent when '
     + 'redirect_to has none. A rule the edge could not answer is refused with 422 by the edge\'s own compiler ($n naming no wildcard or placed in a '
     + 'URL\'s host, wildcards inside {…})'),
-  compression_enabled: z.boolean().nullable().describe('true or false overrides the endpoint\'s compression.enabled for requests this route matches '
+  compression_enabled: declared(edge.compression_enabled).describe('true or false overrides the endpoint\'s compression.enabled for requests this route matches '
     + '(with the endpoint\'s algorithms and min_size_bytes); null follows the endpoint'),
 };
 

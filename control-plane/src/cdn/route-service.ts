@@ -4,6 +4,7 @@
 // glob compiles with the edge's own matchers, its redirect rules' globs
 // compile and their capture references exist, and any header policy it names
 // exists.
+import { routeSnapshot } from '../../../shared/src/config/snapshot.ts';
 import type { FieldError } from '../http/errors.ts';
 import { hostPatternProblem } from '../../../shared/src/match/host.ts';
 import { pathGlobProblem } from '../../../shared/src/match/glob.ts';
@@ -31,12 +32,16 @@ export function redirectProblems(rules: CdnRoute['redirect_rules']): FieldError[
   return rules.flatMap((rule, i) => redirectRuleProblems(rule).map((p) => ({ field: `redirect_rules[${i}].${p.field}`, message: p.message })));
 }
 
+// The defaults of a created route: the edge snapshot's (one declaration per field).
+const { id: _id, name: _name, origin_id: _origin, match: _match, ...edgeDefaults } = routeSnapshot.parse({ id: '-', origin_id: '-' });
+export const ROUTE_DEFAULTS = edgeDefaults;
+
 export const routeService = childService<CdnRoute, RouteInput & { distribution_id?: string }, RouteInput>({
   entity: CdnRoute,
   type: 'route',
   what: 'Route',
   fields: ['name', 'origin', 'enabled', 'priority', 'match', 'strip_prefix', 'response_headers_policy_id', 'redirect_rules', 'compression_enabled'],
-  defaults: { enabled: true, priority: 100, strip_prefix: null, response_headers_policy_id: null, redirect_rules: [], compression_enabled: null },
+  defaults: ROUTE_DEFAULTS,
   values(input, current) {
     const { origin_id, match, distribution_id: _d, ...rest } = input as RouteInput & { distribution_id?: string };
     const values: Partial<CdnRoute> = { ...rest } as Partial<CdnRoute>;

@@ -1,5 +1,6 @@
 // What the CDN capability adds to the platform's services, and the route
 // declaration of its routes.
+import type { EntityManager } from '@mikro-orm/postgresql';
 import type { CoreServices } from '../core/services.ts';
 import { routesFor } from '../http/route.ts';
 import type { HostLookup } from './origin-host.ts';
@@ -34,16 +35,19 @@ export interface CdnServices extends CoreServices {
    */
   cdnOriginHealth?: (originId: string) => Promise<OriginHealthReading | null>;
   /**
-   * How many edge nodes a purge submitted now goes to, as an SQL expression evaluated in the statement
-   * that stores it (the control channel, edge-channel, provides it: the nodes online); without it 0.
+   * How many edge nodes a purge submitted now goes to (the control channel, edge-channel, provides it: the
+   * nodes online); without it 0. Read on the submission's connection just before the statement that stores it.
    */
-  cdnPurgeTargets?: string;
+  cdnPurgeTargets?: PurgeTargetCount;
   /**
    * The shield regions: the regions of edge nodes willing to shield (the control channel, edge-channel, provides it). An endpoint's
    * shield_region must be one of them; without it (no control channel) any region id is accepted.
    */
   cdnShieldRegions?: () => Promise<string[]>;
 }
+
+/** Counts the edge nodes a purge stored now goes to, on the given entity manager (the submission's transaction, if any). */
+export type PurgeTargetCount = (em: EntityManager) => Promise<number>;
 
 /** Checks a shield_region against the shield regions (cdnShieldRegions). */
 export type ShieldRegionCheck = CdnServices['cdnShieldRegions'];

@@ -5,7 +5,10 @@ import { z } from 'zod';
 import { versioned } from '../http/route.ts';
 import { timestamp, timestampOrNull, withExample } from '../http/schemas.ts';
 import { SIGNING_ALGORITHMS, SIGNING_KEY_STATUSES, type SigningKey } from './policies.entities.ts';
+import { signingKeySnapshot } from '../../../shared/src/config/snapshot.ts';
 import { nameField } from './fields.ts';
+
+const edge = signingKeySnapshot.shape;
 
 /**
  * The signed-URL algorithm as the edge verifies it (shared/src/signing/signed-url.ts; the README's "Signed URLs" has the same text and
@@ -57,12 +60,13 @@ const queryParamName = z.string().regex(/^[A-Za-z0-9_.~-]{1,64}$/, 'Must be a qu
 
 export const createSigningKeyBody = withExample(z.strictObject({
   name: nameField(),
-  algorithm: z.enum(SIGNING_ALGORITHMS).default('HMAC-SHA256'),
+  algorithm: edge.algorithm,
   secret: z.string().min(32).max(256).regex(/^[\x21-\x7e]+$/, 'Must be printable ASCII without spaces')
     .optional().describe(`At least 32 characters; left out, the server generates ${GENERATED_SECRET_LENGTH} random characters`),
-  token_param: queryParamName.default('token'),
-  expires_param: queryParamName.default('expires'),
-  ip_binding_enabled: z.boolean().default(false).describe('Signed URLs also bind the client address'),
+  // The edge's own defaults (one declaration); the API bounds the names more tightly than the snapshot.
+  token_param: queryParamName.default(edge.token_param.parse(undefined)),
+  expires_param: queryParamName.default(edge.expires_param.parse(undefined)),
+  ip_binding_enabled: edge.ip_binding_enabled.describe('Signed URLs also bind the client address'),
 }).refine((b) => b.token_param !== b.expires_param, { path: ['expires_param'], message: 'Must differ from token_param' }),
 // No secret: the server generates one and shows it once.
 { name: 'Player URLs', algorithm: 'HMAC-SHA256', token_param: 'token', expires_param: 'expires', ip_binding_enabled: false });

@@ -10,12 +10,12 @@
 // index look-up on a keyed hash reveals nothing through timing) and a table
 // dump gives no usable token.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { createTokenHasher, generateAgentToken, isAgentTokenFormat, redactToken } from '../auth/primitives/opaque-tokens.ts';
-import { responsibleUserId } from '../cdn-admin/actor.ts';
+import { createTokenHasher, generateAgentToken, isAgentTokenFormat, redactToken } from '../tokens/opaque-tokens.ts';
+import { responsibleUserId } from '../tokens/actor.ts';
 import { MINUTE, type Clock } from '../core/clock.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import type { CoreServices } from '../core/services.ts';
-import { issuedTokens, type MintedToken, type WithValue } from '../cdn-admin/issued-tokens.ts';
+import { issuedTokens, type MintedToken, type WithValue } from '../tokens/issued-tokens.ts';
 import type { KeyValueStore } from '../store/index.ts';
 import { AgentToken } from './agent-token.entity.ts';
 import type { CreateAgentTokenInput } from './agent-token-record.ts';

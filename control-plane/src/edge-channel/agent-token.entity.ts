@@ -1,5 +1,5 @@
 import { defineEntity, p } from '@mikro-orm/core';
-import { ISSUED_TOKEN_STATUSES, issuedTokenColumns } from '../cdn-admin/issued-token-columns.ts';
+import { ISSUED_TOKEN_STATUSES, issuedTokenColumns } from '../tokens/issued-token-columns.ts';
 
 export const AGENT_TOKEN_STATUSES = ISSUED_TOKEN_STATUSES;
 

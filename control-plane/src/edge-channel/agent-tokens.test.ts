@@ -11,7 +11,7 @@ import {
 } from '../../../test/support/auth.ts';
 import { collectingLogger } from '../../../test/support/cdn-policies.ts';
 import { eventually } from '../../../test/support/eventually.ts';
-import { generateAgentToken, hashToken } from '../auth/primitives/opaque-tokens.ts';
+import { generateAgentToken, hashToken } from '../tokens/opaque-tokens.ts';
 import { agentTokenExpirySweepJob } from './agent-token-jobs.ts';
 import { AGENT_TOKEN_REVOKED_CHANNEL } from './contracts.ts';
 

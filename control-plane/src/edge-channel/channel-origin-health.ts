@@ -7,8 +7,7 @@
 // offline.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Heartbeat } from '../../../shared/gen/edge/v1/control_pb.ts';
-import { HEALTH_STATUSES, type HealthStatus } from '../cdn/cdn.entities.ts';
-import type { OriginHealthReading } from '../cdn/services.ts';
+import { HEALTH_STATUSES, type HealthStatus, type OriginHealthReading } from '../cdn/index.ts';
 import { executeBound, recordset } from '../db/bulk.ts';
 import { UUID, agentText, msDate, type ChannelContext, type Feed } from './channel-feed.ts';
 import type { AgentStream } from './channel-stream.ts';

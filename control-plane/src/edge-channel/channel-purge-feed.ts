@@ -10,7 +10,7 @@
 // the acks of a purge just fanned out are awaited by count. The feed owns the
 // node column purge_sequence, which follows the node's acks and heartbeats.
 import { AckKind, type Ack, type Heartbeat, type Hello } from '../../../shared/gen/edge/v1/control_pb.ts';
-import { PURGE_SUBMITTED_CHANNEL } from '../cdn/announcements.ts';
+import { PURGE_SUBMITTED_CHANNEL } from '../cdn/index.ts';
 import { UUID, agentText, safeNumber, type ChannelContext, type Feed, type WelcomeFields } from './channel-feed.ts';
 import { PurgeRing, evaluatePurges, failLatePurges, recordPurgeAcks, recoverLatePurges, type EncodedPurge, type PurgeAckRow, type PurgeRow } from './channel-purges.ts';
 import type { AgentStream } from './channel-stream.ts';

@@ -15,7 +15,7 @@ import { startTestControlPlane } from '../../../test/support/control-plane.ts';
 import { eventually } from '../../../test/support/eventually.ts';
 import { ChannelWriter, TestConfigSource, agentConnector, announceConfig, endpointResource, testTokens, type TestAgent } from '../../../test/support/edge-channel.ts';
 import { PurgeType, type Purge } from '../../../shared/gen/edge/v1/control_pb.ts';
-import { PURGE_SUBMITTED_CHANNEL } from '../cdn/announcements.ts';
+import { PURGE_SUBMITTED_CHANNEL } from '../cdn/index.ts';
 import { executeBound } from '../db/bulk.ts';
 import { purgeAckRetentionJob } from './channel-jobs.ts';
 import { announcedPurge } from './channel-purge-feed.ts';

@@ -16,8 +16,8 @@ import os from 'node:os';
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import { edgeControlService } from '../../../shared/src/proto/edge-control.ts';
-import type { HealthServices } from '../health/routes.ts';
-import type { CdnServices } from '../cdn/services.ts';
+import type { HealthServices } from '../health/index.ts';
+import type { CdnServices } from '../cdn/index.ts';
 import { ConfigFeed } from './channel-config.ts';
 import { ChannelContext } from './channel-feed.ts';
 import { ChannelMetrics } from './channel-metrics.ts';
@@ -29,9 +29,9 @@ import { PurgeFeed } from './channel-purge-feed.ts';
 import { SHIELD_HOP_PURPOSE, ShieldFeed } from './channel-shield.ts';
 import type { AgentCall } from './channel-stream.ts';
 import { TrafficFeed } from './channel-traffic.ts';
-import type { AnalyticsServices } from '../cdn-analytics/services.ts';
+import type { AnalyticsServices } from '../cdn-analytics/index.ts';
 import { ChannelWriter } from './channel-writer.ts';
-import { ONLINE, originHealthReading, propagation } from './nodes-service.ts';
+import { onlineNodeCount, originHealthReading, propagation } from './nodes-service.ts';
 import type { EdgeChannel, EdgeChannelServices } from './services.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
@@ -120,7 +120,7 @@ export async function startChannel(services: EdgeChannelServices): Promise<Chann
       edgeConfigHealth: async () => ({ status: listener.listening && !closing ? 'ok' as const : 'degraded' as const, latency_ms: null }),
       cdnOriginHealth: (originId) => originHealthReading(em(), originId),
       // A purge goes to every node online when it is stored (nodes connecting later catch up by sequence).
-      cdnPurgeTargets: `(select count(*)::int from cdn_edge_node where ${ONLINE})`,
+      cdnPurgeTargets: onlineNodeCount,
       // The shield regions are the regions of edge nodes willing to shield (any status: a region whose nodes are all down is still one).
       cdnShieldRegions: async () => (await em().execute<{ region: string }[]>(
         `select distinct region from cdn_edge_node where shield_address is not null order by region`,

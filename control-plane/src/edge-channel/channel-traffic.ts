@@ -10,7 +10,7 @@ import { create } from '@bufbuild/protobuf';
 import { ConnectResponseSchema, type ConnectRequest, type TrafficRollup as TrafficRollupMessage } from '../../../shared/gen/edge/v1/control_pb.ts';
 import { encodeResponse } from '../../../shared/src/proto/edge-control.ts';
 import { RESPONSE_TIME_BUCKETS_MS } from '../../../shared/src/metrics/buckets.ts';
-import { topUrlKey, type MinuteRollup, type RollupStore, type TrafficReportInput } from '../cdn-analytics/rollup-store.ts';
+import { topUrlKey, type MinuteRollup, type RollupStore, type TrafficReportInput } from '../cdn-analytics/index.ts';
 import { MINUTE } from '../core/clock.ts';
 import { UUID, safeNumber, type ChannelContext, type Feed, type WelcomeFields } from './channel-feed.ts';
 import type { ChannelMetrics } from './channel-metrics.ts';

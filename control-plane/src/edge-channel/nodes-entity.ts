@@ -5,8 +5,7 @@
 // each targeted node's result of each prefetch job, and each node's latest
 // probe of each origin.
 import { defineEntity, p } from '@mikro-orm/core';
-import { HEALTH_STATUSES, Origin } from '../cdn/cdn.entities.ts';
-import { PrefetchJob, PurgeRequest, type FailedUrl } from '../cdn/purge-entity.ts';
+import { type FailedUrl, HEALTH_STATUSES, Origin, PrefetchJob, PurgeRequest } from '../cdn/index.ts';
 
 export const EDGE_NODE_STATUSES = ['online', 'offline', 'draining'] as const;
 export type EdgeNodeStatus = (typeof EDGE_NODE_STATUSES)[number];

@@ -6,17 +6,21 @@
 // draining: a draining node still serves (and is still sent purges) until its
 // stream ends.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { HealthStatus } from '../cdn/cdn.entities.ts';
-import type { OriginHealthReading } from '../cdn/services.ts';
+import type { HealthStatus, ListOptions, OriginHealthReading } from '../cdn/index.ts';
 import type { RequestContext } from '../core/request-context.ts';
-import { idList, ids, recordset } from '../db/bulk.ts';
-import type { ListOptions } from '../cdn/fields.ts';
+import { executeBound, idList, ids, recordset } from '../db/bulk.ts';
 import { paginate } from '../http/paging.ts';
 import type { ConfigSource, PropagationCounts } from '../cdn-config/index.ts';
 import { EdgeNode, type EdgeNodeStatus } from './nodes-entity.ts';
 
 /** SQL condition of a node that counts as online (serving, reachable through a stream). */
 export const ONLINE = `status in ('online', 'draining')`;
+
+/** The nodes online now: those a purge stored now goes to (cdn's cdnPurgeTargets; nodes connecting later catch up by sequence). */
+export async function onlineNodeCount(em: EntityManager): Promise<number> {
+  const [row] = await executeBound<{ n: number }>(em, `select count(*)::int as n from cdn_edge_node where ${ONLINE}`, []);
+  return row!.n;
+}
 
 export interface EdgeNodeFilters { status?: EdgeNodeStatus; region?: string; config_synced?: boolean }
 

@@ -1,7 +1,7 @@
 // What the control channel capability adds to the platform's services, what
 // it reads that the configuration side adds, and the route declaration of its
 // routes.
-import type { CdnServices } from '../cdn/services.ts';
+import type { CdnServices } from '../cdn/index.ts';
 import type { ConfigSource, FleetView } from '../cdn-config/index.ts';
 import { routesFor } from '../http/route.ts';
 import type { AgentTokenVerifier } from './contracts.ts';

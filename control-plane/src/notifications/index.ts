@@ -3,7 +3,7 @@
 // account, auth, admin and billing events go through. Above accounts (it
 // reads the User's notification preferences), below auth, admin and billing;
 // it gives accounts its notices through notify() (accounts' notifyUser).
-import type { AccountNotice } from '../accounts/services.ts';
+import type { AccountNotice } from '../accounts/index.ts';
 import type { CoreServices } from '../core/services.ts';
 import type { RequestContext } from '../core/request-context.ts';
 import { Notification } from './notification.entity.ts';
@@ -22,3 +22,7 @@ export const notifications = {
     return { services: { notifyUser: async (rc: RequestContext, notice: AccountNotice) => void await notify(core, rc, notice) } };
   },
 };
+
+// What the other capabilities use of this one: they import it from here, never from the files.
+export { type NotificationType } from './notification.entity.ts';
+export { notifyMany } from './notify.ts';

@@ -1,7 +1,7 @@
 // An in-app notification of a user (document 1 §2 "Notification"). Created
 // only through notify(), which honours the user's notification preferences.
 import { defineEntity, p } from '@mikro-orm/core';
-import { User } from '../accounts/user.entity.ts';
+import { User } from '../accounts/index.ts';
 
 /** The preference categories of document 1 §2 ("Notification preferences"). */
 export const NOTIFICATION_CATEGORIES = ['payment', 'new_content', 'account_security', 'marketing'] as const;

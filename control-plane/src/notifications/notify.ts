@@ -4,7 +4,7 @@
 // always delivered — records the in-app notification in the caller's unit of
 // work, and sends the e-mail where the category calls for one, after the
 // response (app.deferred), so mail neither slows nor fails the operation.
-import { defaultNotificationPreferences, User } from '../accounts/user.entity.ts';
+import { defaultNotificationPreferences, User } from '../accounts/index.ts';
 import type { CoreServices } from '../core/services.ts';
 import { afterCommit, type RequestContext } from '../core/request-context.ts';
 import { deliver } from '../mail/deliver.ts';

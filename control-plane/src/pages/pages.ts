@@ -7,7 +7,7 @@
 // code), like /docs does.
 import fs from 'node:fs';
 import type { Context } from 'koa';
-import { Endpoint } from '../cdn/cdn.entities.ts';
+import { Endpoint } from '../cdn/index.ts';
 import { ApiError } from '../http/errors.ts';
 import type { RequestState } from '../http/request-state.ts';
 import type { Router } from '../http/router.ts';

@@ -7,6 +7,14 @@ import { z } from 'zod';
 
 const id = z.string().min(1);
 
+/** Ten years: longer TTLs mean "forever" in practice and would overflow what agents count in. */
+export const MAX_TTL_SECONDS = 315_360_000;
+const seconds = () => z.number().int().min(0).max(MAX_TTL_SECONDS);
+/** The largest compression.min_size_bytes: 10 MiB (answers larger than that are compressed anyway or not at all). */
+export const MAX_COMPRESSION_MIN_SIZE = 10 * 1024 * 1024;
+/** A custom error page is kept at most a year. */
+const MAX_ERROR_PAGE_TTL_SECONDS = 31_536_000;
+
 export const originSnapshot = z.object({
   id,
   name: z.string().default(''),
@@ -16,8 +24,9 @@ export const originSnapshot = z.object({
   path_prefix: z.string().max(2048).default(''),
   enabled: z.boolean().default(true),
   health_check_url: z.string().nullable().default(null),
-  // Seconds between health probes from each agent.
-  health_check_interval_seconds: z.number().int().min(1).default(30),
+  // Seconds between health probes from each agent. The API admits 5..3600 (origin-record.ts); an agent
+  // runs down to 1 s, for a configuration file of its own and the agent's tests.
+  health_check_interval_seconds: z.number().int().min(1).max(3600).default(30),
   verify_tls: z.boolean().default(true),
   allow_private_network: z.boolean().default(false).describe(
     'Allow this origin to resolve to private-use addresses: loopback, RFC 1918, CGNAT (100.64.0.0/10) and IPv6 unique-local (fc00::/7). '
@@ -31,7 +40,7 @@ export const originSnapshot = z.object({
   timeout_ms: z.number().int().min(100).max(60000).default(30000),
   connect_timeout_ms: z.number().int().min(100).max(10000).default(5000),
   max_retries: z.number().int().min(0).max(5).default(2),
-  retry_on: z.array(z.enum(['connect_failure', '5xx', '429', '408'])).default(['connect_failure', '5xx']),
+  retry_on: z.array(z.enum(['connect_failure', '5xx', '429', '408'])).max(4).default(['connect_failure', '5xx']),
   forward_host_header: z.boolean().default(true),
   custom_headers: z.record(z.string(), z.string()).default({}),
 });
@@ -70,8 +79,8 @@ export const cacheRuleSnapshot = z.object({
     methods: z.array(z.string()).default([]),
     content_types: z.array(z.string()).default([]),
   }).default({ paths: [], methods: [], content_types: [] }),
-  ttl_seconds: z.number().int().min(0),
-  browser_ttl_seconds: z.number().int().min(0).nullable().default(null),
+  ttl_seconds: seconds(),
+  browser_ttl_seconds: seconds().nullable().default(null),
   cache_key: z.object({
     include_headers: z.array(z.string()).default([]),
     include_query_params: z.array(z.string()).default([]),
@@ -83,10 +92,10 @@ export const cacheRuleSnapshot = z.object({
     if_header_present: z.array(z.string()).default([]),
     if_query_param_present: z.array(z.string()).default([]),
   }).default({ if_cookie_present: [], if_header_present: [], if_query_param_present: [] }),
-  stale_while_revalidate_seconds: z.number().int().min(0).nullable().default(null),
-  stale_if_error_seconds: z.number().int().min(0).nullable().default(null),
+  stale_while_revalidate_seconds: seconds().nullable().default(null),
+  stale_if_error_seconds: seconds().nullable().default(null),
   // Error answers (4xx, 5xx) without explicit freshness are kept this long instead of ttl_seconds (0: not cached).
-  negative_ttl_seconds: z.number().int().min(0).default(10),
+  negative_ttl_seconds: seconds().default(10),
   cache_status_header: z.boolean().default(true),
 });
 
@@ -131,7 +140,7 @@ export const endpointSnapshot = z.object({
   compression: z.object({
     enabled: z.boolean().default(false),
     algorithms: z.array(z.enum(['br', 'gzip'])).default(['br', 'gzip']),
-    min_size_bytes: z.number().int().min(0).default(1024),
+    min_size_bytes: z.number().int().min(0).max(MAX_COMPRESSION_MIN_SIZE).default(1024),
   }).default({ enabled: false, algorithms: ['br', 'gzip'], min_size_bytes: 1024 }),
   geo_restriction: z.object({
     enabled: z.boolean().default(false),
@@ -143,7 +152,7 @@ export const endpointSnapshot = z.object({
     error_code: z.number().int().min(400).max(599),
     response_page_path: z.string(),
     response_code: z.number().int().min(100).max(599).nullable().default(null),
-    ttl_seconds: z.number().int().min(0).default(10),
+    ttl_seconds: z.number().int().min(0).max(MAX_ERROR_PAGE_TTL_SECONDS).default(10),
   })).default([]),
   shield_region: z.string().nullable().default(null),
   custom_domains: z.array(customDomainSnapshot).default([]),

@@ -1,5 +1,5 @@
 import { defineEntity, p } from '@mikro-orm/core';
-import { User } from '../../accounts/user.entity.ts';
+import { User } from '../../accounts/index.ts';
 
 // Roles carry permissions (never users directly); users hold roles, each
 // assignment with an optional expiry (document 1 part 5).
