@@ -18,7 +18,7 @@ import { LogDrains } from './logs/drains.ts';
 import { createMetrics, type AgentMetrics } from './metrics/prometheus.ts';
 import { TrafficCounters, type TrafficRollup } from './metrics/traffic.ts';
 import type { TrustedProxy } from './policy/client-address.ts';
-import type { ObjectStore } from './cache/index.ts';
+import type { ObjectStore, PurgeTarget } from './cache/index.ts';
 import { CacheStore } from './proxy/cache-store.ts';
 import { HealthProber } from './proxy/health.ts';
 import { OriginPools } from './proxy/origin-client.ts';
@@ -545,6 +545,10 @@ export class EdgeAgent implements ControlledAgent {
     const endpoints = cmd.endpoint_id ? [cmd.endpoint_id] : [...new Set([...this.table.byId.keys(), ...this.store.endpointIds()])];
     let purged = 0;
     for (const endpointId of endpoints) {
+      if (cmd.soft === true) {
+        for (const target of purgeTargets(cmd)) purged += this.store.softPurge(endpointId, target);
+        continue;
+      }
       switch (cmd.type) {
         case 'path':
           for (const p of cmd.paths ?? []) purged += this.store.purgePath(endpointId, pathOf(p));
@@ -562,7 +566,7 @@ export class EdgeAgent implements ControlledAgent {
           throw new Error(`unknown purge type ${String((cmd as { type: unknown }).type)}`);
       }
     }
-    this.logger.info({ purge_id: cmd.purge_id, sequence: cmd.sequence, type: cmd.type, endpoint: cmd.endpoint_id || '*', purged }, 'purge applied');
+    this.logger.info({ purge_id: cmd.purge_id, sequence: cmd.sequence, type: cmd.type, soft: cmd.soft === true, endpoint: cmd.endpoint_id || '*', purged }, 'purge applied');
     this.notePurgeSequence(cmd.sequence);
     return { applied: true, purged };
   }
@@ -855,6 +859,16 @@ export function fullPushOf(set: { version: number; resources: ReadonlyMap<string
  * are purged with it), normalised as request paths are, so it names the stored
  * objects whatever spelling the purge used ("/%7Euser/a" is "/~user/a").
  */
+/** What a purge command names, as the cache's purge targets. */
+function purgeTargets(cmd: PurgeCommand): PurgeTarget[] {
+  switch (cmd.type) {
+    case 'path': return (cmd.paths ?? []).map((p) => ({ kind: 'path', path: pathOf(p) }));
+    case 'wildcard': return (cmd.paths ?? []).map((p) => ({ kind: 'glob', pattern: pathOf(p) }));
+    case 'tag': return (cmd.tags ?? []).map((tag) => ({ kind: 'tag', tag }));
+    case 'all': return [{ kind: 'all' }];
+  }
+}
+
 function pathOf(p: string): string {
   let path = p;
   if (/^https?:\/\//i.test(p)) {

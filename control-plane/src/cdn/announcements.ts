@@ -18,7 +18,7 @@ export const PURGE_SUBMITTED_CHANNEL = 'cdn:purge-submitted';
 export interface PurgeAnnouncement {
   sequence: number;
   /** distribution_id null: a purge of every endpoint. */
-  purge?: { id: string; sequence: number; distribution_id: string | null; purge_type: 'path' | 'wildcard' | 'tag' | 'all'; paths: string[]; tags: string[] };
+  purge?: { id: string; sequence: number; distribution_id: string | null; purge_type: 'path' | 'wildcard' | 'tag' | 'all'; paths: string[]; tags: string[]; soft: boolean };
 }
 /** A prefetch job was stored: {"job_id": <uuid>}. */
 export const PREFETCH_SUBMITTED_CHANNEL = 'cdn:prefetch-submitted';

@@ -23,6 +23,8 @@ export const PurgeRequestSchema = defineEntity({
     purge_type: p.enum(PURGE_TYPES),
     paths: p.json<string[]>(),
     tags: p.json<string[]>(),
+    // A soft purge (migration 0050): marked stale at the edge instead of removed.
+    soft: p.boolean().default(false),
     status: p.enum(WORK_STATUSES),
     edge_nodes_total: p.integer(),
     edge_nodes_completed: p.integer(),
@@ -56,6 +58,7 @@ export interface StoredPurge {
   purge_type: PurgeType;
   paths: string[];
   tags: string[];
+  soft: boolean;
   status: 'pending';
   edge_nodes_total: number;
   edge_nodes_completed: number;

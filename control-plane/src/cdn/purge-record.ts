@@ -30,6 +30,7 @@ export const purgeRecord = z.object({
   type: z.enum(PURGE_TYPES).describe('Deprecated alias of purge_type (always equal)'),
   paths: z.array(z.string()),
   tags: z.array(z.string()),
+  soft: z.boolean().describe('A soft purge: what it named was marked stale (revalidated with the origin before its next use, served stale meanwhile where the cache rule allows stale-while-revalidate or stale-if-error) instead of removed'),
   status: z.enum(WORK_STATUSES),
   edge_nodes_total: z.number().int(),
   edge_nodes_completed: z.number().int(),
@@ -62,6 +63,7 @@ const purgeFields = {
     .describe(`Required by path and wildcard purges (1..${MAX_PURGE_PATHS}, each at most 2048 characters: absolute paths, a query may follow), refused otherwise`),
   tags: z.array(z.string().min(1).max(256).regex(/^[^\s,]+$/, 'Must be one tag without whitespace or commas')).min(1).max(MAX_PURGE_TAGS)
     .describe(`Required by tag purges (1..${MAX_PURGE_TAGS}, each at most 256 characters), refused otherwise`),
+  soft: z.boolean().describe('Extension (Fastly\'s soft purge). true: mark what the purge names stale instead of removing it: the next request revalidates it with the origin (a conditional request) and may be served the stale copy meanwhile as the cache rule\'s stale-while-revalidate and stale-if-error allow; a later hard purge removes it. Default false'),
 };
 
 /** A full URL of a purge (http or https, no credentials or fragment), or null when `path` is not one. */

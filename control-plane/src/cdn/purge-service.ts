@@ -52,12 +52,12 @@ const submitSql = (everyEndpoint: boolean) => `
   endpoint as (${everyEndpoint ? 'select $1::uuid as id where' : 'select id from cdn_endpoint where id = $1::uuid and'}
     not exists (select 1 from cdn_purge_request where idempotency_key = $2::text)),
   stored as (
-    insert into cdn_purge_request (id, distribution_id, sequence, purge_type, paths, tags, status, edge_nodes_total, edge_nodes_completed, submitted_by,
+    insert into cdn_purge_request (id, distribution_id, sequence, purge_type, paths, tags, soft, status, edge_nodes_total, edge_nodes_completed, submitted_by,
       completed_at, created_at, updated_at, idempotency_key, request_fingerprint)
-    select $3::uuid, endpoint.id, nextval('cdn_purge_sequence'), $4, $5::jsonb, $6::jsonb, 'pending', $13::int, 0, $7::uuid, null, $8::timestamptz, $9::timestamptz, $10::text, $11::text
+    select $3::uuid, endpoint.id, nextval('cdn_purge_sequence'), $4, $5::jsonb, $6::jsonb, $14::boolean, 'pending', $13::int, 0, $7::uuid, null, $8::timestamptz, $9::timestamptz, $10::text, $11::text
     from locked, endpoint
     on conflict (idempotency_key) do nothing
-    returning id, distribution_id, sequence::text as sequence, purge_type, paths, tags, edge_nodes_total
+    returning id, distribution_id, sequence::text as sequence, purge_type, paths, tags, soft, edge_nodes_total
   ),
   audited as (insert into audit_log (${AUDIT_COLUMNS}) ${auditSelect({ also: 'stored', metadata: `jsonb_build_object('sequence', stored.sequence::bigint)`, parameter: '$12' })})
   select * from stored`;
@@ -74,13 +74,14 @@ interface SubmittedRow {
   purge_type: PurgeType;
   paths: string[];
   tags: string[];
+  soft: boolean;
   edge_nodes_total: number;
 }
 
 /** A purge as its submission answers it: pending, no node done yet. */
 function asSubmitted(row: SubmittedRow, submittedBy: string | null, at: Date): StoredPurge {
   return {
-    id: row.id, distribution_id: row.distribution_id, sequence: Number(row.sequence), purge_type: row.purge_type, paths: row.paths, tags: row.tags,
+    id: row.id, distribution_id: row.distribution_id, sequence: Number(row.sequence), purge_type: row.purge_type, paths: row.paths, tags: row.tags, soft: row.soft,
     status: 'pending', edge_nodes_total: row.edge_nodes_total, edge_nodes_completed: 0, submitted_by: submittedBy, completed_at: null,
     created_at: at, updated_at: at,
   };
@@ -102,7 +103,7 @@ const RELEASED = Symbol('released');
 async function claimedPurge(services: Pick<CdnServices, 'clock' | 'db'>, rc: RequestContext, idempotency: StatementIdempotency): Promise<StoredPurge | typeof RELEASED | null> {
   const em = statementsOf(rc, services.db);
   const [row] = await executeBound<SubmittedRow & { submitted_by: string | null; created_at: Date; request_fingerprint: string | null }>(em,
-    `select id, distribution_id, sequence::text as sequence, purge_type, paths, tags, edge_nodes_total, submitted_by, created_at, request_fingerprint
+    `select id, distribution_id, sequence::text as sequence, purge_type, paths, tags, soft, edge_nodes_total, submitted_by, created_at, request_fingerprint
      from cdn_purge_request where idempotency_key = $1::text`, [idempotency.key]);
   if (!row) return null;
   const createdAt = new Date(row.created_at);
@@ -143,17 +144,17 @@ async function storePurge(services: Pick<CdnServices, 'store' | 'clock' | 'cdnPu
   const now = services.clock.now();
   const audit = auditParameter(rc, {
     action: 'purge.submitted', resource_type: 'purge_request', resource_id: id,
-    metadata: { distribution_id: endpointId, purge_type: purgeType, paths: paths.length, tags: tags.length },
+    metadata: { distribution_id: endpointId, purge_type: purgeType, paths: paths.length, tags: tags.length, soft: input.soft === true },
   }, now);
   // A raw statement on the pool (or the caller's transaction): no entity manager forked for it.
   const em = statementsOf(rc, services.db);
   const targets = services.cdnPurgeTargets ? await services.cdnPurgeTargets(em) : 0;
   const [row] = await executeBound<SubmittedRow>(em, submitStatement(endpointId === null),
-    [endpointId, idempotency?.key ?? null, id, purgeType, JSON.stringify(paths), JSON.stringify(tags), rc.actor?.id ?? null, now, now, idempotency?.key ?? null, idempotency?.fingerprint ?? null, audit, targets],
+    [endpointId, idempotency?.key ?? null, id, purgeType, JSON.stringify(paths), JSON.stringify(tags), rc.actor?.id ?? null, now, now, idempotency?.key ?? null, idempotency?.fingerprint ?? null, audit, targets, input.soft === true],
   );
   if (!row) return null;
   const stored = asSubmitted(row, rc.actor?.id ?? null, now);
-  const purge = { id: stored.id, sequence: stored.sequence, distribution_id: stored.distribution_id, purge_type: stored.purge_type, paths, tags };
+  const purge = { id: stored.id, sequence: stored.sequence, distribution_id: stored.distribution_id, purge_type: stored.purge_type, paths, tags, soft: stored.soft };
   const message: PurgeAnnouncement = JSON.stringify(purge).length <= MAX_ANNOUNCED_BYTES ? { sequence: stored.sequence, purge } : { sequence: stored.sequence };
   announce(services, rc, PURGE_SUBMITTED_CHANNEL, message);
   return stored;

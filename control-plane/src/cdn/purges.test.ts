@@ -37,8 +37,26 @@ t.test('POST /v1/cdn/endpoints/{id}/purge: 202 with the request pending, sequenc
   const audit = await query<Record<string, any>>(cp, `select * from audit_log where action = 'purge.submitted' and resource_id = ?`, [res.body.id]);
   t.equal(audit.length, 1);
   t.match(audit[0], { actor_id: operator.id, actor_type: 'user', actor_role: 'operator', resource_type: 'purge_request', ip_address: String, request_id: String });
-  t.same(audit[0]!.metadata, { distribution_id: endpoint.id, purge_type: 'path', paths: 2, tags: 0, sequence: res.body.sequence }, 'the sequence the statement drew is in the entry');
+  t.same(audit[0]!.metadata, { distribution_id: endpoint.id, purge_type: 'path', paths: 2, tags: 0, soft: false, sequence: res.body.sequence }, 'the sequence the statement drew is in the entry');
   t.equal(new Date(audit[0]!.created_at).getTime(), Date.parse(res.body.created_at), 'written with the purge, at its time');
+});
+
+t.test('soft: true is a soft purge, on both operations and every type; the record and the history say so', async (t) => {
+  const one = await send(operator, 'POST', `/v1/cdn/endpoints/${endpoint.id}/purge`, { purge_type: 'tag', tags: ['show-7'], soft: true });
+  t.equal(one.status, 202, one.text);
+  t.equal(one.body.soft, true);
+  const top = await send(operator, 'POST', '/v1/cdn/cache/purge', { distribution_id: endpoint.id, purge_type: 'wildcard', paths: ['/vod/*'], soft: true });
+  t.equal(top.status, 202, top.text);
+  t.equal(top.body.soft, true);
+  const hard = await send(operator, 'POST', `/v1/cdn/endpoints/${endpoint.id}/purge`, { purge_type: 'all' });
+  t.equal(hard.body.soft, false, 'hard by default');
+  t.equal((await send(viewer, 'GET', `/v1/cdn/purge/${one.body.id}`)).body.soft, true);
+  const rows = await query<{ id: string; soft: boolean }>(cp, `select id, soft from cdn_purge_request where id in (?, ?, ?)`, [one.body.id, top.body.id, hard.body.id]);
+  t.same(Object.fromEntries(rows.map((r) => [r.id, r.soft])), { [one.body.id]: true, [top.body.id]: true, [hard.body.id]: false });
+  const history = await send(viewer, 'GET', `/v1/cdn/distributions/${endpoint.id}/purge?limit=5`);
+  t.equal(history.status, 200, history.text);
+  const listed = history.body.data.find((p: { id: string }) => p.id === one.body.id);
+  t.equal(listed?.soft, true, 'the history says it was soft');
 });
 
 t.test('a purge of an unknown endpoint is a 404 that stores nothing and draws no sequence number', async (t) => {
@@ -87,6 +105,9 @@ t.test('bad input is refused with 400 naming the field, storing nothing', async 
     [path, { purge_type: 'path', paths: ['/a%2fb'] }, 'paths[0]'],
     [path, { purge_type: 'path', paths: ['/a b'] }, 'paths[0]'],
     [path, { purge_type: 'path', paths: ['/a'], tags: ['x'] }, 'tags'],
+    [path, { purge_type: 'path', paths: ['/a'], soft: 'yes' }, 'soft'],
+    [path, { purge_type: 'tag', tags: ['x'], soft: 1 }, 'soft'],
+    [path, { purge_type: 'all', soft: null }, 'soft'],
     [path, { purge_type: 'wildcard', paths: ['/videos/{a,b'] }, 'paths[0]'],
     [path, { purge_type: 'wildcard', paths: ['videos/*'] }, 'paths[0]'],
     [path, { purge_type: 'tag' }, 'tags'],

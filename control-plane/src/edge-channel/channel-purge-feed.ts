@@ -28,7 +28,7 @@ export function announcedPurge(value: unknown): (PurgeRow & { sequence: number }
   const p = value as Record<string, unknown>;
   if (typeof p.id !== 'string' || !UUID.test(p.id) || !(p.distribution_id === null || (typeof p.distribution_id === 'string' && UUID.test(p.distribution_id)))) return null;
   if (!Number.isSafeInteger(p.sequence) || (p.sequence as number) <= 0 || !PURGE_TYPES.has(p.purge_type as string) || !strings(p.paths) || !strings(p.tags)) return null;
-  return { id: p.id, sequence: p.sequence as number, distribution_id: p.distribution_id as string | null, purge_type: p.purge_type as PurgeRow['purge_type'], paths: p.paths, tags: p.tags };
+  return { id: p.id, sequence: p.sequence as number, distribution_id: p.distribution_id as string | null, purge_type: p.purge_type as PurgeRow['purge_type'], paths: p.paths, tags: p.tags, soft: p.soft === true };
 }
 
 /**

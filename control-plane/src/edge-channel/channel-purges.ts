@@ -27,6 +27,8 @@ export interface PurgeRow {
   purge_type: 'path' | 'wildcard' | 'tag' | 'all';
   paths: string[];
   tags: string[];
+  /** A soft purge (Purge.soft); absent in rows of older readers: false. */
+  soft?: boolean;
 }
 
 export interface EncodedPurge {
@@ -36,7 +38,7 @@ export interface EncodedPurge {
 }
 
 const PURGE_TYPE = { path: PurgeType.PATH, wildcard: PurgeType.WILDCARD, tag: PurgeType.TAG, all: PurgeType.ALL } as const;
-const PURGE_COLUMNS = 'id, sequence, distribution_id, purge_type, paths, tags';
+const PURGE_COLUMNS = 'id, sequence, distribution_id, purge_type, paths, tags, soft';
 
 /** How many purges one database read brings (catch-up pages, and loads of new purges). */
 export const PURGE_PAGE = 500;
@@ -53,7 +55,7 @@ const RING_SIZE = 4_096;
  * A purge as ConnectResponse bytes, written field by field (what toBinary(ConnectResponseSchema, …) writes for the
  * same message, byte for byte: channel-purges.test.ts; reflection cost several times as much on the submit path).
  * proto/edge/v1/control.proto: ConnectResponse.purge = 3; Purge sequence = 1, purge_id = 2, endpoint_id = 3,
- * type = 4, paths = 5, tags = 6, nonce = 7 (proto3: zero values are not written).
+ * type = 4, paths = 5, tags = 6, nonce = 7, soft = 8 (proto3: zero values are not written).
  */
 export function encodePurge(row: PurgeRow): EncodedPurge {
   const sequence = Number(row.sequence);
@@ -67,6 +69,7 @@ export function encodePurge(row: PurgeRow): EncodedPurge {
   for (const path of row.paths) w.tag(5, WireType.LengthDelimited).string(path);
   for (const tag of row.tags) w.tag(6, WireType.LengthDelimited).string(tag);
   w.tag(7, WireType.LengthDelimited).string(randomUUID());
+  if (row.soft === true) w.tag(8, WireType.Varint).bool(true);
   w.join();
   return { id: row.id, sequence, bytes: w.finish() };
 }

@@ -6,6 +6,7 @@ import { LmdbStore } from './lmdb-store.ts';
 export type { ObjectStore, StoredEntry } from './store.ts';
 export { entryBytes } from './store.ts';
 export type { EntryIndex, PurgeTarget } from './purge.ts';
+export { targets } from './purge.ts';
 export { MemoryStore } from './memory-store.ts';
 export { LmdbStore } from './lmdb-store.ts';
 

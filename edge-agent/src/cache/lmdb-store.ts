@@ -26,15 +26,15 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
-import { coveredByRecord, PURGE_RECORD_GRACE_MS, targets, type EntryIndex, type PurgeRecord, type PurgeTarget } from './purge.ts';
+import { coveredByRecord, PURGE_RECORD_GRACE_MS, softPurgedAt, targets, type EntryIndex, type PurgeRecord, type PurgeTarget } from './purge.ts';
 import { ENTRY_OVERHEAD, entryBytes, type ObjectStore, type StoredEntry } from './store.ts';
 
 /** Bumped when the layout changes: a store of another format is emptied at open. */
-export const FORMAT = 2;
+export const FORMAT = 3;
 const FILE = 'cache.mdb';
 const CHECK_TIMEOUT_MS = 60_000;
 const WINDOW_READS = 256;
-const HEAD = 12; // f64 sequence + u32 meta length
+const HEAD = 20; // f64 sequence + u32 meta length + f64 stale since (a soft purge; 0: none)
 
 interface Entry {
   /** The cache key. */
@@ -160,9 +160,10 @@ export class LmdbStore implements ObjectStore {
     const body = Buffer.allocUnsafe(shared.length - HEAD - metaLength);
     shared.copy(body, 0, HEAD + metaLength);
     const seq = shared.readDoubleLE(0);
+    const staleSince = shared.readDoubleLE(12);
     if (--this.#readsToWindow <= 0) this.#refreshWindow();
     if (seq < this.#oldQuarter) this.#secondChance(hash, key);
-    return { meta, body };
+    return staleSince > 0 ? { meta, body, staleSince } : { meta, body };
   }
 
   async put(key: string, meta: string, body: Buffer, index: EntryIndex): Promise<boolean> {
@@ -174,7 +175,9 @@ export class LmdbStore implements ObjectStore {
     metaBytes.copy(record, HEAD);
     body.copy(record, HEAD + metaBytes.length);
     const stored = await this.#env.transaction(() => {
-      if (coveredByRecord(this.#recordsAfter(index.endpointId, index.generation), index)) return false;
+      const records = this.#recordsAfter(index.endpointId, index.generation);
+      if (coveredByRecord(records, index)) return false;
+      record.writeDoubleLE(softPurgedAt(records, index), 12);
       let bytes = this.#state.get('bytes') ?? 0;
       bytes -= this.#remove(hash);
       if (size > this.maxBytes) {
@@ -208,7 +211,7 @@ export class LmdbStore implements ObjectStore {
     });
   }
 
-  async purge(endpointId: string, target: PurgeTarget): Promise<number> {
+  async purge(endpointId: string, target: PurgeTarget, soft = false): Promise<number> {
     return this.#env.transaction(() => {
       const now = Date.now();
       const g = this.generation() + 1;
@@ -217,7 +220,7 @@ export class LmdbStore implements ObjectStore {
         if (now - value.at <= PURGE_RECORD_GRACE_MS) break; // recorded in generation order, so in time order
         this.#purges.remove(key);
       }
-      this.#purges.put([endpointId, g], { at: now, target });
+      this.#purges.put([endpointId, g], soft ? { at: now, target, soft } : { at: now, target });
       const prefix: Row = target.kind === 'path' ? pathRow(endpointId, target.path) : target.kind === 'tag' ? tagRow(endpointId, target.tag) : ['p', endpointId];
       const hashes: Buffer[] = [];
       for (const row of this.#index.getKeys(rangeOf(prefix))) {
@@ -227,6 +230,19 @@ export class LmdbStore implements ObjectStore {
           if (entry === undefined || !targets(target, entry.p, entry.t)) continue;
         }
         hashes.push(hash);
+      }
+      if (soft) {
+        // Marked stale in place: the entry stays, with when it went stale in its record's head.
+        let marked = 0;
+        for (const hash of hashes) {
+          const held = this.#data.getBinary(hash);
+          if (held === undefined || held.length < HEAD) continue;
+          const copy = Buffer.from(held);
+          copy.writeDoubleLE(now, 12);
+          this.#data.put(hash, copy);
+          marked++;
+        }
+        return marked;
       }
       let freed = 0;
       let removed = 0;
@@ -308,7 +324,7 @@ export class LmdbStore implements ObjectStore {
   #recordsAfter(endpointId: string, generation: number): PurgeRecord[] {
     const records: PurgeRecord[] = [];
     for (const { key, value } of this.#purges.getRange({ start: [endpointId, generation + 1], end: [endpointId, Number.MAX_SAFE_INTEGER] })) {
-      records.push({ g: key[1], at: value.at, target: value.target });
+      records.push(value.soft === true ? { g: key[1], at: value.at, target: value.target, soft: true } : { g: key[1], at: value.at, target: value.target });
     }
     return records;
   }

@@ -1,10 +1,13 @@
 // The worker's hot tier: a byte-bounded LRU (lru-cache) behind the ObjectStore
 // interface, with its purge indexes (endpoint → path or tag → keys).
 import { LRUCache } from 'lru-cache';
-import { coveredByRecord, PURGE_RECORD_GRACE_MS, targets, type EntryIndex, type PurgeRecord, type PurgeTarget } from './purge.ts';
+import { coveredByRecord, PURGE_RECORD_GRACE_MS, softPurgedAt, targets, type EntryIndex, type PurgeRecord, type PurgeTarget } from './purge.ts';
 import { entryBytes, type ObjectStore, type StoredEntry } from './store.ts';
 
-interface Held extends StoredEntry {
+interface Held {
+  readonly meta: string;
+  readonly body: Buffer;
+  staleSince?: number;
   readonly size: number;
   readonly index: EntryIndex;
 }
@@ -79,7 +82,8 @@ export class MemoryStore implements ObjectStore {
       this.#lru.delete(key);
       return false;
     }
-    this.#lru.set(key, { meta, body, size, index });
+    const stale = records === undefined ? 0 : softPurgedAt(records, index);
+    this.#lru.set(key, stale > 0 ? { meta, body, size, index, staleSince: stale } : { meta, body, size, index });
     add(this.#paths, index.endpointId, index.path, key);
     for (const tag of index.tags) add(this.#tags, index.endpointId, tag, key);
     return true;
@@ -89,10 +93,10 @@ export class MemoryStore implements ObjectStore {
     return this.#lru.delete(key);
   }
 
-  async purge(endpointId: string, target: PurgeTarget): Promise<number> {
+  async purge(endpointId: string, target: PurgeTarget, soft = false): Promise<number> {
     const now = Date.now();
     const records = (this.#purges.get(endpointId) ?? []).filter((r) => now - r.at <= PURGE_RECORD_GRACE_MS);
-    records.push({ g: ++this.#generation, at: now, target });
+    records.push(soft ? { g: ++this.#generation, at: now, target, soft } : { g: ++this.#generation, at: now, target });
     this.#purges.set(endpointId, records);
     const keys: string[] = [];
     if (target.kind === 'path') keys.push(...(this.#paths.get(endpointId)?.get(target.path) ?? []));
@@ -101,6 +105,15 @@ export class MemoryStore implements ObjectStore {
       for (const [path, held] of this.#paths.get(endpointId) ?? []) if (targets(target, path, [])) keys.push(...held);
     }
     let removed = 0;
+    if (soft) {
+      for (const key of keys) {
+        const held = this.#lru.peek(key);
+        if (held === undefined) continue;
+        held.staleSince = now;
+        removed++;
+      }
+      return removed;
+    }
     for (const key of keys) if (this.#lru.delete(key)) removed++;
     return removed;
   }

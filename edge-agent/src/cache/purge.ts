@@ -26,6 +26,8 @@ export interface PurgeRecord {
   /** When it was recorded (ms since the epoch): records older than the grace are dropped. */
   at: number;
   target: PurgeTarget;
+  /** A soft purge: what it names is marked stale (StoredEntry.staleSince), not removed. */
+  soft?: true;
 }
 
 /** How long a purge is checked against fills: longer than any origin fetch may take. */
@@ -52,8 +54,15 @@ export function targets(target: PurgeTarget, path: string, tags: readonly string
   }
 }
 
-/** Whether a recorded purge newer than the fill's start covers the entry it would store. */
+/** Whether a recorded (hard) purge newer than the fill's start covers the entry it would store. */
 export function coveredByRecord(records: Iterable<PurgeRecord>, index: EntryIndex): boolean {
-  for (const r of records) if (r.g > index.generation && targets(r.target, index.path, index.tags)) return true;
+  for (const r of records) if (r.soft !== true && r.g > index.generation && targets(r.target, index.path, index.tags)) return true;
   return false;
+}
+
+/** When the latest soft purge newer than the fill's start that names the entry was made (ms), or 0: the entry is stale from then. */
+export function softPurgedAt(records: Iterable<PurgeRecord>, index: EntryIndex): number {
+  let at = 0;
+  for (const r of records) if (r.soft === true && r.g > index.generation && targets(r.target, index.path, index.tags)) at = Math.max(at, r.at);
+  return at;
 }

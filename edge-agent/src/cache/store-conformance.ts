@@ -195,6 +195,30 @@ export function storeConformance(t: Test, factory: StoreFactory): void {
     tt.equal(await store.put('z2', 'm', body(10), otherEndpoint), true, 'an all purge names one endpoint');
   });
 
+  t.test('a soft purge marks what it names stale, keeps it, and marks fills begun before it too', async (tt) => {
+    const store = await fresh(tt);
+    await store.put('a', 'm', body(10), ix(store, '/v/a.ts', ['show']));
+    await store.put('b', 'm', body(10), ix(store, '/v/b.ts'));
+    const inFlight = ix(store, '/v/c.ts', ['show']);
+    const before = Date.now();
+    tt.equal(await store.purge('ep', { kind: 'tag', tag: 'show' }, true), 1, 'one held entry named');
+    const a = store.get('a');
+    tt.ok(a !== undefined && a.body.length === 10, 'the entry stays, body and all');
+    tt.ok(a!.staleSince! >= before && a!.staleSince! <= Date.now(), 'stale since the purge');
+    tt.equal(store.get('b')!.staleSince, undefined, 'an entry it does not name is not marked');
+    tt.equal(await store.put('c', 'm', body(10), inFlight), true, 'a fill begun before it is stored');
+    tt.ok(store.get('c')!.staleSince! >= before, 'and marked stale from the purge');
+    await store.put('d', 'm', body(10), ix(store, '/v/d.ts', ['show']));
+    tt.equal(store.get('d')!.staleSince, undefined, 'a fill begun after it is fresh');
+    await store.put('a', 'm', body(10), ix(store, '/v/a.ts', ['show']));
+    tt.equal(store.get('a')!.staleSince, undefined, 'a replacement fetched after it is fresh');
+    tt.equal(await store.purge('ep', { kind: 'all' }, true), 4, 'a soft purge of all names every entry');
+    tt.equal(store.count(), 4, 'and removes none');
+    tt.ok(store.get('b')!.staleSince !== undefined);
+    await store.purge('ep', { kind: 'path', path: '/v/b.ts' });
+    tt.equal(store.get('b'), undefined, 'a later hard purge removes it');
+  });
+
   t.test('evicted and replaced entries leave no index behind', async (tt) => {
     const size = entryBytes(key(0), 'm', body(1000));
     const store = await fresh(tt, size * 5);

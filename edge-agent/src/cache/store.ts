@@ -11,6 +11,8 @@ export interface StoredEntry {
   /** The metadata the proxy stored with the body (JSON of the object's head and freshness). */
   readonly meta: string;
   readonly body: Buffer;
+  /** Set when a soft purge named the entry: it is stale from then (ms since the epoch). */
+  readonly staleSince?: number;
 }
 
 export interface ObjectStore {
@@ -33,8 +35,11 @@ export interface ObjectStore {
    * the fill began covers it (nothing stored).
    */
   put(key: string, meta: string, body: Buffer, index: EntryIndex): Promise<boolean>;
-  /** Removes every entry of the endpoint the target names and records the purge; how many were removed. */
-  purge(endpointId: string, target: PurgeTarget): Promise<number>;
+  /**
+   * Removes every entry of the endpoint the target names and records the purge; how many were removed. soft:
+   * marks them stale instead (staleSince, also on entries stored later from fills begun before it); how many.
+   */
+  purge(endpointId: string, target: PurgeTarget, soft?: boolean): Promise<number>;
   /** True when the key was held. */
   delete(key: string): Promise<boolean>;
   keys(): IterableIterator<string>;

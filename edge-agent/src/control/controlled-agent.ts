@@ -19,6 +19,8 @@ export interface PurgeCommand {
   type: PurgeType;
   paths?: readonly string[];
   tags?: readonly string[];
+  /** A soft purge: what it names is marked stale (revalidated before its next use) instead of removed. */
+  soft?: boolean;
 }
 
 export interface PrefetchResult {

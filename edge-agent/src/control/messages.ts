@@ -79,7 +79,7 @@ const PURGE_TYPES: Partial<Record<number, AgentPurgeType>> = {
 export function purgeCommandOf(p: Purge): PurgeCommand | null {
   const type = PURGE_TYPES[p.type];
   if (type === undefined) return null;
-  return { sequence: num(p.sequence), purge_id: p.purgeId, endpoint_id: p.endpointId, type, paths: p.paths, tags: p.tags };
+  return { sequence: num(p.sequence), purge_id: p.purgeId, endpoint_id: p.endpointId, type, paths: p.paths, tags: p.tags, soft: p.soft };
 }
 
 export function configAck(version: number, nonce: string, error: string | null): ConnectRequest {

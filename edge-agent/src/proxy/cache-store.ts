@@ -24,7 +24,7 @@
 // the host's monotonic clock, which every process of the node shares), and a
 // purge this worker applied at or after that time covers it.
 import { LRUCache } from 'lru-cache';
-import type { ObjectStore, PurgeTarget } from '../cache/index.ts';
+import { targets, type ObjectStore, type PurgeTarget } from '../cache/index.ts';
 import { compilePathGlob, type PathMatcher } from '../../../shared/src/match/glob.ts';
 import type { UrlSlot } from '../metrics/traffic.ts';
 
@@ -113,8 +113,21 @@ interface TagPurge {
   swept: boolean;
 }
 
+/** A soft purge: what it names is marked stale (revalidated before its next use), not removed. */
+interface SoftPurge {
+  generation: number;
+  target: PurgeTarget;
+  atMs: number;
+  /** The lurker has marked the objects it covered. */
+  swept: boolean;
+}
+
 interface EndpointPurgeState {
   bans: Ban[];
+  /** Soft purges, oldest first. */
+  soft: SoftPurge[];
+  /** Newest soft purge: objects of a later generation skip their check. */
+  latestSoftGeneration: number;
   /** Tag → its last purge. */
   tags: Map<string, TagPurge>;
   /** Path → its last purge (its objects were deleted at once; this stops fills begun before it). */
@@ -331,6 +344,9 @@ export class CacheStore {
     const o: CachedObject = { ...fields, body: held.body, generation: this.generationCounter, checkedGeneration: this.generationCounter, hitHeaders: null, hitHeadersAge: -1, fromNodeTier: true };
     if (this.purgedSince(o, startUs)) return undefined;
     counts.hits++;
+    // Marked stale by a soft purge the node tier applied, or one this worker applied after the fill began.
+    if (held.staleSince !== undefined) staleFrom(o, held.staleSince);
+    this.softPurgedSince(o, startUs);
     if (!promote) return o;
     this.memory.set(key, o);
     if (this.memory.has(key)) this.index(o);
@@ -350,6 +366,15 @@ export class CacheStore {
       if (purge !== undefined && after(purge.generation)) return true;
     }
     return false;
+  }
+
+  /** Marks the object (read from the node tier) stale for each soft purge this worker applied at or after startUs that names it. */
+  private softPurgedSince(o: CachedObject, startUs: number): void {
+    const state = this.purgeState.get(o.endpointId);
+    if (state === undefined || state.soft.length === 0) return;
+    for (const s of state.soft) {
+      if ((this.generationStarts.get(s.generation)?.atUs ?? Infinity) >= startUs && targets(s.target, o.path, o.tags)) staleFrom(o, s.atMs);
+    }
   }
 
   private index(o: CachedObject): void {
@@ -384,10 +409,10 @@ export class CacheStore {
    * counted in nodePurgeFailures). Fills of that generation began after this worker applied the purge, so once
    * the node tier has it they carry the node's generation after it (until then, the node refuses them).
    */
-  private purgeNode(endpointId: string, target: PurgeTarget, generation: number): void {
+  private purgeNode(endpointId: string, target: PurgeTarget, generation: number, soft = false): void {
     const node = this.node;
     if (node === null) return;
-    this.track(node.purge(endpointId, target).then(
+    this.track(node.purge(endpointId, target, soft).then(
       () => {
         const start = this.generationStarts.get(generation);
         if (start !== undefined) start.node = Math.max(start.node, node.generation());
@@ -433,6 +458,25 @@ export class CacheStore {
     if (!o) return 0;
     this.delete(o, false);
     return 1;
+  }
+
+  /**
+   * A soft purge (Fastly's): every object of the endpoint the target names, fetched before now, is marked stale
+   * instead of removed: its next use revalidates it with the origin (a conditional request), and it may be served
+   * stale meanwhile as its stale-while-revalidate and stale-if-error allow. O(1) here, like a ban: objects are
+   * marked when next looked up or stored, and by the lurker; the node tier marks its entries itself. Returns how
+   * many stored objects a path or tag target names (0 for the others).
+   */
+  softPurge(endpointId: string, target: PurgeTarget): number {
+    const generation = this.nextGeneration();
+    const state = this.purgeStateFor(endpointId);
+    state.soft.push({ generation, target, atMs: Date.now(), swept: false });
+    state.latestSoftGeneration = generation;
+    this.scheduleLurker();
+    this.purgeNode(endpointId, target, generation, true);
+    if (target.kind === 'path') return this.pathIndex.get(endpointId)?.get(target.path)?.size ?? 0;
+    if (target.kind === 'tag') return this.tagIndex.get(endpointId)?.get(target.tag)?.size ?? 0;
+    return 0;
   }
 
   /**
@@ -494,7 +538,7 @@ export class CacheStore {
   private purgeStateFor(endpointId: string): EndpointPurgeState {
     let state = this.purgeState.get(endpointId);
     if (!state) {
-      state = { bans: [], tags: new Map(), paths: new Map(), latestBanGeneration: 0 };
+      state = { bans: [], soft: [], latestSoftGeneration: 0, tags: new Map(), paths: new Map(), latestBanGeneration: 0 };
       this.purgeState.set(endpointId, state);
     }
     return state;
@@ -504,8 +548,9 @@ export class CacheStore {
     const generation = this.nextGeneration();
     const state = this.purgeStateFor(endpointId);
     if (matcher === null) {
-      // An "all" ban supersedes every older ban, tag purge and path purge.
+      // An "all" ban supersedes every older ban, tag purge, path purge and soft purge.
       state.bans = [];
+      state.soft = [];
       state.tags.clear();
       state.paths.clear();
     }
@@ -517,6 +562,9 @@ export class CacheStore {
   private isBanned(o: CachedObject): boolean {
     const state = this.purgeState.get(o.endpointId);
     if (state && state.latestBanGeneration > o.generation && coveredBy(o, state.bans, state.tags, state.paths)) return true;
+    if (state && state.latestSoftGeneration > o.generation) {
+      for (const s of state.soft) if (s.generation > o.generation && targets(s.target, o.path, o.tags)) staleFrom(o, s.atMs);
+    }
     o.checkedGeneration = this.generationCounter;
     return false;
   }
@@ -557,6 +605,19 @@ export class CacheStore {
         purge.swept = true;
       }
       for (const [tag, purge] of state.tags) if (purge.swept && now - purge.atMs > PURGE_RECORD_GRACE_MS) state.tags.delete(tag);
+      // Soft purges: mark what they name (the objects stay); their records expire oldest first.
+      for (const s of state.soft) {
+        if (s.swept) continue;
+        const named = s.target.kind === 'tag' ? this.tagIndex.get(endpointId)?.get(s.target.tag)
+          : s.target.kind === 'path' ? this.pathIndex.get(endpointId)?.get(s.target.path) : allKeys(this.pathIndex.get(endpointId));
+        for (const key of named === undefined ? [] : [...named]) {
+          const o = this.memory.peek(key);
+          if (o && o.generation < s.generation && targets(s.target, o.path, o.tags)) staleFrom(o, s.atMs);
+          if (++done % SLICE === 0) yield;
+        }
+        s.swept = true;
+      }
+      while (state.soft.length > 0 && state.soft[0].swept && now - state.soft[0].atMs > PURGE_RECORD_GRACE_MS) state.soft.shift();
       // Path purges deleted their objects at once; their records expire oldest first.
       for (const [path, purge] of state.paths) {
         if (now - purge.atMs <= PURGE_RECORD_GRACE_MS) break;
@@ -592,6 +653,24 @@ export class CacheStore {
     this.varyByPrimary.clear();
     this.purgeState.clear();
   }
+}
+
+/**
+ * Marks the object stale from atMs (a soft purge then): its lifetime ends at the age it had then, so it is
+ * revalidated before its next use, and its stale-while-revalidate and stale-if-error windows count from then.
+ */
+function staleFrom(o: CachedObject, atMs: number): void {
+  const ageThen = o.correctedInitialAgeMs + (atMs - o.responseTimeMs);
+  if (o.lifetimeMs <= ageThen) return;
+  o.lifetimeMs = Math.max(0, ageThen);
+  o.hitHeaders = null;
+  o.shapedHit = null;
+}
+
+function allKeys(paths: Map<string, Set<string>> | undefined): string[] {
+  const keys: string[] = [];
+  if (paths !== undefined) for (const set of paths.values()) keys.push(...set);
+  return keys;
 }
 
 /** True when a ban, a tag purge or a path purge issued after the object's fetch began covers it. */

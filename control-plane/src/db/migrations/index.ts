@@ -43,6 +43,7 @@ import { Migration0046EdgeShield } from './0046-edge-shield.ts';
 import { Migration0047PurgeIdempotency } from './0047-purge-idempotency.ts';
 import { Migration0048PasswordConfirmed } from './0048-password-confirmed.ts';
 import { Migration0049PurgeAckTimedOut } from './0049-purge-ack-timed-out.ts';
+import { Migration0050SoftPurge } from './0050-soft-purge.ts';
 
 export const migrationsList: MigrationObject[] = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -87,4 +88,5 @@ export const migrationsList: MigrationObject[] = [
   { name: '0047-purge-idempotency', class: Migration0047PurgeIdempotency },
   { name: '0048-password-confirmed', class: Migration0048PasswordConfirmed },
   { name: '0049-purge-ack-timed-out', class: Migration0049PurgeAckTimedOut },
+  { name: '0050-soft-purge', class: Migration0050SoftPurge },
 ];
