@@ -69,7 +69,11 @@ export class Slicer {
   private readonly deps: SlicerDeps;
   /** Slice fetches (and source reads) under way, by slice key. */
   private readonly slices = new Map<string, Promise<Slice>>();
-  /** First requests for objects nothing is known of, by primary key and slice number. */
+  /**
+   * First requests for objects nothing is known of, by primary key: a seek into another slice meanwhile waits for
+   * the head this one makes (and then asks for its own slice) rather than making a second head, whose version
+   * would replace the first one's and lose the slices kept under it.
+   */
   private readonly discoveries = new Map<string, Promise<Discovery>>();
   /** Revalidations of stale heads under way, by head key: the head they end with, or null. */
   private readonly revalidations = new Map<string, Promise<CachedObject | null>>();
@@ -149,7 +153,7 @@ export class Slicer {
   async rangeMiss(ex: RoutedExchange, primary: string): Promise<void> {
     const start = rangeStart(ex.vh.range!);
     const n = start == null ? 0 : Math.floor(start / this.deps.settings.sliceBytes);
-    const key = `${primary}\x02? ${n}`;
+    const key = `${primary}\x02?`;
     const running = this.discoveries.get(key);
     if (running !== undefined) this.joined++;
     const d = running !== undefined ? await running : await this.track(this.discoveries, key, this.discoverLocked(ex, primary, n, key));
