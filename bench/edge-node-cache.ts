@@ -37,6 +37,8 @@ const ROUNDS = numberFlag('rounds', 2);
 const SEEKS = numberFlag('seeks', 20);
 const RESTART_REQUESTS = numberFlag('restart-requests', 300);
 const SEED = numberFlag('seed', 1);
+/** --origin-log FILE: every origin request (path, range, status, bytes, time, request headers) as ndjson, for tracing a missed goal. */
+const ORIGIN_LOG = listFlag('origin-log', '')[0];
 const ORIGIN_PORT = 19301, AGENT_PORT = 19310, AGENT_B_PORT = 19311, NGINX_PORT = 19320;
 const KiB = 1024, MiB = 1024 * 1024;
 const SLICE = MiB;
@@ -47,7 +49,7 @@ const HOST = 'bench.local';
 const PATTERN = randomBytes(MiB + 4093);
 const P = PATTERN.length;
 interface OriginObject { size: number; seed: number; etag: string }
-interface OriginRequest { path: string; first: number; last: number; status: number; bytes: number }
+interface OriginRequest { path: string; first: number; last: number; status: number; bytes: number; atMs: number; headers?: http.IncomingHttpHeaders }
 const objects = new Map<string, OriginObject>();
 const originLog: OriginRequest[] = [];
 const lastModified = new Date(Date.now() - 86_400_000).toUTCString();
@@ -89,7 +91,7 @@ function startOrigin(): Promise<http.Server> {
       if (m[1] === '') first = Math.max(0, o.size - Number(m[2]));
       else { first = Number(m[1]); if (m[2] !== '') last = Math.min(last, Number(m[2])); }
       if (first >= o.size || last < first) {
-        originLog.push({ path, first, last, status: 416, bytes: 0 });
+        originLog.push({ path, first, last, status: 416, bytes: 0, atMs: performance.now() });
         return void res.writeHead(416, { 'content-range': `bytes */${o.size}`, 'content-length': '0' }).end();
       }
       status = 206;
@@ -99,7 +101,7 @@ function startOrigin(): Promise<http.Server> {
       'cache-control': 'public, max-age=3600', 'accept-ranges': 'bytes',
     };
     if (status === 206) head['content-range'] = `bytes ${first}-${last}/${o.size}`;
-    const entry = { path, first, last, status, bytes: 0 };
+    const entry: OriginRequest = { path, first, last, status, bytes: 0, atMs: performance.now(), ...(ORIGIN_LOG ? { headers: req.headers } : {}) };
     originLog.push(entry);
     res.writeHead(status, head);
     if (req.method === 'HEAD') return void res.end();
@@ -275,17 +277,17 @@ function sessions(list: { path: string; size: number; weight: number }[], count:
   return out;
 }
 
-interface Played { requests: number; served: number; hits: number; bad: number; seconds: number; statuses: Map<string, number> }
+interface Played { requests: number; served: number; hits: number; bad: number; seconds: number; statuses: Map<string, number>; byRequest: Map<string, string> }
 
 /** Plays the sessions with CONCURRENCY players, each on keep-alive connections of its own. */
 async function play(port: number, list: Req[][]): Promise<Played> {
-  const queue = [...list];
-  const r: Played = { requests: 0, served: 0, hits: 0, bad: 0, seconds: 0, statuses: new Map() };
+  const queue = list.map((s, i) => ({ s, i }));
+  const r: Played = { requests: 0, served: 0, hits: 0, bad: 0, seconds: 0, statuses: new Map(), byRequest: new Map() };
   const t0 = performance.now();
   await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-    for (let s = queue.shift(); s !== undefined; s = queue.shift()) {
-      for (const q of s) {
+    for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+      for (const [j, q] of next.s.entries()) {
         const a = await get(port, q.path, q.range, agent);
         r.requests++;
         r.served += a.bytes;
@@ -293,6 +295,7 @@ async function play(port: number, list: Req[][]): Promise<Played> {
         if (!a.ok) r.bad++;
         const key = `${q.range === null ? 'whole' : 'range'} ${a.cache || '-'}`;
         r.statuses.set(key, (r.statuses.get(key) ?? 0) + 1);
+        r.byRequest.set(`${next.i}.${j}`, a.cache);
       }
     }
     agent.destroy();
@@ -415,6 +418,9 @@ async function zipfSection(work: string, config: string): Promise<ZipfState> {
   say(`- Goal hit ratio ≥ nginx's: ${verdict(a.played.hits / a.played.requests >= n.played.hits / n.played.requests)} (${((100 * a.played.hits) / a.played.requests).toFixed(1)} % vs ${((100 * n.played.hits) / n.played.requests).toFixed(1)} %).`);
   say(`- CPU per served MiB, agent ÷ nginx: ${((a.cpuMs / a.played.served) / (n.cpuMs / n.played.served)).toFixed(2)}×.`);
   for (const [name, f] of Object.entries(figures)) say(`- ${name}: X-Cache-Status by request kind: ${[...f.played.statuses].sort().map(([k, v]) => `${k} ${v}`).join(', ')}.`);
+  const named = (k: string) => { const [i, j] = k.split('.').map(Number); const q = load[i!]![j!]!; return `${k} ${q.path} ${q.range === null ? 'whole' : q.range.join('-')}`; };
+  const differ = (x: Played, y: Played) => [...x.byRequest].filter(([k, v]) => v !== 'HIT' && y.byRequest.get(k) === 'HIT').map(([k]) => named(k));
+  say(`- Requests a HIT at one server and not at the other: the agent's ${differ(a.played, n.played).length} (${differ(a.played, n.played).slice(0, 8).join(', ')}), nginx's ${differ(n.played, a.played).length} (${differ(n.played, a.played).slice(0, 8).join(', ')}) (session.request; each session's requests in order by one player, so a request that was a miss at one and a hit at the other raced another player for its slice).`);
   for (const [name, f] of Object.entries(figures)) say(`- ${name}: origin bytes asked more than once ${fmtMiB(f.dup.redundant)} MiB${f.dup.top.length ? `; ranges asked twice or more: ${f.dup.top.join(', ')}` : ''}.`);
   say('');
   return { agent, list };
@@ -544,6 +550,7 @@ async function main(): Promise<void> {
       else await stopAgent(state.agent);
     }
   } finally {
+    if (ORIGIN_LOG) writeFileSync(ORIGIN_LOG, originLog.map((r) => JSON.stringify(r)).join('\n') + '\n');
     origin.closeAllConnections();
     origin.close();
     rmSync(work, { recursive: true, force: true });
