@@ -315,7 +315,11 @@ export class Slicer {
       delete headers['content-range'];
       return this.whole(ex, primary, { ...res, statusCode: 200, headers }, generation);
     }
-    const head = this.newHead(ex, primary, res, cr.total, generation);
+    // A head made meanwhile for the same version (a full request of the object, read slice by slice) is kept:
+    // a second head would replace it, and the slices kept under its version would be lost.
+    const known = store.get(cacheKeys(ex, store).key);
+    const same = known?.sliced !== undefined && known.sliced.total === cr.total && known.sliced.sliceBytes === sliceBytes && sameVersion(known, res) ? known : null;
+    const head = same ?? this.newHead(ex, primary, res, cr.total, generation);
     if (head === null) {
       dispose(res.body);
       return { type: 'forward' };
@@ -323,7 +327,7 @@ export class Slicer {
     try {
       const body = await readExactly(res, cr.last - cr.first + 1);
       this.fills++;
-      if (!store.set(head)) return { type: 'forward' };
+      if (same === null && !store.set(head)) return { type: 'forward' };
       this.keep(head, n, body, generation);
       return { type: 'head', head };
     } catch (err) {
