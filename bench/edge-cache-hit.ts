@@ -15,14 +15,15 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { get as httpGet } from 'node:http';
 import { connect } from 'node:net';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { signPath } from '../shared/src/signing/signed-url.ts';
 import { have, listFlag, numberFlag, pin } from './lib/cli.ts';
 import { BENCH_SIGNING_SECRET, benchSnapshot } from './lib/edge-bench-config.ts';
-import { cpuMsOf, loadAverage } from './lib/stats.ts';
+import { nginxBin, nginxConf } from './lib/nginx.ts';
+import { loadAverage, treeCpuMs } from './lib/stats.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const DURATION = numberFlag('duration', 10);
@@ -43,7 +44,6 @@ function ensureTools(): void {
   console.log(`installing ${missing.join(', ')} from Debian packages...`);
   execFileSync('sh', ['-c', 'apt-get update -qq && apt-get install -y -qq wrk nghttp2-client openssl nginx-light || apt-get install -y -qq wrk nghttp2-client openssl nginx'], { stdio: 'inherit' });
 }
-const nginxBin = () => (have('nginx') ? 'nginx' : '/usr/sbin/nginx');
 
 const children: ChildProcess[] = [];
 function start(cmd: string[]): ChildProcess {
@@ -111,19 +111,6 @@ function responseHead(port: number, host: string, path: string, extra = ''): Pro
     });
     socket.on('error', reject);
   });
-}
-
-/** CPU time (ms) of a process and its children (an agent with workers: the primary and every worker). */
-function treeCpuMs(pid: number): number {
-  let ms = cpuMsOf(pid);
-  try {
-    for (const tid of readdirSync(`/proc/${pid}/task`)) {
-      for (const child of readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').split(' ').filter(Boolean)) ms += treeCpuMs(Number(child));
-    }
-  } catch {
-    // gone meanwhile
-  }
-  return ms;
 }
 
 /** h2load against one URL (its host is the SNI and :authority) for `seconds` (16 connections × 4 streams; --h1: HTTP/1.1, one request per connection at a time). */
@@ -198,20 +185,7 @@ async function main(): Promise<void> {
       proxy_cache_valid 200 1h;
       add_header X-Cache-Status $upstream_cache_status;
     }`;
-  writeFileSync(conf, `
-worker_processes 1;
-daemon off;
-user root;
-pid ${work}/nginx.pid;
-error_log ${work}/nginx-error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  sendfile on;
-  tcp_nodelay on;
-  keepalive_requests 100000;
-  proxy_cache_path ${work}/nginx-cache levels=1:2 keys_zone=bench:10m max_size=1g inactive=60m use_temp_path=off;
-  client_body_temp_path ${work}/nginx-body; proxy_temp_path ${work}/nginx-proxy; fastcgi_temp_path ${work}/nginx-fcgi; uwsgi_temp_path ${work}/nginx-uwsgi; scgi_temp_path ${work}/nginx-scgi;
+  writeFileSync(conf, nginxConf(work, 1, `${work}/nginx-cache levels=1:2 keys_zone=bench:10m max_size=1g inactive=60m`, `
   server {
     listen 127.0.0.1:${NGINX_PORT};
     ${cachedLocation}
@@ -229,8 +203,7 @@ http {
     ssl_protocols TLSv1.2 TLSv1.3;
     ${cachedLocation}
   }
-}
-`);
+`));
   const nginxPid = start(pin(0, [nginxBin(), '-c', conf, '-p', work, '-e', join(work, 'nginx-error.log')])).pid!;
   await waitFor(`http://127.0.0.1:${ORIGIN_PORT}/1k`, 'x');
   await waitFor(`http://127.0.0.1:${PLAIN_PORT}/1k`, 'x');

@@ -39,6 +39,19 @@ export function cpuMsOf(pid: number): number {
   }
 }
 
+/** CPU time (ms) of a process and its children (an agent with workers: the primary and every worker; nginx's master and workers). */
+export function treeCpuMs(pid: number): number {
+  let ms = cpuMsOf(pid);
+  try {
+    for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+      for (const child of fs.readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').split(' ').filter(Boolean)) ms += treeCpuMs(Number(child));
+    }
+  } catch {
+    // gone meanwhile
+  }
+  return ms;
+}
+
 /** Resident set size (bytes) of a process, from /proc/<pid>/status. */
 export function rssOf(pid: number): number {
   const line = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));

@@ -71,7 +71,11 @@ export class Slicer {
   private readonly deps: SlicerDeps;
   /** Slice fetches (and source reads) under way, by slice key. */
   private readonly slices = new Map<string, Promise<Slice>>();
-  /** First requests for objects nothing is known of, by primary key and slice number. */
+  /**
+   * First requests for objects nothing is known of, by primary key: a seek into another slice meanwhile waits for
+   * the head this one makes (and then asks for its own slice) rather than making a second head, whose version
+   * would replace the first one's and lose the slices kept under it.
+   */
   private readonly discoveries = new Map<string, Promise<Discovery>>();
   /** Revalidations of stale heads under way, by head key: the head they end with, or null. */
   private readonly revalidations = new Map<string, Promise<CachedObject | null>>();
@@ -151,7 +155,7 @@ export class Slicer {
   async rangeMiss(ex: RoutedExchange, primary: string): Promise<void> {
     const start = rangeStart(ex.vh.range!);
     const n = start == null ? 0 : Math.floor(start / this.deps.settings.sliceBytes);
-    const key = `${primary}\x02? ${n}`;
+    const key = `${primary}\x02?`;
     const running = this.discoveries.get(key);
     if (running !== undefined) this.joined++;
     const d = running !== undefined ? await running : await this.track(this.discoveries, key, this.discoverLocked(ex, primary, n, key));
@@ -313,7 +317,11 @@ export class Slicer {
       delete headers['content-range'];
       return this.whole(ex, primary, { ...res, statusCode: 200, headers }, generation);
     }
-    const head = this.newHead(ex, primary, res, cr.total, generation);
+    // A head made meanwhile for the same version (a full request of the object, read slice by slice) is kept:
+    // a second head would replace it, and the slices kept under its version would be lost.
+    const known = store.get(cacheKeys(ex, store).key);
+    const same = known?.sliced !== undefined && known.sliced.total === cr.total && known.sliced.sliceBytes === sliceBytes && sameVersion(known, res) ? known : null;
+    const head = same ?? this.newHead(ex, primary, res, cr.total, generation);
     if (head === null) {
       dispose(res.body);
       return { type: 'forward' };
@@ -321,7 +329,7 @@ export class Slicer {
     try {
       const body = await readExactly(res, cr.last - cr.first + 1);
       this.fills++;
-      if (!store.set(head)) return { type: 'forward' };
+      if (same === null && !store.set(head)) return { type: 'forward' };
       this.keep(head, n, body, generation);
       return { type: 'head', head };
     } catch (err) {
