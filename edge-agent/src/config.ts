@@ -32,7 +32,7 @@ const schema = z.object({
   METRICS_HOST: z.string().min(1).default('0.0.0.0'),
   DATA_DIR: z.string().min(1).default('./.data/agent'),
   CACHE_MEMORY_BYTES: bytes.default(256 * MiB),
-  CACHE_DISK_BYTES: bytes.default(0),
+  CACHE_DISK_BYTES: bytes.default(1024 * MiB),
   CACHE_MAX_OBJECT_BYTES: bytes.default(32 * MiB),
   // Large objects are kept in slices of CACHE_SLICE_BYTES (0: never): range misses ask the origin for the slice holding
   // the range, and full answers above CACHE_SLICE_THRESHOLD_BYTES (or CACHE_MAX_OBJECT_BYTES) are kept slice by slice.

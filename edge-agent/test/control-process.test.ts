@@ -105,7 +105,9 @@ t.test('restart with the control plane down: the persisted configuration serves;
     fake.send(s, fullPush(7, v7));
     fake.send(s, purgePush(3, PurgeType.ALL));
   };
-  const env = { DATA_DIR: dataDir, CONTROL_PLANE_URL: `grpc://127.0.0.1:${cpPort}`, AGENT_TOKEN: TOKEN };
+  // Memory tiers only: a kept node tier is held until a control plane says which purges were missed
+  // (test/flows/edge-node-cache.test.ts); here the configuration kept in DATA_DIR is what is tested.
+  const env = { DATA_DIR: dataDir, CONTROL_PLANE_URL: `grpc://127.0.0.1:${cpPort}`, AGENT_TOKEN: TOKEN, CACHE_DISK_BYTES: '0' };
   let second: FakeControlPlane | null = null;
   const children: import('node:child_process').ChildProcess[] = [];
   t.teardown(async () => {

@@ -59,6 +59,18 @@ for (const c of cases) {
   });
 }
 
+t.test('a hot object soft-purged: ten concurrent viewers cost the origin one conditional request', async (t) => {
+  const edge = await startAgent(snapshotFor(origin.port));
+  t.teardown(() => edge.close());
+  const path = '/plain/8/hot.m3u8';
+  await edge.get(path);
+  await edge.agent.applyPurge({ sequence: ++sequence, purge_id: `p${sequence}`, endpoint_id: 'ep1', type: 'path', paths: [path], soft: true });
+  const answers = await Promise.all(Array.from({ length: 10 }, () => edge.get(path)));
+  t.ok(answers.every((a) => a.status === 200 && a.body === `body of ${path}`));
+  t.equal(requestsFor(path).length, 2, 'one request after the purge, for all ten');
+  t.equal(requestsFor(path)[1].headers['if-none-match'], '"v1"', 'conditional');
+});
+
 t.test('within stale-while-revalidate a soft-purged object is served stale at once and revalidated once in the background', async (t) => {
   const edge = await startAgent(snapshotFor(origin.port));
   t.teardown(() => edge.close());

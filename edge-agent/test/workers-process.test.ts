@@ -36,7 +36,7 @@ const writeCertificate = async () => {
 };
 await writeCertificate();
 const agent = await startAgentProcess({
-  CONFIG_FILE: configFile, DATA_DIR: join(dir, 'data'), WORKERS: '2', CACHE_MEMORY_BYTES: '32MiB',
+  CONFIG_FILE: configFile, DATA_DIR: join(dir, 'data'), WORKERS: '2', CACHE_MEMORY_BYTES: '32MiB', CACHE_DISK_BYTES: '0', // memory tiers only: each worker's own cache is what is tested
   TLS_CERT_FILE: join(dir, 'cdn.pem'), TLS_KEY_FILE: join(dir, 'cdn.key'),
 });
 t.teardown(() => { agent.child.kill('SIGKILL'); });

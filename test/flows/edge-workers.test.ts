@@ -34,7 +34,7 @@ t.test('two workers: purges and prefetches reach both before the ack, a killed w
 
   const agent = await startAgentProcess({
     CONTROL_PLANE_URL: `grpc://127.0.0.1:${cp.app.edgeChannel!.port}`, AGENT_TOKEN, DATA_DIR: mkdtempSync(join(tmpdir(), 'sp-workers-')),
-    REGION: 'test', NODE_HOSTNAME: 'workers-agent', SHUTDOWN_TIMEOUT_MS: '3000', WORKERS: '2', CACHE_MEMORY_BYTES: '64MiB',
+    REGION: 'test', NODE_HOSTNAME: 'workers-agent', SHUTDOWN_TIMEOUT_MS: '3000', WORKERS: '2', CACHE_MEMORY_BYTES: '64MiB', CACHE_DISK_BYTES: '0',
   });
   t.teardown(() => { agent.child.kill('SIGKILL'); });
   t.match(agent.logs.join('\n'), /"workers":2/);
