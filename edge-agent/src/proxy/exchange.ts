@@ -26,6 +26,8 @@ export class Exchange implements HeaderSource {
   /** Normalised path (percent-decoded unreserved characters, no dot segments). */
   path = '/';
   query = '';
+  /** A prefix token the path carried as a segment, already taken out of `path` (signed-urls.ts takePathToken); null: none. */
+  pathToken: { name: string; value: string | null } | null = null;
   /** Fields the viewer's Connection header lists (hop-by-hop for this request). */
   connectionListed: Set<string> | null = null;
   endpoint: CompiledEndpoint | null = null;
