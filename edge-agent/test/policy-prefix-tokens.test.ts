@@ -6,6 +6,8 @@
 // edge_policy_denials_total names the reason; a secret inside its grace
 // passes; neither the cache key nor the origin request carries the token.
 import t, { type Test } from 'tap';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { pathWithToken, signPrefixToken } from '../../shared/src/signing/prefix-token.ts';
 import { signPath } from '../../shared/src/signing/signed-url.ts';
@@ -17,6 +19,7 @@ const PAST_GRACE = 'replaced-secret-past-grace-0123456789-abcdef';
 const BOUND = 'secret-of-the-ip-bound-key-0123456789-abcdefg';
 const OTHER = 'secret-of-the-other-endpoint-0123456789-abcd';
 const OTHER_HOST = 'other.test';
+const cli = fileURLToPath(new URL('../src/policy/sign-url-cli.ts', import.meta.url));
 const PLAYLIST = '#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXTINF:4,\nseg-1.ts\n#EXTINF:4,\nhd/seg-2.ts\n#EXT-X-ENDLIST\n';
 
 const origin = await startOrigin((req, res) => {
@@ -162,4 +165,36 @@ t.test('exact-path signed URLs keep working beside prefix tokens', async (t) => 
   const res = await get(signPath({ path: '/videos/123/seg-1.ts', expires: inAnHour(), secret: CURRENT }));
   t.equal(res.status, 200);
   t.equal(res.body, 'origin saw /videos/123/seg-1.ts');
+});
+
+t.test('`npm run sign-url --acl` prints a token in each form, each accepted; it refuses a URL its pattern does not cover', async (t) => {
+  const sign = (...args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 10_000, env: { ...process.env, SIGNING_SECRET: CURRENT } });
+  const run = sign('--url', `http://${HOST}/videos/123/hd/seg-4.ts?q=1`, '--acl', '/videos/./123/*', '--expires-in', '600');
+  t.equal(run.status, 0, run.stderr);
+  t.notMatch(run.stdout, CURRENT, 'the secret is not printed');
+  const form = (label: string) => new RegExp(`^${label}: (.*)$`, 'm').exec(run.stdout)?.[1] ?? '';
+  const tok = form('token');
+  t.equal(Buffer.from(/~acl=([^~]+)/.exec(tok)?.[1] ?? '', 'base64url').toString(), '/videos/123/*', 'the pattern as the edge normalises it');
+  const query = new URL(form('query URL'));
+  const path = new URL(form('path URL'));
+  t.equal(form('Cookie'), `token=${tok}`);
+  t.match(form('Set-Cookie'), /; Path=\/videos\/123\/; Secure; HttpOnly; SameSite=None$/);
+  for (const [what, target, headers] of [
+    ['query', query.pathname + query.search, {}],
+    ['cookie', '/videos/123/hd/seg-4.ts?q=1', { Cookie: form('Cookie') }],
+    ['path', path.pathname + path.search, {}],
+  ] as const) {
+    const res = await get(target, headers);
+    t.equal(res.status, 200, what);
+    t.equal(res.body, 'origin saw /videos/123/hd/seg-4.ts?q=1', `${what}: the origin gets the path and other parameters, no token`);
+  }
+  const outside = sign('--url', '/videos/124/a.ts', '--acl', '/videos/123/*');
+  t.equal(outside.status, 1);
+  t.match(outside.stderr, /does not cover/);
+  const startAlone = sign('--url', '/videos/123/a.ts', '--start', '1');
+  t.equal(startAlone.status, 1);
+  t.match(startAlone.stderr, /--start is for prefix tokens/);
+  const badPattern = sign('--url', '/videos/123/a.ts', '--acl', '/videos/*/a.ts');
+  t.equal(badPattern.status, 1);
+  t.match(badPattern.stderr, /"\*" only at its end/);
 });
