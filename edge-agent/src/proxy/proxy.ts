@@ -272,10 +272,10 @@ export class Proxy {
     }
     ex.query = pctx.query;
     if (pctx.cookie !== ex.vh.cookie) {
-      // The signed-URL check took its token cookies out: the rest is what the cache key and the origin request read.
+      // The signed-URL check took its token cookies out: the rest is what the cache key and the origin request read
+      // (applied when the forwarded fields are built, so a hit still never materialises req.headers).
       ex.vh.cookie = pctx.cookie;
-      if (pctx.cookie === undefined) delete ex.req.headers.cookie;
-      else ex.req.headers.cookie = pctx.cookie;
+      ex.cookieEdit = { value: pctx.cookie };
     }
     return false;
   }
