@@ -9,8 +9,10 @@
 // (issue 23): the agent with 1 and 2 worker processes, HTTPS hits (HTTP/1.1
 // over TLS, wrk) against plaintext hits and against nginx with TLS, and HTTP/2
 // hits (h2load) against HTTPS/1.1 hits and nginx's HTTP/2, with each server's
-// CPU time per request beside req/s.
-// Run: npx node bench/edge-cache-hit.ts [--duration 10] [--warmup 3] [--rounds 2] [--sections main,pairs,full]
+// CPU time per request beside req/s. The pairs include prefix tokens (issue 36)
+// against today's signed URL, each on a repeated token (section "prefix" runs
+// those alone).
+// Run: npx node bench/edge-cache-hit.ts [--duration 10] [--warmup 3] [--rounds 2] [--sections main,pairs,full] [--base-port 18801]
 // (--sections: which parts run; a partial run records only those, e.g. `--sections main --rounds 3`.)
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { get as httpGet } from 'node:http';
@@ -19,6 +21,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { pathWithToken, signPrefixToken } from '../shared/src/signing/prefix-token.ts';
 import { signPath } from '../shared/src/signing/signed-url.ts';
 import { have, listFlag, numberFlag, pin } from './lib/cli.ts';
 import { BENCH_SIGNING_SECRET, benchSnapshot } from './lib/edge-bench-config.ts';
@@ -31,12 +34,14 @@ const WARMUP = numberFlag('warmup', 3);
 const CONNECTIONS = numberFlag('connections', 64);
 /** Rounds of the policy and compression pairs, alternating the two sides (the median is reported). */
 const ROUNDS = numberFlag('rounds', 2);
-/** main: agent vs plain node:http vs nginx; pairs: policies and compressed hits; full: workers, HTTPS, HTTP/2. */
+/** main: agent vs plain node:http vs nginx; pairs: policies and compressed hits (prefix: only the prefix-token pairs); full: workers, HTTPS, HTTP/2. */
 const SECTIONS = new Set(listFlag('sections', 'main,pairs,full'));
-const ORIGIN_PORT = 18801, PLAIN_PORT = 18802, AGENT_PORT = 18803, NGINX_PORT = 18804;
-const AGENT_TLS_PORT = 18805, NGINX_TLS_PORT = 18806, AGENT2_PORT = 18807, NGINX_COPY_PORT = 18808;
+/** The first of the ten ports the run listens on (--base-port: another range, when another run shares the host). */
+const BASE_PORT = numberFlag('base-port', 18801);
+const ORIGIN_PORT = BASE_PORT, PLAIN_PORT = BASE_PORT + 1, AGENT_PORT = BASE_PORT + 2, NGINX_PORT = BASE_PORT + 3;
+const AGENT_TLS_PORT = BASE_PORT + 4, NGINX_TLS_PORT = BASE_PORT + 5, AGENT2_PORT = BASE_PORT + 6, NGINX_COPY_PORT = BASE_PORT + 7;
 /** Node's own limit over TLS: plain node:https and node:http2 (core stream API) answering the agent's hit bytes and head. */
-const PLAIN_TLS_PORT = 18809, PLAIN_H2_PORT = 18810;
+const PLAIN_TLS_PORT = BASE_PORT + 8, PLAIN_H2_PORT = BASE_PORT + 9;
 
 function ensureTools(): void {
   const missing = ['wrk', 'nginx', 'h2load', 'openssl'].filter((c) => !have(c) && !(c === 'nginx' && have('/usr/sbin/nginx')));
@@ -283,6 +288,21 @@ async function main(): Promise<void> {
     pairs.push({ label: 'policy part', object: '1k', base: 'agent plain hit', other: part.what, rows });
     console.log(`1k    ${part.what}: cost ${(rows[1].cpuUsPerRequest / rows[0].cpuUsPerRequest).toFixed(3)}×`);
   }
+  // Prefix tokens against today's signed URL on the same endpoint, each token repeated (verified once, then
+  // remembered): the check's cost in each of the three places the edge reads a token from (goal: within 3 %).
+  const prefixToken = signPrefixToken({ secret: BENCH_SIGNING_SECRET, acl: '/*', expires });
+  for (const form of SECTIONS.has('pairs') || SECTIONS.has('prefix') ? [
+    { what: 'prefix token in the query', path: `/1k?token=${prefixToken}` },
+    { what: 'prefix token in a cookie', path: '/1k', headers: { Cookie: `token=${prefixToken}` } },
+    { what: 'prefix token in a path segment', path: pathWithToken('/1k', 'token', prefixToken) },
+  ] : []) {
+    const rows = await measurePair(
+      { name: 'agent, signed URL', port: AGENT_PORT, host: 'sig.local', path: signPath({ path: '/1k', expires, secret: BENCH_SIGNING_SECRET }) },
+      { name: `agent, ${form.what}`, port: AGENT_PORT, host: 'sig.local', path: form.path, headers: form.headers },
+    );
+    pairs.push({ label: 'prefix token', object: '1k', base: 'agent hit with a signed URL (signing key only)', other: `agent hit with a ${form.what}`, rows });
+    console.log(`1k    ${form.what}: ${(rows[1].cpuUsPerRequest / rows[0].cpuUsPerRequest).toFixed(3)}× the signed URL's CPU per request`);
+  }
   const compressedHeads: string[] = [];
   for (const size of SECTIONS.has('pairs') ? ['1k.txt', '100k.txt'] : []) {
     for (const coding of ['gzip', 'br']) {
@@ -353,7 +373,7 @@ async function main(): Promise<void> {
   const lines: string[] = [];
   lines.push(`## ${new Date().toISOString()} — load ${loadStart} at the start, ${loadAverage()} at the end; Node ${process.version}`, '',
     `wrk -t1 -c${CONNECTIONS}, ${DURATION} s per measurement after ${WARMUP} s warm-up; servers pinned to core 0, wrk to core 1; one worker each; each server measured ${ROUNDS} times, the order rotating each round, medians. The benchmark itself keeps about 2 runnable (a server and its load generator), so a load average near 2 is the run alone. CPU µs/req is the server's CPU time (every thread of every process: nginx's master and worker) per request served: the cost of a hit, which load elsewhere on the host disturbs far less than req/s.`, '', `Response heads (1 KiB hit): ${heads.join('; ')}.`, '');
-  if (!SECTIONS.has('main') || !SECTIONS.has('pairs') || !SECTIONS.has('full')) lines.push(`A partial run: sections ${[...SECTIONS].join(', ')} only.`, '');
+  if (!SECTIONS.has('main') || !SECTIONS.has('pairs') || !SECTIONS.has('full') || SECTIONS.has('prefix')) lines.push(`A partial run: sections ${[...SECTIONS].join(', ')} only.`, '');
   if (SECTIONS.has('main')) {
     lines.push('| object | server | req/s | p50 ms | p99 ms | CPU µs/req |', '|---|---|---:|---:|---:|---:|');
     for (const size of Object.keys(results)) for (const [name, r] of Object.entries(results[size])) lines.push(`| ${size === '1k' ? '1 KiB' : '100 KiB'} | ${name} | ${r.rps.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.cpuUsPerRequest.toFixed(1)} |`);
@@ -402,7 +422,7 @@ async function main(): Promise<void> {
     lines.push('', `Goals. 100 KiB hits at least 0.9× nginx: by req/s (one core each) ${verdict(byRps('100k'), 0.9)}, by hits per core (nginx's CPU µs/req ÷ the agent's) ${verdict(byCpu('100k'), 0.9)}. 1 KiB hits at or above nginx's single worker: one agent worker by req/s ${verdict(byRps('1k'), 1)}, per core ${verdict(byCpu('1k'), 1)}${twoWorkers}.`, '');
   }
 
-  if (SECTIONS.has('pairs')) {
+  if (SECTIONS.has('pairs') || SECTIONS.has('prefix')) {
     lines.push('', `### Edge policies and compressed hits`, '', `Each pair measured back to back in ${ROUNDS} rounds of ${DURATION} s, the two sides alternating; medians. The policy endpoint checks one signed URL (HMAC-SHA256; the agent remembers verified signatures, so a repeated URL skips the HMAC — each new token pays it once, 3-4 µs), walks 1,000 IP block rules (none matches) and applies a headers policy (4 security headers, 1 custom header). Compressed objects are text (about 3-4× compressible); the plain server sends bytes encoded once at start with the same head. Heads: ${compressedHeads.join('; ')}.`, '');
     lines.push('CPU µs/req is the server process\'s CPU time (schedstat) per request served, the cost of a hit; "cost" is measured ÷ baseline of it (the policy goal: under 1.15×). req/s and p99 move with whatever else runs on the host.', '');
     lines.push('| object | baseline | measured | baseline CPU µs/req | measured CPU µs/req | cost (CPU ratio) | baseline req/s | measured req/s | baseline p99 ms | measured p99 ms |', '|---|---|---|---:|---:|---:|---:|---:|---:|---:|');

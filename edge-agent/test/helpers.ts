@@ -2,7 +2,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -176,6 +176,23 @@ export function startAgentProcess(env: Record<string, string>): Promise<{ child:
     child.stderr!.on('data', (c: Buffer) => logs.push(c.toString()));
     child.once('exit', (code) => reject(new Error(`agent exited early (${code}): ${logs.join('\n')}`)));
   });
+}
+
+/**
+ * An agent process serving a snapshot from a configuration file in a fresh directory (its data directory beside it),
+ * killed and the directory removed at the test's teardown; with the port of its metrics.
+ */
+export async function startConfiguredAgent(t: { teardown: (fn: () => void) => void }, snapshot: unknown, env: Record<string, string> = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'edge-agent-process-'));
+  const configFile = join(dir, 'snapshot.json');
+  writeFileSync(configFile, JSON.stringify(snapshot));
+  const agent = await startAgentProcess({ CONFIG_FILE: configFile, DATA_DIR: join(dir, 'data'), ...env });
+  t.teardown(() => {
+    agent.child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const metricsPort = Number(/"metrics_port":(\d+)/.exec(agent.logs.find((l) => l.includes('"metrics_port"'))!)![1]);
+  return { ...agent, metricsPort };
 }
 
 export const exitOf = (child: ChildProcess) => new Promise<number | null>((r) => (child.exitCode !== null ? r(child.exitCode) : child.once('exit', (code) => r(code))));

@@ -26,7 +26,12 @@ export const SIGNED_URL_ALGORITHM = 'With token_auth_enabled on the endpoint, th
   + 'a URL is one cached object. Worked example: secret `example-secret-for-the-docs-only-0123456789`, path `/videos/intro.mp4`, expires 1767225600, '
   + 'HMAC-SHA256: canonical `/videos/intro.mp4\\n1767225600`, URL `/videos/intro.mp4?expires=1767225600&token=prz1uB7enDKQNv6UWL8vAT2n4ELDSOobiUIcf1jCES4` '
   + '(`printf \'/videos/intro.mp4\\n1767225600\' | openssl dgst -sha256 -hmac <secret> -binary | base64 | tr +/ -_ | tr -d =` gives the token). '
-  + '`npm run sign-url -- --url https://<hostname>/videos/intro.mp4 --secret-file <file> --expires-in 3600` prints a signed URL.';
+  + '`npm run sign-url -- --url https://<hostname>/videos/intro.mp4 --secret-file <file> --expires-in 3600` prints a signed URL. '
+  + 'The same keys also sign prefix tokens, one token for every path under a pattern (a whole playback): '
+  + '`payload = [st=<start>~]exp=<expires>~acl=<base64url(pattern)>[~ip=<client_ip>]`, `token = payload + "~hmac=" + base64url(HMAC(algorithm, secret, payload))`, '
+  + 'pattern a normalised path or a prefix ending in `*`; the edge reads it under token_param from the query, a path segment '
+  + '(`/videos/123/<token_param>=<token>/index.m3u8`, removed before the cache key and the origin request) or a cookie; '
+  + '`npm run sign-url -- --acl \'/videos/123/*\' ...` prints each form (README, "Prefix tokens").';
 
 export const MAX_GRACE_HOURS = 168;
 export const GENERATED_SECRET_LENGTH = 64;

@@ -34,6 +34,14 @@ export interface PolicyRequest {
   query: string;
   /** The query as the viewer sent it. */
   readonly rawQuery: string;
+  /**
+   * A prefix token the viewer's path carried as a segment `<token_param>=<token>`
+   * (signed-urls.ts takePathToken: already out of `path`, before routing); value
+   * null when undecodable or sent twice.
+   */
+  readonly pathToken?: { name: string; value: string | null } | null;
+  /** The viewer's Cookie field as it continues: the signed-URL check takes its token cookies out, and the rest is forwarded. */
+  cookie?: string;
   /** The viewer's address (client-address.ts: the socket's, or the trusted proxy's header), null when unknown. */
   readonly client: ClientAddress | null;
   /** Its canonical text ('' when unknown). */

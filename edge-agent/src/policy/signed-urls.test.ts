@@ -7,7 +7,7 @@ import { signingKeySnapshot, type SigningKeySnapshot } from '../../../shared/src
 import { signPath } from '../../../shared/src/signing/signed-url.ts';
 import { parseClientAddress } from './client-address.ts';
 import type { PolicyAnswer, PolicyRequest } from './index.ts';
-import { compileSignedUrls } from './signed-urls.ts';
+import { compileSignedUrls, takePathToken } from './signed-urls.ts';
 
 const NOW = Date.parse('2026-06-01T12:00:00Z');
 const nowS = Math.floor(NOW / 1000);
@@ -137,4 +137,16 @@ t.test('no keys: no check', async (t) => {
 
 t.test('a valid_until that is not a date refuses the configuration', async (t) => {
   t.throws(() => compileSignedUrls([key({ id: 'k9', secrets: [{ secret: SECRET, valid_until: 'tomorrow' }] })]), /signing key k9/);
+});
+
+t.test('a path-segment token is taken out of the path wherever it stands; other segments stay as they are', async (t) => {
+  t.same(takePathToken('/videos/123/token=exp=1~x/index.m3u8', ['token']), { path: '/videos/123/index.m3u8', token: { name: 'token', value: 'exp=1~x' } });
+  t.same(takePathToken('/videos/123/token=exp=1~x', ['token']), { path: '/videos/123', token: { name: 'token', value: 'exp=1~x' } }, 'last segment');
+  t.same(takePathToken('/token=exp=1~x', ['token']), { path: '/', token: { name: 'token', value: 'exp=1~x' } }, 'the only segment');
+  t.same(takePathToken('/a/sig=exp=1~x/b/', ['token', 'sig']), { path: '/a/b/', token: { name: 'sig', value: 'exp=1~x' } }, 'any key\'s token_param; a trailing slash kept');
+  t.same(takePathToken('/a/token=1/b/token=2/c', ['token']), { path: '/a/b/c', token: { name: 'token', value: null } }, 'two tokens: both out, and the token is malformed');
+  t.same(takePathToken('/a/token=%ZZ/c', ['token']), { path: '/a/c', token: { name: 'token', value: null } }, 'undecodable');
+  t.equal(takePathToken('/a/key=v/x.ts', ['token']), null, 'another name=value segment is the path\'s own');
+  t.equal(takePathToken('/a/mytoken=v/x.ts', ['token']), null, 'the name must be the whole segment\'s name');
+  t.equal(takePathToken('/videos/123/index.m3u8', ['token']), null);
 });

@@ -27,6 +27,10 @@ export class Exchange implements HeaderSource {
   /** Normalised path (percent-decoded unreserved characters, no dot segments). */
   path = '/';
   query = '';
+  /** A prefix token the path carried as a segment, already taken out of `path` (signed-urls.ts takePathToken); null: none. */
+  pathToken: { name: string; value: string | null } | null = null;
+  /** The Cookie field to forward when a request policy changed it (the signed-URL check takes its token cookies out); null: as sent. */
+  cookieEdit: { value: string | undefined } | null = null;
   /** Fields the viewer's Connection header lists (hop-by-hop for this request). */
   connectionListed: Set<string> | null = null;
   endpoint: CompiledEndpoint | null = null;
@@ -66,6 +70,10 @@ export class Exchange implements HeaderSource {
   get headers(): IncomingHttpHeaders {
     if (this.endToEnd === null) {
       this.endToEnd = endToEndHeaders(this.req.headers, this.connectionListed, this.authority);
+      if (this.cookieEdit !== null) {
+        if (this.cookieEdit.value === undefined) delete this.endToEnd.cookie;
+        else this.endToEnd.cookie = this.cookieEdit.value;
+      }
       const edits = this.route === null ? null : this.route.shaping.headers?.request;
       if (edits) applyRequestEdits(edits, this.endToEnd);
     }

@@ -14,6 +14,7 @@ import type { LogDrains } from '../logs/drains.ts';
 import { resolveViewer, type TrustedProxy, type Viewer } from '../policy/client-address.ts';
 import { packagedCountryDatabase } from '../policy/geo.ts';
 import { preflightAnswer } from '../policy/cors.ts';
+import { takePathToken } from '../policy/signed-urls.ts';
 import type { PolicyRequest } from '../policy/index.ts';
 import type { CachedObject, CacheStore } from './cache-store.ts';
 import { Collapser, isErrorStatusForStale } from './collapse.ts';
@@ -198,6 +199,7 @@ export class Proxy {
     }
     if (!endpoint.enabled) return this.exit.refuse(ex, 403, 'This endpoint is disabled\n');
     const method = ex.method;
+    if (endpoint.pathTokenNames.length > 0) this.takePathToken(ex, endpoint.pathTokenNames);
     // Matched first because redirect rules belong to routes; matching has no effect of its own.
     ex.route = matchRoute(endpoint, ex.host, ex.path, method);
     const rx = ex as RoutedExchange;
@@ -240,12 +242,23 @@ export class Proxy {
     return client !== null && !client.v4;
   }
 
+  /**
+   * A prefix token in a path segment (`/videos/123/token=.../index.m3u8`) is taken out of the path before routing:
+   * routes, cache rules, the cache key and the origin request see the path without it; the signed-URL check reads it.
+   */
+  private takePathToken(ex: Exchange, names: readonly string[]): void {
+    const taken = takePathToken(ex.path, names);
+    if (taken === null) return;
+    ex.path = taken.path;
+    ex.pathToken = taken.token;
+  }
+
   /** Runs the endpoint's request policies; true when one answered (the exchange is done). */
   private requestPolicies(ex: RoutedExchange): boolean {
     const viewer = this.viewerOf(ex);
     const client = viewer.address;
     const pctx: PolicyRequest = {
-      req: ex.req, endpoint: ex.endpoint, host: ex.host, path: ex.path, query: ex.query, rawQuery: ex.query,
+      req: ex.req, endpoint: ex.endpoint, host: ex.host, path: ex.path, query: ex.query, rawQuery: ex.query, pathToken: ex.pathToken, cookie: ex.vh.cookie,
       client, clientIp: client?.text ?? '', secure: viewer.secure, routeId: ex.route.id, httpsPort: this.deps.options.httpsPort?.() ?? null,
     };
     for (const p of ex.endpoint.requestPolicies) {
@@ -259,6 +272,12 @@ export class Proxy {
       return true;
     }
     ex.query = pctx.query;
+    if (pctx.cookie !== ex.vh.cookie) {
+      // The signed-URL check took its token cookies out: the rest is what the cache key and the origin request read
+      // (applied when the forwarded fields are built, so a hit still never materialises req.headers).
+      ex.vh.cookie = pctx.cookie;
+      ex.cookieEdit = { value: pctx.cookie };
+    }
     return false;
   }
 

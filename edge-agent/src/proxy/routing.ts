@@ -8,6 +8,7 @@ import { compileHostPatterns, normalizeHost, type HostMatcher } from '../../../s
 import type { CompiledHeaderPolicy } from '../policy/headers.ts';
 import type { RequestPolicy } from '../policy/index.ts';
 import { compileRequestPolicies } from '../policy/request-policies.ts';
+import { pathTokenNames } from '../policy/signed-urls.ts';
 import { compileHeaderPolicies, compileResponsePolicies, type ResponsePolicies, type RouteShaping } from '../policy/response-shaping.ts';
 
 export interface CompiledOrigin {
@@ -74,6 +75,8 @@ export interface CompiledEndpoint {
   hostnames: string[];
   /** Run between endpoint lookup and route match; may answer the request. */
   requestPolicies: RequestPolicy[];
+  /** The token_params a path segment may carry a prefix token under (empty: token authentication off). */
+  pathTokenNames: string[];
   /** Run on every answer of the endpoint, in the proxy's exit. */
   responsePolicies: ResponsePolicies;
 }
@@ -185,7 +188,7 @@ export function compileEndpoint(e: EndpointSnapshot, headerPolicies: ReadonlyMap
   const hostnames = [e.hostname, ...e.custom_domains.map((d) => d.hostname)].map(normalizeHost);
   const compiled: CompiledEndpoint = {
     id: e.id, enabled: e.enabled, snapshot: e, origins, routes, defaultRoute, cacheRules, hostnames,
-    requestPolicies: compileRequestPolicies(e), responsePolicies,
+    requestPolicies: compileRequestPolicies(e), pathTokenNames: pathTokenNames(e.signing_keys), responsePolicies,
   };
   return compiled;
 }
