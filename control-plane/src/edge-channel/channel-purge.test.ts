@@ -284,8 +284,11 @@ t.test('the purge feed takes an announced purge that is next in sequence without
 });
 
 t.test('announcedPurge: only a well-formed purge is taken from an announcement', async (t) => {
-  const good = { id: randomUUID(), sequence: 7, distribution_id: randomUUID(), purge_type: 'tag', paths: [], tags: ['a'] };
+  const good = { id: randomUUID(), sequence: 7, distribution_id: randomUUID(), purge_type: 'tag', paths: [], tags: ['a'], soft: true };
   t.same(announcedPurge(good), good);
+  const { soft: _soft, ...hard } = good;
+  t.same(announcedPurge(hard), { ...hard, soft: false }, 'an announcement without soft (an older replica\'s) is a hard purge');
+  t.same(announcedPurge({ ...good, soft: 'yes' }), { ...good, soft: false }, 'only soft: true is soft');
   for (const bad of [null, 'x', { ...good, id: 'not-a-uuid' }, { ...good, sequence: 0 }, { ...good, sequence: 1.5 }, { ...good, sequence: '7' },
     { ...good, purge_type: 'everything' }, { ...good, paths: [1] }, { ...good, tags: 'a' }, { ...good, distribution_id: undefined }]) {
     t.equal(announcedPurge(bad), null, JSON.stringify(bad));
