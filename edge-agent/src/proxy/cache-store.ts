@@ -357,7 +357,7 @@ export class CacheStore {
   private purgedSince(o: CachedObject, startUs: number): boolean {
     const state = this.purgeState.get(o.endpointId);
     if (state === undefined) return false;
-    const after = (generation: number) => (this.generationStarts.get(generation)?.atUs ?? Infinity) >= startUs;
+    const after = (generation: number) => this.appliedSince(generation, startUs);
     for (const ban of state.bans) if (after(ban.generation) && (ban.matcher === null || ban.matcher(o.path))) return true;
     const p = state.paths.get(o.path);
     if (p !== undefined && after(p.generation)) return true;
@@ -373,8 +373,13 @@ export class CacheStore {
     const state = this.purgeState.get(o.endpointId);
     if (state === undefined || state.soft.length === 0) return;
     for (const s of state.soft) {
-      if ((this.generationStarts.get(s.generation)?.atUs ?? Infinity) >= startUs && targets(s.target, o.path, o.tags)) staleFrom(o, s.atMs);
+      if (this.appliedSince(s.generation, startUs) && targets(s.target, o.path, o.tags)) staleFrom(o, s.atMs);
     }
+  }
+
+  /** Whether this worker applied the purge that began the generation at or after startUs (a node-tier fill's start). */
+  private appliedSince(generation: number, startUs: number): boolean {
+    return (this.generationStarts.get(generation)?.atUs ?? Infinity) >= startUs;
   }
 
   private index(o: CachedObject): void {
@@ -627,10 +632,7 @@ export class CacheStore {
       const bans = state.bans.filter((b) => !b.swept);
       if (bans.length === 0) continue;
       const newest = bans[bans.length - 1].generation;
-      const paths = this.pathIndex.get(endpointId);
-      const keys: string[] = [];
-      if (paths) for (const set of paths.values()) for (const key of set) keys.push(key);
-      for (const key of keys) {
+      for (const key of allKeys(this.pathIndex.get(endpointId))) {
         const o = this.memory.peek(key);
         if (o && o.generation < newest && coveredBy(o, bans, null, null)) this.delete(o, false);
         if (++done % SLICE === 0) yield;
