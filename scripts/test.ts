@@ -32,11 +32,19 @@ console.log(
 const tapArgs = process.argv.slice(2);
 const child = spawn(process.execPath, ['node_modules/tap/dist/esm/run.mjs', ...tapArgs], { env, stdio: ['inherit', 'pipe', 'pipe'] });
 let tail = '';
+// Every `not ok` line (a failed file, subtest or assertion, with its indentation) is repeated just above the
+// closing line, so a log that keeps only the end of the run still names what failed.
+const failures: string[] = [];
+let partial = '';
 child.stderr.on('data', (raw: Buffer) => process.stderr.write(withoutNul(raw)));
 child.stdout.on('data', (raw: Buffer) => {
   const chunk = withoutNul(raw);
   process.stdout.write(chunk);
-  tail = (tail + chunk.toString('utf8')).slice(-4096);
+  const text = chunk.toString('utf8');
+  tail = (tail + text).slice(-4096);
+  const lines = (partial + text).split('\n');
+  partial = lines.pop() ?? '';
+  for (const line of lines) if (/^\s*not ok /.test(line) && !/# TODO/.test(line) && failures.length < 200) failures.push(line);
 });
 const exitCode: number = await new Promise((resolve) => child.on('close', (code) => resolve(code ?? 1)));
 
@@ -54,5 +62,6 @@ if (!last) {
 const passed = Number(last[2] ?? 0);
 const failed = Number(last[3] ?? 0);
 const skipped = Number(last[5] ?? 0);
+if (failures.length > 0) console.log(['# what failed:', ...failures].join('\n'));
 console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`);
 process.exit(failed > 0 ? 1 : exitCode);
