@@ -58,6 +58,20 @@ module.exports = {
       to: { path: ['^control-plane/', '^edge-agent/'] },
     },
     {
+      name: 'edge-cache-door',
+      severity: 'error',
+      comment: "The edge agent's cache is met at its door: from outside edge-agent/src/cache/, only its index.ts is imported.",
+      from: { pathNot: '^edge-agent/src/cache/' },
+      to: { path: '^edge-agent/src/cache/', pathNot: '^edge-agent/src/cache/index\\.ts$' },
+    },
+    {
+      name: 'edge-cache-below-request-path',
+      severity: 'error',
+      comment: 'The cache is below the request path and the process: it imports nothing of the proxy, the control channel, the workers, TLS, policies, logs or the agent.',
+      from: { path: '^edge-agent/src/cache/' },
+      to: { path: ['^edge-agent/src/(proxy|control|workers|tls|policy|logs)/', '^edge-agent/src/(agent|main|agent-options|config)\\.ts$'] },
+    },
+    {
       name: 'no-circular',
       severity: 'error',
       comment: 'Imports run one way; a cycle means two modules are one.',

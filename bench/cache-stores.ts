@@ -16,9 +16,7 @@ import { dirname, join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { fileURLToPath } from 'node:url';
 import { open } from 'lmdb';
-import { LmdbStore } from '../edge-agent/src/cache/lmdb-store.ts';
-import { MemoryStore } from '../edge-agent/src/cache/memory-store.ts';
-import type { ObjectStore } from '../edge-agent/src/cache/store.ts';
+import { LmdbStore, MemoryStore, type ObjectStore } from '../edge-agent/src/cache/index.ts';
 import { numberFlag } from './lib/cli.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));

@@ -5,33 +5,29 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
-import { Agent as UndiciAgent } from 'undici';
 import { parseConfigSnapshot, type ConfigSnapshot } from '../../shared/src/config/snapshot.ts';
-import { normalizePath } from '../../shared/src/match/path.ts';
 import { ConfigStore } from './control/config-store.ts';
 import { SealError, type StateKey } from './control/sealing.ts';
 import {
-  ConfigRefusedError, type ConfigPushResult, type ControlledAgent, type HealthReport, type PrefetchResult, type PurgeCommand, type PurgeResult, type TokenRefusal,
+  ConfigRefusedError, type ConfigPushResult, type ControlledAgent, type HealthReport, type TokenRefusal,
 } from './control/controlled-agent.ts';
 import { ConfigPushError, ResourceSet, type ConfigPush, type ConfigSource, type StagedConfig } from './control/resource-set.ts';
 import { LogDrains } from './logs/drains.ts';
 import { createMetrics, type AgentMetrics } from './metrics/prometheus.ts';
 import { TrafficCounters, type TrafficRollup } from './metrics/traffic.ts';
 import type { TrustedProxy } from './policy/client-address.ts';
-import type { ObjectStore, PurgeTarget } from './cache/index.ts';
-import { CacheStore } from './proxy/cache-store.ts';
+import {
+  CacheStore, Prefetcher, PurgeState, type CacheWhenDisconnected, type NodeFillLock, type ObjectStore, type PrefetchResult,
+  type PurgeCommand, type PurgeResult, type PurgeStateSnapshot,
+} from './cache/index.ts';
 import { HealthProber } from './proxy/health.ts';
 import { OriginPools } from './proxy/origin-client.ts';
-import type { NodeFillLock } from './proxy/node-fills.ts';
 import { Proxy } from './proxy/proxy.ts';
 import { compileRoutingTable, type RoutingTable } from './proxy/routing.ts';
 import { CertificateTable, type DefaultCertificate } from './tls/certificates.ts';
 import { Http2Listener } from './tls/http2-server.ts';
 import { HttpsListener } from './tls/listener.ts';
 import { ShieldDirectory, type ShieldMapUpdate } from './proxy/shield-directory.ts';
-
-/** The catch-up target while held at start: not known until the Welcome (holdCacheUntilWelcome). */
-const UNKNOWN_TARGET = Number.MAX_SAFE_INTEGER;
 
 /** Slices of 1 MiB, as nginx's `slice 1m` and ATS's slice plugin default. */
 export const DEFAULT_SLICE_BYTES = 1024 * 1024;
@@ -82,11 +78,7 @@ export interface EdgeAgentOptions {
   maxEndpoints?: number;
   /** A proxy in front of the agent whose client-address header request policies believe (TRUST_PROXY_HEADER); default none. */
   trustedProxy?: TrustedProxy | null;
-  /**
-   * What the cache does while the agent is cut off from the control plane (controlPlaneLost; CACHE_WHEN_DISCONNECTED):
-   * `revalidate` (default) every cached object with the origin before serving it, so no purge made meanwhile can be
-   * missed; `serve` it as it is (availability first: purges made meanwhile are applied when the agent is back).
-   */
+  /** What the cache does while the agent is cut off from the control plane (CACHE_WHEN_DISCONNECTED; cache/purge-state.ts). */
   cacheWhenDisconnected?: CacheWhenDisconnected;
   /** The node's name in access records and log objects (default the region's cache name). */
   nodeName?: string;
@@ -98,8 +90,6 @@ export interface EdgeAgentOptions {
    */
   httpsPublicPort?: number;
 }
-
-export type CacheWhenDisconnected = 'revalidate' | 'serve';
 
 export interface ListenOptions {
   /** One of several worker processes listening on this port (SO_REUSEPORT, each with a socket of its own). */
@@ -123,10 +113,10 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 300_000;
 export const DEFAULT_REQUEST_BODY_IDLE_TIMEOUT_MS = 30_000;
 export const DEFAULT_UPLOAD_CONNECTIONS_PER_ORIGIN = 32;
 
-export { ConfigRefusedError, type ConfigPushResult, type HealthReport, type PrefetchResult, type PurgeCommand, type PurgeType } from './control/controlled-agent.ts';
+export { ConfigRefusedError, type ConfigPushResult, type HealthReport } from './control/controlled-agent.ts';
+export type { CacheWhenDisconnected, PrefetchResult, PurgeCommand, PurgeType } from './cache/index.ts';
 
 const EMPTY_TABLE: RoutingTable = { version: 0, byHost: new Map(), byId: new Map(), origins: new Map() };
-const PREFETCH_CONCURRENCY = 4;
 
 export class EdgeAgent implements ControlledAgent {
   readonly logger: Logger;
@@ -147,20 +137,15 @@ export class EdgeAgent implements ControlledAgent {
   private readonly configStore: ConfigStore | null;
   private readonly healthProbes: boolean;
   private readonly maxEndpoints: number;
-  private readonly cacheWhenDisconnected: CacheWhenDisconnected;
   private readonly keepConfigBodies: boolean;
-  /** Cut off from the control plane for longer than the control client's bound (controlPlaneLost). */
-  private cutOff = false;
   /** The control plane refuses the agent's token (controlPlaneRefused): /healthz says so, with 503. */
   private tokenRefusal: TokenRefusal | null = null;
   private table: RoutingTable = EMPTY_TABLE;
   private snapshot: ConfigSnapshot | null = null;
   private readonly resources = new ResourceSet();
-  private purgeSequence = 0;
-  /** The purge sequence the control plane announced at the last Welcome, while the agent is behind it. */
-  private purgeCatchUpTarget = 0;
-  /** The node tier held objects at start and no Welcome has come yet (holdCacheUntilWelcome). */
-  private heldFromBefore = false;
+  /** The purge sequence applied and what it does to the cache (cache/purge-state.ts). */
+  readonly purges: PurgeState;
+  private readonly prefetcher: Prefetcher;
   private httpServer: Server | null = null;
   /** Whether the plaintext listener listens (the HTTP server may serve only TLS connections). */
   private plaintextListening = false;
@@ -173,7 +158,6 @@ export class EdgeAgent implements ControlledAgent {
   /** HTTP/2 connections of the HTTPS listener (made with it). */
   private http2: Http2Listener | null = null;
   private httpsPublicPort: number | null;
-  private selfClient: UndiciAgent | null = null;
 
   constructor(options: EdgeAgentOptions) {
     this.logger = options.logger ?? pino({ level: 'silent' });
@@ -183,7 +167,6 @@ export class EdgeAgent implements ControlledAgent {
       : null;
     this.healthProbes = options.healthProbes ?? true;
     this.maxEndpoints = options.maxEndpoints ?? 0;
-    this.cacheWhenDisconnected = options.cacheWhenDisconnected ?? 'revalidate';
     this.keepConfigBodies = options.keepConfigBodies ?? false;
     this.requestHeadersTimeoutMs = options.requestHeadersTimeoutMs ?? DEFAULT_REQUEST_HEADERS_TIMEOUT_MS;
     this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
@@ -212,9 +195,9 @@ export class EdgeAgent implements ControlledAgent {
         };
       },
       configVersion: () => this.table.version,
-      purgeSequence: () => this.purgeSequence,
+      purgeSequence: () => this.purges.sequence,
       originHealth: () => this.prober.report().map((o) => ({ originId: o.originId, consecutiveFailures: o.consecutiveFailures, healthy: o.status === 'healthy' })),
-      cutOff: () => this.cutOff,
+      cutOff: () => this.purges.cutOff,
       defaultCertificateExpiry: () => {
         const cert = this.certificates.default;
         return cert ? Date.parse(cert.x509.validTo) : null;
@@ -244,6 +227,16 @@ export class EdgeAgent implements ControlledAgent {
       },
       tls: this.certificates,
     });
+    this.purges = new PurgeState({
+      store: this.store, gate: this.proxy, logger: this.logger, cacheWhenDisconnected: options.cacheWhenDisconnected,
+      endpoints: () => this.table.byId.keys(),
+      persist: this.configStore === null ? undefined : (sequence) => this.configStore?.savePurgeSequence(sequence),
+    });
+    this.prefetcher = new Prefetcher({
+      hostnameOf: (endpointId) => this.table.byId.get(endpointId)?.snapshot.hostname,
+      address: () => this.privateServer !== null ? this.privateServer.address() as AddressInfo
+        : this.plaintextListening ? this.httpServer?.address() as AddressInfo | null : null,
+    });
   }
 
   get configVersion(): number {
@@ -251,40 +244,22 @@ export class EdgeAgent implements ControlledAgent {
   }
 
   get appliedPurgeSequence(): number {
-    return this.purgeSequence;
+    return this.purges.sequence;
   }
 
   /** Nothing is cached: no purge made so far can concern this agent (said in Hello as cache_empty). */
   get cacheEmpty(): boolean {
-    return this.store.objectCount === 0 && !this.heldFromBefore;
+    return this.purges.cacheEmpty;
   }
 
-  /**
-   * At start, with a control plane: the node tier holds objects from before this start (`objects`), and purges
-   * may have been made while the agent was down. Nothing is answered from the cache until the control plane's
-   * Welcome says which purges were missed and they are applied (beginPurgeCatchUp); the Hello does not say the
-   * cache is empty. Cut off from the control plane meanwhile, CACHE_WHEN_DISCONNECTED decides (controlPlaneLost).
-   */
+  /** The node tier holds `objects` from before this start: nothing is served from it until the Welcome (PurgeState.holdUntilWelcome). */
   holdCacheUntilWelcome(objects: number): void {
-    if (objects === 0) return;
-    this.heldFromBefore = true;
-    this.purgeCatchUpTarget = UNKNOWN_TARGET;
-    this.proxy.cacheReadsSuspended = true;
-    this.logger.info({ objects, purge_sequence: this.purgeSequence }, 'the node cache holds objects from before this start: not serving them until the control plane says which purges were missed');
+    this.purges.holdUntilWelcome(objects);
   }
 
-  /**
-   * Called on Welcome when the Hello said the cache was empty, or when the control plane says the agent missed
-   * too many purges to replay (`reset`): every purge up to `sequence` is moot. The whole cache is dropped (for
-   * an empty cache, what was cached between the Hello and now, fetched before purges the control plane counted
-   * in `sequence`), then `sequence` is taken as applied; the open purges that follow are acknowledged as replays.
-   */
+  /** Every purge up to `sequence` is moot: the cache is dropped (PurgeState.startFrom). */
   startFromPurge(sequence: number, reset = false): void {
-    if (sequence <= this.purgeSequence) return;
-    this.store.dropEverything();
-    this.logger.info({ purge_sequence: sequence, previous: this.purgeSequence },
-      reset ? 'missed too many purges to replay: cache dropped, starting from the platform\'s latest purge' : 'cache empty at connect: starting from the platform\'s latest purge');
-    this.notePurgeSequence(sequence);
+    this.purges.startFrom(sequence, reset);
   }
 
   get currentSnapshot(): ConfigSnapshot | null {
@@ -303,7 +278,7 @@ export class EdgeAgent implements ControlledAgent {
 
   /** Whether cache reads are suspended until missed purges are applied (see beginPurgeCatchUp). */
   get catchingUp(): boolean {
-    return this.proxy.cacheReadsSuspended;
+    return this.purges.catchingUp;
   }
 
   /** The compiled routing table in force (replaced whole by each applyConfig). */
@@ -322,7 +297,7 @@ export class EdgeAgent implements ControlledAgent {
       return 0;
     }
     if (!state) return 0;
-    this.purgeSequence = state.purgeSequence;
+    this.purges.restore(state.purgeSequence);
     try {
       if (state.config !== null) {
         const { config } = state;
@@ -456,47 +431,14 @@ export class EdgeAgent implements ControlledAgent {
     }
   }
 
-  /**
-   * Called on Welcome: when the control plane's purge sequence is ahead of the
-   * one applied, purges were missed while away and they follow in order. Until
-   * the agent has applied them, nothing is answered from the cache (requests go
-   * to the origin as misses; what they fetch may be stored, it is newer than
-   * any purge). Returns whether the agent is catching up.
-   */
+  /** Welcome's purge sequence: behind it, nothing is served from the cache until the missed purges are applied. */
   beginPurgeCatchUp(target: number): boolean {
-    this.heldFromBefore = false;
-    if (target <= this.purgeSequence) {
-      this.purgeCatchUpTarget = 0;
-      if (this.proxy.cacheReadsSuspended) this.logger.info({ purge_sequence: this.purgeSequence }, 'purges caught up; serving from the cache again');
-      this.proxy.cacheReadsSuspended = false;
-      return false;
-    }
-    this.purgeCatchUpTarget = target;
-    this.proxy.cacheReadsSuspended = true;
-    this.logger.info({ purge_sequence: this.purgeSequence, target }, 'missed purges: not serving from the cache until they are applied');
-    return true;
+    return this.purges.beginCatchUp(target);
   }
 
-  /**
-   * The control client's word that the agent has been cut off from the control plane for longer than its bound
-   * (`lost`), or is connected again. Purges made meanwhile cannot reach it: with CACHE_WHEN_DISCONNECTED=revalidate
-   * every cached object is revalidated with the origin before it is served until it is back (then the missed
-   * purges are applied before its cache answers alone again: beginPurgeCatchUp); with `serve` the cache serves
-   * as it is.
-   */
+  /** Cut off from the control plane for longer than the client's bound, or back (PurgeState.controlPlaneLost). */
   controlPlaneLost(lost: boolean): void {
-    if (lost === this.cutOff) return;
-    this.cutOff = lost;
-    if (lost && this.purgeCatchUpTarget === UNKNOWN_TARGET) {
-      // Held since start for a Welcome that does not come: what the cache does now is CACHE_WHEN_DISCONNECTED's.
-      this.purgeCatchUpTarget = 0;
-      this.proxy.cacheReadsSuspended = false;
-    }
-    const revalidate = this.cacheWhenDisconnected === 'revalidate';
-    this.proxy.revalidateAll = lost && revalidate;
-    if (!lost) this.logger.info('the control plane is back: the cache serves again once missed purges are applied');
-    else if (revalidate) this.logger.warn('cut off from the control plane: every cached object is revalidated with the origin before it is served, until it is back');
-    else this.logger.warn('cut off from the control plane: the cache keeps serving; purges made meanwhile are applied when it is back (CACHE_WHEN_DISCONNECTED=serve)');
+    this.purges.controlPlaneLost(lost);
   }
 
   /**
@@ -509,115 +451,22 @@ export class EdgeAgent implements ControlledAgent {
 
   /** Whether the agent is cut off from the control plane (controlPlaneLost). */
   get controlPlaneCutOff(): boolean {
-    return this.cutOff;
+    return this.purges.cutOff;
   }
 
   /** Records a purge the agent cannot apply (unknown type) as seen, so it does not hold the catch-up forever. */
   skipPurge(sequence: number, reason: string): void {
-    this.logger.warn({ sequence, reason }, 'purge not applied');
-    this.notePurgeSequence(sequence);
+    this.purges.skip(sequence, reason);
   }
 
-  private notePurgeSequence(sequence: number): void {
-    if (sequence > this.purgeSequence) {
-      this.purgeSequence = sequence;
-      this.configStore?.savePurgeSequence(sequence);
-    }
-    if (this.proxy.cacheReadsSuspended && this.purgeSequence >= this.purgeCatchUpTarget) this.beginPurgeCatchUp(this.purgeCatchUpTarget);
-  }
-
-  /**
-   * Applies one purge. Purges at or below the applied sequence are acknowledged without effect (replays after
-   * reconnect). With a node tier, a promise: the purge is applied there too before it may be acknowledged.
-   */
+  /** Applies one purge (PurgeState.apply: a promise with a node tier, settled once the purge is applied there too). */
   applyPurge(cmd: PurgeCommand): PurgeResult | Promise<PurgeResult> {
-    if (!this.store.hasNodeTier) return this.applyPurgeHere(cmd);
-    const failures = this.store.nodePurgeFailures;
-    const result = this.applyPurgeHere(cmd);
-    return this.store.settled().then(() => {
-      if (this.store.nodePurgeFailures > failures) throw new Error('the node cache tier could not apply the purge');
-      return result;
-    });
+    return this.purges.apply(cmd);
   }
 
-  private applyPurgeHere(cmd: PurgeCommand): PurgeResult {
-    if (cmd.sequence > 0 && cmd.sequence <= this.purgeSequence) return { applied: false, purged: 0 };
-    const endpoints = cmd.endpoint_id ? [cmd.endpoint_id] : [...new Set([...this.table.byId.keys(), ...this.store.endpointIds()])];
-    let purged = 0;
-    for (const endpointId of endpoints) {
-      if (cmd.soft === true) {
-        for (const target of purgeTargets(cmd)) purged += this.store.softPurge(endpointId, target);
-        continue;
-      }
-      switch (cmd.type) {
-        case 'path':
-          for (const p of cmd.paths ?? []) purged += this.store.purgePath(endpointId, pathOf(p));
-          break;
-        case 'tag':
-          for (const t of cmd.tags ?? []) purged += this.store.purgeTag(endpointId, t);
-          break;
-        case 'wildcard':
-          for (const p of cmd.paths ?? []) this.store.purgeWildcard(endpointId, pathOf(p));
-          break;
-        case 'all':
-          this.store.purgeAll(endpointId);
-          break;
-        default:
-          throw new Error(`unknown purge type ${String((cmd as { type: unknown }).type)}`);
-      }
-    }
-    this.logger.info({ purge_id: cmd.purge_id, sequence: cmd.sequence, type: cmd.type, soft: cmd.soft === true, endpoint: cmd.endpoint_id || '*', purged }, 'purge applied');
-    this.notePurgeSequence(cmd.sequence);
-    return { applied: true, purged };
-  }
-
-  /**
-   * Warms the cache by requesting each URL through the agent's own listener, so
-   * prefetches follow exactly the viewer path (routing, rules, collapsing).
-   * URLs may be absolute (their host is ignored) or paths.
-   */
-  async prefetch(endpointId: string, urls: readonly string[]): Promise<PrefetchResult> {
-    const endpoint = this.table.byId.get(endpointId);
-    const result: PrefetchResult = { fetched: 0, failed: 0, failed_urls: [] };
-    const address = this.privateServer !== null ? this.privateServer.address() as AddressInfo
-      : this.plaintextListening ? this.httpServer?.address() as AddressInfo | null : null;
-    if (!endpoint || !address) {
-      const reason = !endpoint ? 'unknown endpoint' : 'agent is not listening';
-      return { fetched: 0, failed: urls.length, failed_urls: urls.map((url) => ({ url, reason })) };
-    }
-    this.selfClient ??= new UndiciAgent({ connections: PREFETCH_CONCURRENCY });
-    const client = this.selfClient;
-    const host = endpoint.snapshot.hostname;
-    const origin = `http://${address.family === 'IPv6' ? '[::1]' : '127.0.0.1'}:${address.port}`;
-    let next = 0;
-    const worker = async () => {
-      while (next < urls.length) {
-        const url = urls[next++];
-        let path: string;
-        try {
-          const u = new URL(url, `http://${host}`);
-          path = u.pathname + u.search;
-        } catch {
-          result.failed++;
-          result.failed_urls.push({ url, reason: 'invalid URL' });
-          continue;
-        }
-        try {
-          const res = await client.request({ origin, path, method: 'GET', headers: { host, 'user-agent': 'edge-agent-prefetch/1' } });
-          await res.body.dump();
-          if (res.statusCode < 400) result.fetched++;
-          else {
-            result.failed++;
-            result.failed_urls.push({ url, reason: `status ${res.statusCode}` });
-          }
-        } catch (err) {
-          result.failed++;
-          result.failed_urls.push({ url, reason: (err as Error).message });
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(PREFETCH_CONCURRENCY, urls.length) }, worker));
-    return result;
+  /** Warms the cache through the agent's own listener (cache/prefetch.ts). */
+  prefetch(endpointId: string, urls: readonly string[]): Promise<PrefetchResult> {
+    return this.prefetcher.prefetch(endpointId, urls);
   }
 
   /** The shield map the control plane sent: misses of shielded endpoints go to these nodes, hops signed with its keys are trusted. */
@@ -634,7 +483,7 @@ export class EdgeAgent implements ControlledAgent {
       shieldUnreachable: this.shield.unreachableRegions,
       status: origins.some((o) => o.status === 'unhealthy') ? 'degraded' : 'ok',
       configVersion: this.table.version,
-      purgeSequence: this.purgeSequence,
+      purgeSequence: this.purges.sequence,
       cacheObjects: this.store.objectCount,
       cacheBytes: this.store.memoryBytes + this.store.diskBytes,
       origins,
@@ -650,24 +499,19 @@ export class EdgeAgent implements ControlledAgent {
     return {
       status: this.tokenRefusal ? 'unauthorized' : report.status,
       config_version: report.configVersion, purge_sequence: report.purgeSequence, cache_objects: report.cacheObjects, cache_bytes: report.cacheBytes,
-      control_plane_cut_off: this.cutOff,
+      control_plane_cut_off: this.purges.cutOff,
       control_plane_token_refused: this.tokenRefusal,
     };
   }
 
-  /**
-   * A worker takes its primary's purge state on start: the purge sequence applied, the catch-up in progress
-   * (nothing served from the cache until it is reached) and whether the agent is cut off.
-   */
-  adoptPurgeState(state: { purgeSequence: number; catchUpTarget: number; cutOff: boolean }): void {
-    this.purgeSequence = state.purgeSequence;
-    if (state.catchUpTarget > state.purgeSequence) this.beginPurgeCatchUp(state.catchUpTarget);
-    this.controlPlaneLost(state.cutOff);
+  /** A worker takes its primary's purge state on start (PurgeState.adopt). */
+  adoptPurgeState(state: PurgeStateSnapshot): void {
+    this.purges.adopt(state);
   }
 
   /** The purge state a new worker adopts (adoptPurgeState). */
-  get purgeState(): { purgeSequence: number; catchUpTarget: number; cutOff: boolean } {
-    return { purgeSequence: this.purgeSequence, catchUpTarget: this.proxy.cacheReadsSuspended ? this.purgeCatchUpTarget : 0, cutOff: this.cutOff };
+  get purgeState(): PurgeStateSnapshot {
+    return this.purges.snapshot;
   }
 
   /** Per-endpoint counts since the previous call (the control client calls this once a minute). */
@@ -832,7 +676,7 @@ export class EdgeAgent implements ControlledAgent {
       s.closeIdleConnections();
     })));
     await h2Closed;
-    await this.selfClient?.close().catch(() => {});
+    await this.prefetcher.close();
     // What the drains hold is sent within the same grace; what cannot be is lost with the process.
     await this.logs.flush(timeoutMs);
     this.logs.close();
@@ -852,31 +696,4 @@ export function fullPushOf(set: { version: number; resources: ReadonlyMap<string
     resources.push({ key: r.key, version: r.version, body: r.body, sha256: r.sha256 });
   }
   return { version: set.version, full: true, baseVersion: 0, resources, removed: [], digest: set.digest.hex(), resourceCount: resources.length };
-}
-
-/**
- * Purge paths may be given as full URLs; only the path counts (query variants
- * are purged with it), normalised as request paths are, so it names the stored
- * objects whatever spelling the purge used ("/%7Euser/a" is "/~user/a").
- */
-/** What a purge command names, as the cache's purge targets. */
-function purgeTargets(cmd: PurgeCommand): PurgeTarget[] {
-  switch (cmd.type) {
-    case 'path': return (cmd.paths ?? []).map((p) => ({ kind: 'path', path: pathOf(p) }));
-    case 'wildcard': return (cmd.paths ?? []).map((p) => ({ kind: 'glob', pattern: pathOf(p) }));
-    case 'tag': return (cmd.tags ?? []).map((tag) => ({ kind: 'tag', tag }));
-    case 'all': return [{ kind: 'all' }];
-  }
-}
-
-function pathOf(p: string): string {
-  let path = p;
-  if (/^https?:\/\//i.test(p)) {
-    const u = URL.parse(p);
-    if (u) path = u.pathname;
-  } else {
-    const q = p.indexOf('?');
-    if (q !== -1) path = p.slice(0, q);
-  }
-  return normalizePath(path) ?? path;
 }

@@ -1,7 +1,7 @@
 // Purge cost on a cache of 100,000 objects. Prints the figures; asserts only
 // correctness (timing thresholds do not belong in tests on a shared machine).
 import t from 'tap';
-import { CacheStore, type CachedObject } from '../src/proxy/cache-store.ts';
+import { CacheStore, type CachedObject } from '../src/cache/index.ts';
 
 const keyOf = (i: number) => `ep\x1f\x1f\x1f/videos/show-${i % 100}/seg-${i}.ts`;
 

@@ -1,33 +1,14 @@
-// What the control-stream client drives (issue 21 item 2): the agent as the
+// What the control-stream client drives: the agent as the
 // control client sees it, an interface the agent (agent.ts) implements, so
 // the client depends on this seam rather than on the agent process above it.
-// The shapes that cross it (purge commands, prefetch results, the health
-// report, a refused configuration) live here too.
+// The shapes that cross it (the health report, a refused configuration) live
+// here too; purge commands and prefetch results are the cache's (cache/index.ts).
 import type { DrainState } from '../logs/drains.ts';
 import type { TrafficRollup } from '../metrics/traffic.ts';
 import type { OriginHealthState } from '../proxy/health.ts';
+import type { PrefetchResult, PurgeCommand, PurgeResult } from '../cache/index.ts';
 import type { ConfigPush } from './resource-set.ts';
 import type { ShieldLatency, ShieldMapUpdate } from '../proxy/shield-directory.ts';
-
-export type PurgeType = 'path' | 'wildcard' | 'tag' | 'all';
-
-export interface PurgeCommand {
-  sequence: number;
-  purge_id: string;
-  /** Empty string: every endpoint. */
-  endpoint_id: string;
-  type: PurgeType;
-  paths?: readonly string[];
-  tags?: readonly string[];
-  /** A soft purge: what it names is marked stale (revalidated before its next use) instead of removed. */
-  soft?: boolean;
-}
-
-export interface PrefetchResult {
-  fetched: number;
-  failed: number;
-  failed_urls: { url: string; reason: string }[];
-}
 
 export interface HealthReport {
   status: 'ok' | 'degraded';
@@ -52,14 +33,11 @@ export interface TokenRefusal {
   since: string;
 }
 
+export type { PrefetchResult, PurgeCommand, PurgeResult, PurgeType } from '../cache/index.ts';
+
 /** A configuration the agent will not serve; `message` is what the control client puts in its nack. */
 export class ConfigRefusedError extends Error {
   override name = 'ConfigRefusedError';
-}
-
-export interface PurgeResult {
-  applied: boolean;
-  purged: number;
 }
 
 export interface ConfigPushResult {

@@ -8,7 +8,7 @@
 // fill of its own. Background fills (refreshes, range fills) always finish.
 import type { ServerResponse } from 'node:http';
 import type { CacheStatus } from '../metrics/traffic.ts';
-import type { CachedObject } from './cache-store.ts';
+import type { CachedObject } from '../cache/index.ts';
 import { OriginError } from './origin-client.ts';
 import type { FillControl, FillResult } from './storing.ts';
 

@@ -12,12 +12,11 @@ import type { Logger } from 'pino';
 import type { Readable } from 'node:stream';
 import { MAX_PAGE_BYTES, type ErrorPageRule } from '../policy/error-pages.ts';
 import { applyRequestEdits } from '../policy/headers.ts';
-import type { CachedObject, CacheStore } from './cache-store.ts';
+import { SingleFlight, type CachedObject, type CacheStore } from '../cache/index.ts';
 import { headerString, responseTags } from './http-util.ts';
 import { CDN_LOOP_TOKEN } from './loop.ts';
 import { fetchOrigin, type OriginPools } from './origin-client.ts';
 import type { CompiledEndpoint } from './routing.ts';
-import { SingleFlight } from './single-flight.ts';
 
 /** The longest a page fetch may take, whatever the origin's own timeouts. */
 export const PAGE_FETCH_TIMEOUT_MS = 5000;

@@ -13,7 +13,7 @@ import { parseClientAddress } from '../policy/client-address.ts';
 import type { LogDrains } from '../logs/drains.ts';
 import type { CacheStatus, TrafficCounters } from '../metrics/traffic.ts';
 import type { PolicyResponse } from '../policy/index.ts';
-import type { CachedObject } from './cache-store.ts';
+import type { CachedObject } from '../cache/index.ts';
 import { requestHasBody, viewerSink, type Exchange } from './exchange.ts';
 import { tagFields } from './http-util.ts';
 import type { ResponseShaper } from './shaping.ts';

@@ -10,7 +10,7 @@ import type { Readable } from 'node:stream';
 import { normalizeHost } from '../../../shared/src/match/host.ts';
 import { normalizePath } from '../../../shared/src/match/path.ts';
 import type { CacheStatus } from '../metrics/traffic.ts';
-import type { CacheStore } from './cache-store.ts';
+import type { CacheStore } from '../cache/index.ts';
 import { requestHasBody, viewerBody, type RoutedExchange } from './exchange.ts';
 import type { Exit } from './exit.ts';
 import { applyRequestEdits } from '../policy/headers.ts';

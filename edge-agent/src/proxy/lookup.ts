@@ -1,14 +1,10 @@
-// Lookup and freshness (RFC 9111 §4): the cache key of a request, the stored
-// object it may use, and whether that object is fresh enough for this request
-// (with the request's own Cache-Control), usable stale while revalidating, or
-// must be fetched again.
-import type { CachedObject, CacheStore } from './cache-store.ts';
-import { deltaSeconds, parseCacheControl, type Directives } from './cache-control.ts';
+// Lookup (RFC 9111 §4): the cache key of a request, the stored object it may
+// use, and whether it may answer stale when the origin is out of reach. Whether
+// an object is fresh enough for a request is the cache's (cache/freshness.ts).
+import { EMPTY_CC, parseCacheControl, type CachedObject, type CacheStore, type Directives } from '../cache/index.ts';
 import type { RoutedExchange } from './exchange.ts';
 import { primaryCacheKey, varyValues } from './http-util.ts';
 import type { OriginError } from './origin-client.ts';
-
-export const EMPTY_CC: Directives = Object.freeze({}) as Directives;
 
 /** The request's cache directives (Cache-Control, or Pragma: no-cache without it); EMPTY_CC when it has none. */
 export function requestDirectives(ex: RoutedExchange): Directives {
@@ -34,38 +30,6 @@ export function cacheKeys(ex: RoutedExchange, store: CacheStore): CacheKeys {
 /** RFC 9111 §3.5: a request with Authorization is answered only by an object whose response allowed sharing. */
 export function usableObject(ex: RoutedExchange, found: CachedObject | undefined): CachedObject | undefined {
   return found !== undefined && ex.vh.authorization !== undefined && !found.authorizationAllowed ? undefined : found;
-}
-
-/**
- * fresh: serve it; revalidate-in-background: serve it and refresh
- * (stale-while-revalidate); stale: fetch (conditionally) before answering.
- */
-export type Freshness = 'fresh' | 'revalidate-in-background' | 'stale';
-
-export function ageMs(entry: CachedObject, now: number): number {
-  return entry.correctedInitialAgeMs + (now - entry.responseTimeMs);
-}
-
-export function freshness(entry: CachedObject, reqCC: Directives, now: number): Freshness {
-  const age = ageMs(entry, now);
-  let fresh = !entry.noCache && age < entry.lifetimeMs;
-  if (fresh && reqCC !== EMPTY_CC) {
-    if (reqCC['no-cache'] !== undefined) fresh = false;
-    const maxAge = deltaSeconds(reqCC['max-age']);
-    if (maxAge !== null && age > maxAge * 1000) fresh = false;
-    const minFresh = deltaSeconds(reqCC['min-fresh']);
-    if (minFresh !== null && entry.lifetimeMs - age < minFresh * 1000) fresh = false;
-  }
-  if (fresh) return 'fresh';
-  const staleMs = age - entry.lifetimeMs;
-  if (!entry.mustRevalidate && !entry.noCache && reqCC['no-cache'] === undefined && staleMs < entry.staleWhileRevalidateMs) return 'revalidate-in-background';
-  return 'stale';
-}
-
-/** stale-if-error: the stale object may answer instead of an origin failure. */
-export function staleIfErrorAllowed(stale: CachedObject, now: number): boolean {
-  if (stale.mustRevalidate) return false;
-  return ageMs(stale, now) - stale.lifetimeMs < stale.staleIfErrorMs;
 }
 
 /**

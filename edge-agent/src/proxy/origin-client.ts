@@ -11,7 +11,7 @@ import { isIP } from 'node:net';
 import { Readable, Transform, type TransformCallback } from 'node:stream';
 import { Agent, buildConnector, type Dispatcher } from 'undici';
 import { originAddressAllowed } from '../../../shared/src/match/cidr.ts';
-import { retryAfterMs } from './http-date.ts';
+import { retryAfterMs } from '../cache/index.ts';
 import type { CompiledOrigin } from './routing.ts';
 
 export type OriginErrorKind = 'connect_failure' | 'dns_failure' | 'ssrf_refused' | 'timeout' | 'protocol';

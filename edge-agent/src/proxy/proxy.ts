@@ -16,13 +16,13 @@ import { packagedCountryDatabase } from '../policy/geo.ts';
 import { preflightAnswer } from '../policy/cors.ts';
 import { takePathToken } from '../policy/signed-urls.ts';
 import type { PolicyRequest } from '../policy/index.ts';
-import type { CachedObject, CacheStore } from './cache-store.ts';
+import { fillOnce, freshness, staleIfErrorAllowed, type CachedObject, type CacheStore, type FillTurns, type NodeFillLock } from '../cache/index.ts';
 import { Collapser, isErrorStatusForStale } from './collapse.ts';
 import { Exchange, normalizeRequest, type RoutedExchange } from './exchange.ts';
 import { dispose, Exit } from './exit.ts';
 import { Forwarder, originErrorBody } from './forward.ts';
 import { bypassMatches } from './http-util.ts';
-import { cacheKeys, freshness, requestDirectives, staleIfErrorAllowed, staleOnDisconnectAllowed, usableObject, varyMatches } from './lookup.ts';
+import { cacheKeys, requestDirectives, staleOnDisconnectAllowed, usableObject, varyMatches } from './lookup.ts';
 import type { OriginError, OriginPools, OriginResponse } from './origin-client.ts';
 import { matchCacheRule, matchRoute, type RoutingTable } from './routing.ts';
 import { serveFromCache } from './serve-cached.ts';
@@ -32,7 +32,6 @@ import { CacheFiller, type FillControl, type FillResult, type SliceSettings } fr
 import type { CertificateTable } from '../tls/certificates.ts';
 import { holdStreamSlot } from '../tls/http2-server.ts';
 import { loopRefusal, loopVisits, MAX_LOOP_VISITS } from './loop.ts';
-import { fillOnce, type FillTurns, type NodeFillLock } from './node-fills.ts';
 import type { ShieldDeps } from './forward.ts';
 
 /** The country of a connection's peer, looked up once (access records and traffic rollups). */

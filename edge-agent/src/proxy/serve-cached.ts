@@ -5,9 +5,7 @@
 // Where the route compresses, the object answered is the identity object's
 // encoded variant the viewer accepts (variants.ts), made the first time.
 import type { CacheStatus } from '../metrics/traffic.ts';
-import type { CachedObject } from './cache-store.ts';
-import { ifNoneMatchMatches } from './cache-control.ts';
-import { httpDateMs } from './http-date.ts';
+import { httpDateMs, ifNoneMatchMatches, type CachedObject } from '../cache/index.ts';
 import type { RoutedExchange } from './exchange.ts';
 import type { Exit } from './exit.ts';
 import { parseRange, type ViewerHeaders } from './http-util.ts';

@@ -12,7 +12,7 @@ import { pageHead, type ErrorPageRule } from '../policy/error-pages.ts';
 import { headerValue, withoutHeaders } from '../policy/head.ts';
 import { STS } from '../policy/headers.ts';
 import { shapeHead, shapes, type RouteShaping } from '../policy/response-shaping.ts';
-import type { CachedObject, CacheStore } from './cache-store.ts';
+import type { CachedObject, CacheStore } from '../cache/index.ts';
 import { ErrorPageLoader } from './error-pages.ts';
 import type { Exchange } from './exchange.ts';
 import type { OriginPools } from './origin-client.ts';

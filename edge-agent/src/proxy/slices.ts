@@ -19,14 +19,15 @@
 import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { CacheStatus } from '../metrics/traffic.ts';
-import { parseContentRange, rangeStart, sliceBounds, sliceCount, sliceKey, type SliceSource } from '../cache/slices.ts';
-import type { CachedObject, CacheStore } from './cache-store.ts';
+import {
+  fillOnce, parseContentRange, rangeStart, sliceBounds, sliceCount, sliceKey, type CachedObject, type CacheStore, type FillTurns,
+  type NodeFillLock, type SliceSource,
+} from '../cache/index.ts';
 import type { RoutedExchange } from './exchange.ts';
 import { dispose, type Exit } from './exit.ts';
 import { originErrorBody, type Forwarder } from './forward.ts';
 import { headerString, parseRange } from './http-util.ts';
 import { cacheKeys } from './lookup.ts';
-import { fillOnce, type FillTurns, type NodeFillLock } from './node-fills.ts';
 import { classifyOriginError, OriginError, type OriginResponse } from './origin-client.ts';
 import { ageSeconds, answerNotModified, buildHeaders, ifRangeAllows, serveFromCache } from './serve-cached.ts';
 import { ownRequest, sameVersion, slicedHead, updateFrom304, withoutViewerCredentials, type CacheFiller, type SliceSettings } from './storing.ts';

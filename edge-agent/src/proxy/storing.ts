@@ -5,17 +5,14 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import type { CacheStatus } from '../metrics/traffic.ts';
-import type { CachedObject, CacheStore } from './cache-store.ts';
 import {
-  correctedInitialAgeMs, deltaSeconds, freshnessLifetime, HEURISTIC_STATUSES, parseAge, parseCacheControl, parseHttpDate,
-  parseTargetedCacheControl, UNDERSTOOD_STATUSES, type Directives,
-} from './cache-control.ts';
+  correctedInitialAgeMs, deltaSeconds, EMPTY_CC, freshnessLifetime, HEURISTIC_STATUSES, parseAge, parseCacheControl, parseHttpDate,
+  parseTargetedCacheControl, SliceSource, UNDERSTOOD_STATUSES, type CachedObject, type CacheStore, type Directives,
+} from '../cache/index.ts';
 import { randomBytes } from 'node:crypto';
-import { SliceSource } from '../cache/slices.ts';
 import type { RoutedExchange } from './exchange.ts';
 import type { Forwarder } from './forward.ts';
 import { headerString, parseCookies, parseVary, responseTags, storedHeaderPairs, varyValues } from './http-util.ts';
-import { EMPTY_CC } from './lookup.ts';
 import { classifyOriginError, OriginError, type OriginResponse } from './origin-client.ts';
 import { contentTypeMatches, type CompiledCacheRule } from './routing.ts';
 

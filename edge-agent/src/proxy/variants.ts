@@ -14,8 +14,7 @@
 // Byte ranges are always answered from the identity object.
 import type { Logger } from 'pino';
 import { compressBuffer, compressible, encodedEtag, encodedHead, type Coding, type CompressionSettings } from '../policy/compression.ts';
-import type { CachedObject, CacheStore } from './cache-store.ts';
-import { SingleFlight } from './single-flight.ts';
+import { SingleFlight, type CachedObject, type CacheStore } from '../cache/index.ts';
 
 const bodyNumbers = new WeakMap<Buffer, number>();
 let nextBodyNumber = 1;

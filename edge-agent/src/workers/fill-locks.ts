@@ -1,9 +1,9 @@
-// The node's fill locks (proxy/node-fills.ts): the primary's table of which
+// The node's fill locks (cache/node-fills.ts): the primary's table of which
 // worker fills which key, and each worker's side of it over the cluster IPC.
 // The first worker to ask for a key leads; workers asking while it fills wait
 // and are all told "follow" when it is done, or when it exits. A worker that
 // hears nothing within the wait fills alone (as nginx's proxy_cache_lock_timeout).
-import type { FillTurn, NodeFillLock } from '../proxy/node-fills.ts';
+import type { FillTurn, NodeFillLock } from '../cache/index.ts';
 
 /** How long a worker waits for another worker's fill before it fetches the object itself. */
 export const FILL_WAIT_MS = 10_000;

@@ -24,7 +24,8 @@
 // the host's monotonic clock, which every process of the node shares), and a
 // purge this worker applied at or after that time covers it.
 import { LRUCache } from 'lru-cache';
-import { targets, type ObjectStore, type PurgeTarget } from '../cache/index.ts';
+import { targets, type PurgeTarget } from './purge.ts';
+import type { ObjectStore } from './store.ts';
 import { compilePathGlob, type PathMatcher } from '../../../shared/src/match/glob.ts';
 import type { UrlSlot } from '../metrics/traffic.ts';
 
