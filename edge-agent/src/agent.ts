@@ -1,17 +1,17 @@
-// EdgeAgent: the agent process's state, and what the control-stream client
-// drives (control/controlled-agent.ts, which it implements: applyConfigPush /
-// applyPurge / prefetch / healthReport / takeTrafficRollups and the purge
-// sequence); the HTTP data plane and /metrics hang off the same object.
-import { createServer, type Server, type ServerResponse } from 'node:http';
+// EdgeAgent: one agent process put together, and what the control-stream
+// client drives (control/controlled-agent.ts, which it implements). Its parts
+// do the work: the configuration in force (control/configuration.ts), the
+// cache with its purge sequence and prefetch (cache/), the request path
+// (proxy/), the listeners and /metrics (tls/listeners.ts); the agent wires them
+// together, reports health and closes them in order.
 import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
-import { parseConfigSnapshot, type ConfigSnapshot } from '../../shared/src/config/snapshot.ts';
+import type { ConfigSnapshot } from '../../shared/src/config/snapshot.ts';
 import { ConfigStore } from './control/config-store.ts';
-import { SealError, type StateKey } from './control/sealing.ts';
-import {
-  ConfigRefusedError, type ConfigPushResult, type ControlledAgent, type HealthReport, type TokenRefusal,
-} from './control/controlled-agent.ts';
-import { ConfigPushError, ResourceSet, type ConfigPush, type ConfigSource, type StagedConfig } from './control/resource-set.ts';
+import type { StateKey } from './control/sealing.ts';
+import { AgentConfiguration, type PreparedConfig } from './control/configuration.ts';
+import type { ConfigPushResult, ControlledAgent, HealthReport, TokenRefusal } from './control/controlled-agent.ts';
+import type { ConfigPush, ConfigSource } from './control/resource-set.ts';
 import { LogDrains } from './logs/drains.ts';
 import { createMetrics, type AgentMetrics } from './metrics/prometheus.ts';
 import { TrafficCounters, type TrafficRollup } from './metrics/traffic.ts';
@@ -23,10 +23,9 @@ import {
 import { HealthProber } from './proxy/health.ts';
 import { OriginPools } from './proxy/origin-client.ts';
 import { Proxy } from './proxy/proxy.ts';
-import { compileRoutingTable, type RoutingTable } from './proxy/routing.ts';
+import type { RoutingTable } from './proxy/routing.ts';
 import { CertificateTable, type DefaultCertificate } from './tls/certificates.ts';
-import { Http2Listener } from './tls/http2-server.ts';
-import { HttpsListener } from './tls/listener.ts';
+import { Listeners, type ListenOptions } from './tls/listeners.ts';
 import { ShieldDirectory, type ShieldMapUpdate } from './proxy/shield-directory.ts';
 
 /** Slices of 1 MiB, as nginx's `slice 1m` and ATS's slice plugin default. */
@@ -91,32 +90,15 @@ export interface EdgeAgentOptions {
   httpsPublicPort?: number;
 }
 
-export interface ListenOptions {
-  /** One of several worker processes listening on this port (SO_REUSEPORT, each with a socket of its own). */
-  shared?: boolean;
-  /** TLS session ticket keys (48 bytes) shared by the workers, so a session resumes whichever worker takes the connection. */
-  ticketKeys?: Buffer;
-}
-
-const sharedPort = (options: ListenOptions) => (options.shared ? { reusePort: true, exclusive: true } : {});
-
-/** A push checked and compiled, not yet in force (prepareConfigPush). */
-export interface PreparedConfig {
-  readonly staged: StagedConfig;
-  readonly table: RoutingTable;
-  /** The version it was prepared on. */
-  readonly base: number;
-}
-
 export const DEFAULT_REQUEST_HEADERS_TIMEOUT_MS = 20_000;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 300_000;
 export const DEFAULT_REQUEST_BODY_IDLE_TIMEOUT_MS = 30_000;
 export const DEFAULT_UPLOAD_CONNECTIONS_PER_ORIGIN = 32;
 
 export { ConfigRefusedError, type ConfigPushResult, type HealthReport } from './control/controlled-agent.ts';
+export { fullPushOf, type PreparedConfig } from './control/configuration.ts';
+export type { ListenOptions } from './tls/listeners.ts';
 export type { CacheWhenDisconnected, PrefetchResult, PurgeCommand, PurgeType } from './cache/index.ts';
-
-const EMPTY_TABLE: RoutingTable = { version: 0, byHost: new Map(), byId: new Map(), origins: new Map() };
 
 export class EdgeAgent implements ControlledAgent {
   readonly logger: Logger;
@@ -131,33 +113,22 @@ export class EdgeAgent implements ControlledAgent {
   /** The log drains of the configuration in force. */
   readonly logs: LogDrains;
   private readonly pools: OriginPools;
-  private readonly requestHeadersTimeoutMs: number;
-  private readonly requestTimeoutMs: number;
   private readonly prober: HealthProber;
   private readonly configStore: ConfigStore | null;
+  /** The configuration in force and how a new one is put in force (control/configuration.ts). */
+  private readonly config: AgentConfiguration;
   private readonly healthProbes: boolean;
-  private readonly maxEndpoints: number;
-  private readonly keepConfigBodies: boolean;
   /** The control plane refuses the agent's token (controlPlaneRefused): /healthz says so, with 503. */
   private tokenRefusal: TokenRefusal | null = null;
-  private table: RoutingTable = EMPTY_TABLE;
-  private snapshot: ConfigSnapshot | null = null;
-  private readonly resources = new ResourceSet();
   /** The purge sequence applied and what it does to the cache (cache/purge-state.ts). */
   readonly purges: PurgeState;
   private readonly prefetcher: Prefetcher;
-  private httpServer: Server | null = null;
-  /** Whether the plaintext listener listens (the HTTP server may serve only TLS connections). */
-  private plaintextListening = false;
-  private httpsListener: HttpsListener | null = null;
-  /** listenPrivate's listener (prefetches go through it when there is one). */
-  private privateServer: Server | null = null;
-  private metricsServer: Server | null = null;
   /** Which certificate and TLS settings each name is served with (rebuilt with each configuration). */
   readonly certificates = new CertificateTable({ http2: true });
-  /** HTTP/2 connections of the HTTPS listener (made with it). */
-  private http2: Http2Listener | null = null;
-  private httpsPublicPort: number | null;
+  /** The plaintext, HTTPS, private and metrics listeners (tls/listeners.ts). */
+  private readonly listeners: Listeners;
+  /** HTTPS_PUBLIC_PORT: the port redirects to HTTPS name (default: the HTTPS listener's). */
+  private readonly httpsPublicPort: number | null;
 
   constructor(options: EdgeAgentOptions) {
     this.logger = options.logger ?? pino({ level: 'silent' });
@@ -166,15 +137,17 @@ export class EdgeAgent implements ControlledAgent {
       ? new ConfigStore(options.dataDir, (err) => this.logger.error({ err: err.message }, 'persisting the configuration failed; the previous one stays on disk'), options.stateKey ?? null, options.keepConfigBodies ?? false)
       : null;
     this.healthProbes = options.healthProbes ?? true;
-    this.maxEndpoints = options.maxEndpoints ?? 0;
-    this.keepConfigBodies = options.keepConfigBodies ?? false;
-    this.requestHeadersTimeoutMs = options.requestHeadersTimeoutMs ?? DEFAULT_REQUEST_HEADERS_TIMEOUT_MS;
-    this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
-    if (this.requestTimeoutMs > 0 && this.requestHeadersTimeoutMs > this.requestTimeoutMs) {
+    const requestHeadersTimeoutMs = options.requestHeadersTimeoutMs ?? DEFAULT_REQUEST_HEADERS_TIMEOUT_MS;
+    const requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    if (requestTimeoutMs > 0 && requestHeadersTimeoutMs > requestTimeoutMs) {
       throw new RangeError('requestHeadersTimeoutMs must not exceed requestTimeoutMs');
     }
     this.httpsPublicPort = options.httpsPublicPort ?? null;
     this.pools = new OriginPools({ uploadConnectionsPerOrigin: options.uploadConnectionsPerOrigin ?? DEFAULT_UPLOAD_CONNECTIONS_PER_ORIGIN });
+    this.config = new AgentConfiguration({
+      store: this.configStore, logger: this.logger, maxEndpoints: options.maxEndpoints ?? 0, keepBodies: options.keepConfigBodies ?? false,
+      installed: (snapshot, table) => this.configInstalled(snapshot, table),
+    });
     this.store = new CacheStore({ memoryBytes: options.memoryBytes, node: options.nodeTier ?? null });
     this.prober = new HealthProber(this.pools);
     this.shield = new ShieldDirectory({ region: options.region ?? 'local', nodeId: options.nodeId ?? 'standalone', probe: options.shieldProbes ?? this.healthProbes });
@@ -194,7 +167,7 @@ export class EdgeAgent implements ControlledAgent {
           fillTurns: this.proxy.fillTurns,
         };
       },
-      configVersion: () => this.table.version,
+      configVersion: () => this.config.table.version,
       purgeSequence: () => this.purges.sequence,
       originHealth: () => this.prober.report().map((o) => ({ originId: o.originId, consecutiveFailures: o.consecutiveFailures, healthy: o.status === 'healthy' })),
       cutOff: () => this.purges.cutOff,
@@ -209,7 +182,7 @@ export class EdgeAgent implements ControlledAgent {
       fillLock: options.fillLock ?? null,
       shield: { directory: this.shield, pools: this.shieldPools },
       logs: this.logs,
-      table: () => this.table,
+      table: () => this.config.table,
       store: this.store,
       pools: this.pools,
       traffic: this.traffic,
@@ -223,24 +196,27 @@ export class EdgeAgent implements ControlledAgent {
         cacheName: `edge-${options.region ?? 'local'}`,
         bodyIdleTimeoutMs: options.requestBodyIdleTimeoutMs ?? DEFAULT_REQUEST_BODY_IDLE_TIMEOUT_MS,
         trustedProxy: options.trustedProxy ?? null,
-        httpsPort: () => this.httpsPublicPort,
+        httpsPort: () => this.httpsPublicPort ?? this.listeners.httpsPort,
       },
       tls: this.certificates,
     });
     this.purges = new PurgeState({
       store: this.store, gate: this.proxy, logger: this.logger, cacheWhenDisconnected: options.cacheWhenDisconnected,
-      endpoints: () => this.table.byId.keys(),
+      endpoints: () => this.config.table.byId.keys(),
       persist: this.configStore === null ? undefined : (sequence) => this.configStore?.savePurgeSequence(sequence),
     });
     this.prefetcher = new Prefetcher({
-      hostnameOf: (endpointId) => this.table.byId.get(endpointId)?.snapshot.hostname,
-      address: () => this.privateServer !== null ? this.privateServer.address() as AddressInfo
-        : this.plaintextListening ? this.httpServer?.address() as AddressInfo | null : null,
+      hostnameOf: (endpointId) => this.config.table.byId.get(endpointId)?.snapshot.hostname,
+      address: () => this.listeners.ownAddress,
+    });
+    this.listeners = new Listeners({
+      handler: this.proxy.handle, certificates: this.certificates, logger: this.logger, requestHeadersTimeoutMs, requestTimeoutMs,
+      onHandshakeFailure: (reason) => this.metrics.tlsHandshakeFailures.inc({ reason }),
     });
   }
 
   get configVersion(): number {
-    return this.table.version;
+    return this.config.table.version;
   }
 
   get appliedPurgeSequence(): number {
@@ -263,17 +239,17 @@ export class EdgeAgent implements ControlledAgent {
   }
 
   get currentSnapshot(): ConfigSnapshot | null {
-    return this.snapshot;
+    return this.config.snapshot;
   }
 
   /** The version to report to the control plane (Hello, heartbeats): 0 unless the configuration came from one. */
   get controlConfigVersion(): number {
-    return this.resources.controlVersion;
+    return this.config.controlVersion;
   }
 
   /** Where the configuration in force came from. */
   get configSource(): ConfigSource {
-    return this.resources.source;
+    return this.config.source;
   }
 
   /** Whether cache reads are suspended until missed purges are applied (see beginPurgeCatchUp). */
@@ -283,152 +259,62 @@ export class EdgeAgent implements ControlledAgent {
 
   /** The compiled routing table in force (replaced whole by each applyConfig). */
   get routing(): RoutingTable {
-    return this.table;
+    return this.config.table;
   }
 
   /** Restores the last applied configuration and purge sequence from the data directory. Returns the version restored (0: none). */
   restore(): number {
-    let state;
-    try {
-      state = this.configStore?.load();
-    } catch (err) {
-      if (err instanceof SealError) this.logger.warn({ err: err.message }, 'the persisted configuration cannot be opened with this agent token; starting without it until the control plane sends one');
-      else this.logger.error({ err: (err as Error).message }, 'persisted configuration is damaged; starting without one');
-      return 0;
-    }
-    if (!state) return 0;
-    this.purges.restore(state.purgeSequence);
-    try {
-      if (state.config !== null) {
-        const { config } = state;
-        const staged = this.resources.stage({
-          version: config.version, full: true, baseVersion: 0, resources: config.resources,
-          removed: [], digest: config.digest, resourceCount: config.resources.length,
-        });
-        // The same limit as for a push or a file: a node restarted smaller does not serve more than it is sized for.
-        if (this.exceedsCapacity(staged.snapshot)) {
-          this.logger.error({ version: config.version, endpoints: staged.snapshot.endpoints.length, max_endpoints: this.maxEndpoints },
-            `the persisted configuration holds more endpoints than this node's limit (MAX_ENDPOINTS): starting without it until the control plane sends one that fits`);
-          return 0;
-        }
-        // The bodies are on disk already (unless found in clear: then they are written again, sealed).
-        if (!config.needsReseal && !this.keepConfigBodies) for (const r of staged.resources.values()) r.body = null;
-        this.install({ ...staged, source: config.source }, compileRoutingTable(staged.snapshot), config.needsReseal);
-        if (config.needsReseal) this.logger.info({ version: config.version }, 'the persisted configuration was stored in clear: sealing it');
-        return config.version;
-      }
-      if (state.legacy !== null) {
-        this.applyConfig(state.legacy.snapshot, state.legacy.version);
-        return state.legacy.version;
-      }
-    } catch (err) {
-      this.logger.error({ err: (err as Error).message }, 'persisted configuration is invalid; starting without one');
-    }
-    return 0;
+    return this.config.restore((sequence) => this.purges.restore(sequence));
   }
 
   /**
-   * Validates and compiles the snapshot, then swaps the routing tables in one
-   * assignment: requests already running finish on the old table, new ones see
-   * the new one. A bad snapshot throws ConfigRefusedError and changes nothing.
+   * Validates and compiles the snapshot, then swaps the routing tables in one assignment (AgentConfiguration.apply);
+   * a bad snapshot throws ConfigRefusedError and changes nothing.
    */
   applyConfig(input: unknown, version?: number, opts: { persist?: boolean } = {}): void {
-    const prepared = this.prepareConfig(input, version);
-    this.install(prepared.staged, prepared.table, opts.persist !== false);
-    this.logger.info({ version: prepared.staged.version, endpoints: prepared.staged.snapshot.endpoints.length }, 'configuration applied');
+    this.config.apply(input, version, opts);
   }
 
-  /** applyConfig's first half (checks, parses and compiles, changing nothing; throws ConfigRefusedError); commitConfigPush puts it in force. */
+  /** applyConfig's first half (checks, parses and compiles, changing nothing); commitConfigPush puts it in force. */
   prepareConfig(input: unknown, version?: number): PreparedConfig {
-    let snapshot: ConfigSnapshot;
-    let table: RoutingTable;
-    try {
-      snapshot = parseConfigSnapshot(input);
-      if (version !== undefined && version !== snapshot.version) snapshot = { ...snapshot, version };
-      this.checkCapacity(snapshot);
-      table = compileRoutingTable(snapshot);
-    } catch (err) {
-      const detail = (err as { issues?: { path: PropertyKey[]; message: string }[] }).issues?.[0];
-      const message = detail ? `${detail.path.join('.')}: ${detail.message}` : (err as Error).message;
-      throw new ConfigRefusedError(`configuration refused: ${message}`, { cause: err });
-    }
-    return { staged: this.resources.stageSnapshot(snapshot, 'file'), table, base: this.resources.version };
+    return this.config.prepare(input, version);
   }
 
   /**
-   * Applies a push from the control plane (full, or a delta on the version held):
-   * checks it, parses only its new or changed resources, compiles only the
-   * endpoints that changed, and swaps the tables as applyConfig does. Throws
-   * ConfigRefusedError (message "base_mismatch: ..." when the base is not the
-   * one held or the result does not match the digest) and changes nothing.
-   * The configuration is live when this returns; it reaches the disk shortly after.
+   * Applies a push from the control plane (full, or a delta on the version held); throws ConfigRefusedError and
+   * changes nothing when it cannot. The configuration is live when this returns; it reaches the disk shortly after.
    */
   applyConfigPush(push: ConfigPush): ConfigPushResult {
-    return this.commitConfigPush(this.prepareConfigPush(push));
+    return this.config.commitPush(this.config.preparePush(push));
   }
 
-  /**
-   * applyConfigPush's first half: checks, parses and compiles the push against the configuration held, changing
-   * nothing (throws ConfigRefusedError). An agent with workers prepares a push in every worker before any commits it.
-   */
+  /** applyConfigPush's first half (AgentConfiguration.preparePush): an agent with workers prepares in every worker first. */
   prepareConfigPush(push: ConfigPush): PreparedConfig {
-    try {
-      const staged = this.resources.stage(push);
-      this.checkCapacity(staged.snapshot);
-      return { staged, table: compileRoutingTable(staged.snapshot, staged.nonEndpointChanged ? undefined : this.table), base: this.resources.version };
-    } catch (err) {
-      const message = err instanceof ConfigPushError ? err.message : `configuration refused: ${(err as Error).message}`;
-      throw new ConfigRefusedError(message, { cause: err });
-    }
+    return this.config.preparePush(push);
   }
 
   /** Puts a prepared push in force (it must have been prepared on the configuration still held). */
   commitConfigPush(prepared: PreparedConfig): ConfigPushResult {
-    if (prepared.base !== this.resources.version) throw new ConfigRefusedError('configuration refused: prepared on another version');
-    const { staged, table } = prepared;
-    let compiled = 0;
-    for (const e of table.byId.values()) if (this.table.byId.get(e.id) !== e) compiled++;
-    this.install(staged, table, true);
-    return { version: staged.version, changed: staged.changed, compiled };
+    return this.config.commitPush(prepared);
   }
 
-  /**
-   * The configuration held as one full push (what a new worker is started from). Needs the bodies, which an agent
-   * keeps only with keepConfigBodies (an agent with workers); null without them.
-   */
+  /** The configuration held as one full push (what a new worker is started from); null without the bodies. */
   fullConfigPush(): ConfigPush | null {
-    return fullPushOf(this.resources);
-  }
-
-  /** A node sized for fewer endpoints than the configuration holds refuses it whole (and keeps serving the previous one). */
-  private checkCapacity(snapshot: ConfigSnapshot): void {
-    if (this.exceedsCapacity(snapshot)) {
-      throw new Error(`${snapshot.endpoints.length} endpoints exceed this node's limit of ${this.maxEndpoints} (MAX_ENDPOINTS)`);
-    }
-  }
-
-  private exceedsCapacity(snapshot: ConfigSnapshot): boolean {
-    return this.maxEndpoints > 0 && snapshot.endpoints.length > this.maxEndpoints;
+    return this.config.fullPush();
   }
 
   /** Resolves once the configuration in force is on disk (writes are asynchronous and coalesced). */
   async persisted(): Promise<void> {
-    await this.configStore?.flush();
+    await this.config.persisted();
   }
 
-  private install(staged: StagedConfig, table: RoutingTable, persist: boolean): void {
-    this.table = table;
-    this.snapshot = staged.snapshot;
-    this.resources.commit(staged);
-    this.logs.apply(staged.snapshot.log_drains);
-    this.certificates.build(staged.snapshot);
+  /** What follows a configuration put in force: log drains, certificates, origin pools and health probes. */
+  private configInstalled(snapshot: ConfigSnapshot, table: RoutingTable): void {
+    this.logs.apply(snapshot.log_drains);
+    this.certificates.build(snapshot);
     for (const problem of this.certificates.problems) this.logger.warn({ problem }, 'certificate not served');
     this.pools.retain(table.origins.values());
     if (this.healthProbes) this.prober.sync(table);
-    if (persist && this.configStore !== null) {
-      const set = this.resources;
-      void this.configStore.saveConfig(() => ({ version: set.version, source: set.source, digest: set.digest.hex(), resources: set.resources.values() }));
-    }
   }
 
   /** Welcome's purge sequence: behind it, nothing is served from the cache until the missed purges are applied. */
@@ -482,7 +368,7 @@ export class EdgeAgent implements ControlledAgent {
       shieldLatencies: this.shield.measured,
       shieldUnreachable: this.shield.unreachableRegions,
       status: origins.some((o) => o.status === 'unhealthy') ? 'degraded' : 'ok',
-      configVersion: this.table.version,
+      configVersion: this.config.table.version,
       purgeSequence: this.purges.sequence,
       cacheObjects: this.store.objectCount,
       cacheBytes: this.store.memoryBytes + this.store.diskBytes,
@@ -519,163 +405,47 @@ export class EdgeAgent implements ControlledAgent {
     return this.traffic.takeRollups(topN);
   }
 
-  /** The HTTP/1.1 server: the plaintext listener's, which also takes the TLS listener's HTTP/1.1 connections. */
-  private ensureHttpServer(): Server {
-    if (this.httpServer !== null) return this.httpServer;
-    this.httpServer = this.newHttpServer();
-    return this.httpServer;
+  /** The plaintext listener (tls/listeners.ts); shared: a worker's, one of several processes on the same port. */
+  listen(port: number, host = '0.0.0.0', options: ListenOptions = {}): Promise<AddressInfo> {
+    return this.listeners.listen(port, host, options);
   }
 
-  private newHttpServer(): Server {
-    const headersTimeout = this.requestHeadersTimeoutMs;
-    const requestTimeout = this.requestTimeoutMs;
-    // node:http checks both timeouts on an interval (30 s by default): a quarter of the shorter one keeps them close to their value.
-    const shortest = Math.min(headersTimeout || Infinity, requestTimeout || Infinity);
-    const connectionsCheckingInterval = Number.isFinite(shortest) ? Math.max(50, Math.min(30_000, Math.floor(shortest / 4))) : 30_000;
-    const server = createServer({ keepAliveTimeout: 65_000, headersTimeout, requestTimeout, connectionsCheckingInterval, noDelay: true }, this.proxy.handle);
-    server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
-      // As node:http's default, but ending the socket gracefully: never write into a response already under way.
-      const inFlight = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
-      if (socket.writable && (!inFlight || !inFlight.headersSent)) {
-        const status = err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : '400 Bad Request';
-        socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`, () => socket.destroy());
-      } else socket.destroy();
-    });
-    return server;
+  /** The HTTPS listener: certificates by SNI, each name with its endpoint's TLS settings; HTTP/1.1 and HTTP/2. */
+  listenHttps(port: number, host = '0.0.0.0', options: ListenOptions = {}): Promise<AddressInfo> {
+    return this.listeners.listenHttps(port, host, options);
   }
 
-  /**
-   * A loopback listener of this process alone (a worker's: its public listeners share their port with the other
-   * workers, so a request to them may reach another worker's cache). Prefetches go through it.
-   */
-  async listenPrivate(): Promise<AddressInfo> {
-    const server = this.newHttpServer();
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(0, '127.0.0.1', () => resolve());
-    });
-    this.privateServer = server;
-    return server.address() as AddressInfo;
-  }
-
-  /** shared: a worker's listener, one of several processes on the same port (SO_REUSEPORT: the kernel spreads connections). */
-  async listen(port: number, host = '0.0.0.0', options: ListenOptions = {}): Promise<AddressInfo> {
-    const server = this.ensureHttpServer();
-    const address = await this.dualStack(host, (h, extra) => new Promise<AddressInfo>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen({ port, host: h, ...extra, ...sharedPort(options) }, () => {
-        server.off('error', reject);
-        resolve(server.address() as AddressInfo);
-      });
-    }));
-    this.plaintextListening = true;
-    return address;
-  }
-
-  /**
-   * Listens on `host`; `::` is dual-stack (IPv6 and IPv4 on one socket, whatever the system's default), and
-   * falls back to IPv4 alone on a host without IPv6.
-   */
-  private async dualStack(host: string, listen: (host: string, extra: { ipv6Only?: boolean }) => Promise<AddressInfo>): Promise<AddressInfo> {
-    if (host !== '::') return listen(host, {});
-    try {
-      return await listen('::', { ipv6Only: false });
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code !== 'EAFNOSUPPORT' && code !== 'EADDRNOTAVAIL') throw err;
-      this.logger.warn({ err: (err as Error).message }, 'no IPv6 on this host: listening on IPv4 only');
-      return listen('0.0.0.0', {});
-    }
-  }
-
-  /**
-   * The HTTPS listener (tls/listener.ts): certificates by SNI from the configuration in force and the default
-   * certificate, each name with its endpoint's TLS settings; HTTP/1.1 through the same request path.
-   */
-  async listenHttps(port: number, host = '0.0.0.0', options: ListenOptions = {}): Promise<AddressInfo> {
-    const listener = new HttpsListener({
-      ticketKeys: options.ticketKeys,
-      table: this.certificates,
-      http1: this.ensureHttpServer(),
-      http2: (this.http2 ??= new Http2Listener(this.proxy.handle)),
-      handshakeTimeoutMs: this.requestHeadersTimeoutMs,
-      logger: this.logger,
-      onHandshakeFailure: (reason) => this.metrics.tlsHandshakeFailures.inc({ reason }),
-    });
-    const address = await this.dualStack(host, (h, extra) => listener.listen(port, h, { ...extra, ...sharedPort(options) }));
-    this.httpsListener = listener;
-    this.httpsPublicPort ??= address.port;
-    return address;
-  }
-
-  /** New TLS session ticket keys for the HTTPS listener (the primary rotates the workers' shared keys). */
-  setTicketKeys(keys: Buffer): void {
-    this.httpsListener?.setTicketKeys(keys);
-  }
-
-  /** Replaces the default certificate (TLS_CERT_FILE / TLS_KEY_FILE): the next handshakes use it, open connections keep theirs. */
-  setDefaultCertificate(cert: DefaultCertificate | null): void {
-    this.certificates.setDefault(cert);
-    this.httpsListener?.defaultCertificateChanged();
+  /** A loopback listener of this process alone (prefetches go through it). */
+  listenPrivate(): Promise<AddressInfo> {
+    return this.listeners.listenPrivate();
   }
 
   /**
    * /metrics and /healthz. An agent with workers gives its own (workers/primary.ts): the metrics of every
    * process aggregated, and its health with the workers'.
    */
-  async listenMetrics(port: number, host = '0.0.0.0', views: { metrics?: () => Promise<string>; health?: () => Record<string, unknown> } = {}): Promise<AddressInfo> {
+  listenMetrics(port: number, host = '0.0.0.0', views: { metrics?: () => Promise<string>; health?: () => Record<string, unknown> } = {}): Promise<AddressInfo> {
     const registry = this.metrics.registry;
-    const server = createServer((req, res) => {
-      const path = (req.url ?? '/').split('?')[0];
-      if (path === '/metrics') {
-        (views.metrics?.() ?? registry.metrics()).then(
-          (text) => {
-            res.writeHead(200, { 'content-type': registry.contentType });
-            res.end(text);
-          },
-          (err: Error) => {
-            res.writeHead(500, { 'content-type': 'text/plain' });
-            res.end(err.message);
-          },
-        );
-      } else if (path === '/healthz') {
-        const view = views.health?.() ?? this.healthView();
-        res.writeHead(view.status === 'unauthorized' ? 503 : 200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
-        res.end(JSON.stringify(view));
-      } else {
-        res.writeHead(404, { 'content-type': 'text/plain' });
-        res.end('not found\n');
-      }
+    return this.listeners.listenMetrics(port, host, {
+      metrics: views.metrics ?? (() => registry.metrics()), contentType: registry.contentType, health: views.health ?? (() => this.healthView()),
     });
-    this.metricsServer = server;
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, host, () => resolve());
-    });
-    return server.address() as AddressInfo;
+  }
+
+  /** New TLS session ticket keys for the HTTPS listener (the primary rotates the workers' shared keys). */
+  setTicketKeys(keys: Buffer): void {
+    this.listeners.setTicketKeys(keys);
+  }
+
+  /** Replaces the default certificate (TLS_CERT_FILE / TLS_KEY_FILE): the next handshakes use it, open connections keep theirs. */
+  setDefaultCertificate(cert: DefaultCertificate | null): void {
+    this.certificates.setDefault(cert);
+    this.listeners.defaultCertificateChanged();
   }
 
   /** Stops accepting, lets in-flight requests finish (up to timeoutMs), then closes origin pools. */
   async close(timeoutMs = 10_000): Promise<void> {
     this.prober.stop();
-    await this.httpsListener?.close();
-    const h2Closed = this.http2?.close(timeoutMs);
-    const servers = [this.httpServer, this.privateServer, this.metricsServer].filter((s): s is Server => s !== null);
-    await Promise.all(servers.map((s) => new Promise<void>((resolve) => {
-      const timer = setTimeout(() => s.closeAllConnections(), timeoutMs);
-      timer.unref();
-      // A keep-alive connection whose request finishes during shutdown turns idle
-      // later: keep closing idle connections so close() does not wait for the timeout.
-      const sweep = setInterval(() => s.closeIdleConnections(), 50);
-      sweep.unref();
-      s.close(() => {
-        clearTimeout(timer);
-        clearInterval(sweep);
-        resolve();
-      });
-      s.closeIdleConnections();
-    })));
-    await h2Closed;
+    await this.listeners.close(timeoutMs);
     await this.prefetcher.close();
     // What the drains hold is sent within the same grace; what cannot be is lost with the process.
     await this.logs.flush(timeoutMs);
@@ -686,14 +456,4 @@ export class EdgeAgent implements ControlledAgent {
     await this.shieldPools.closeAll();
     await this.configStore?.flush();
   }
-}
-
-/** A configuration held (or staged) as one full push; null when a body is no longer in memory. */
-export function fullPushOf(set: { version: number; resources: ReadonlyMap<string, { key: string; version: number; body: Uint8Array | null; sha256: string }>; digest: { hex(): string } }): ConfigPush | null {
-  const resources = [];
-  for (const r of set.resources.values()) {
-    if (r.body === null) return null;
-    resources.push({ key: r.key, version: r.version, body: r.body, sha256: r.sha256 });
-  }
-  return { version: set.version, full: true, baseVersion: 0, resources, removed: [], digest: set.digest.hex(), resourceCount: resources.length };
 }
