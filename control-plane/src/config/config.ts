@@ -6,7 +6,7 @@ import path from 'node:path';
 import { z } from 'zod';
 
 const port = z.coerce.number().int().min(0).max(65535);
-const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
+const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1').meta({ docType: '`true` or `false` (`1`, `0`)' });
 
 function fileIncludes(file: string, marker: string): boolean {
   try {
