@@ -118,7 +118,7 @@ export function configurationReference(): string {
     '',
     'Every setting of both processes is an environment variable and also a flag (`PORT` ↔ `--port 9000` or `--port=9000`); a flag wins over the variable, and an empty variable counts as unset. '
       + 'A wrong value, a flag naming no variable or a stray argument stops the process with one line naming the variable (exit code 1); secrets are never echoed in it. '
-      + '`npm start` passes its flags to the control plane and adds a few of its own for the agent it runs (`npm start -- --help`; see [guides/running-locally.md](guides/running-locally.md)). '
+      + '`npm start` takes the control plane\'s flags and a few of the agent\'s (`--http-port`, `--https-port`, `--metrics-port`, `--workers`, the `--cache-*` sizes, `--region`; `npm start -- --help` lists them, and [guides/running-locally.md](guides/running-locally.md) says how its ports follow each other). '
       + 'Byte counts take a unit (`256MiB`, `1GiB`, `64KiB`); times ending in `_MS` are milliseconds.',
   ];
   for (const p of processes) {
