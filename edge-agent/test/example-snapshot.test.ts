@@ -1,6 +1,6 @@
-// The example snapshot the README gives for `npm run edge-agent -- --config-file`
+// The example snapshot docs/guides/edge-agent.md gives for `npm run edge-agent -- --config-file`
 // (edge-agent/examples/snapshot.json) is one the agent process accepts, and it
-// does what the README says: example.localhost cached in front of a local origin.
+// does what the guide says: example.localhost cached in front of a local origin.
 import t from 'tap';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,10 +11,10 @@ import { exitOf, startAgentProcess, startOrigin } from './helpers.ts';
 
 const exampleFile = fileURLToPath(new URL('../examples/snapshot.json', import.meta.url));
 
-t.test('the README\'s example snapshot starts an agent that caches example.localhost: MISS, then HIT', async (t) => {
+t.test('the edge-agent guide\'s example snapshot starts an agent that caches example.localhost: MISS, then HIT', async (t) => {
   const origin = await startOrigin((_req, res) => res.end('hello from the origin\n'));
   const example = JSON.parse(readFileSync(exampleFile, 'utf8'));
-  t.equal(example.endpoints[0].origins[0].port, 8000, 'the README starts its origin on port 8000');
+  t.equal(example.endpoints[0].origins[0].port, 8000, 'the guide starts its origin on port 8000');
   example.endpoints[0].origins[0].port = origin.port; // the test's own origin instead of port 8000
   const dir = mkdtempSync(join(tmpdir(), 'edge-example-'));
   const configFile = join(dir, 'snapshot.json');

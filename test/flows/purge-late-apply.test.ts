@@ -1,6 +1,6 @@
 // A purge that timed out as `failed` (a target did not apply it within
 // EDGE_PURGE_TIMEOUT_MS) moves on to `completed` once that node has applied
-// it after all, as the README says, tried with real processes: a control
+// it after all, as docs/guides/purge.md says, tried with real processes: a control
 // plane, an agent that keeps up and one that is paused (SIGSTOP) or stopped
 // past the timeout. The late node's answer may never arrive as an
 // acknowledgement (the stream it was pushed on is gone by the time the node

@@ -11,7 +11,7 @@ import { nameField } from './fields.ts';
 const edge = signingKeySnapshot.shape;
 
 /**
- * The signed-URL algorithm as the edge verifies it (shared/src/signing/signed-url.ts; the README's "Signed URLs" has the same text and
+ * The signed-URL algorithm as the edge verifies it (shared/src/signing/signed-url.ts; "Signed URLs" in docs/guides/protecting-endpoints.md has the same text and
  * `npm run sign-url` implements it), quoted by the signing-key operations.
  */
 export const SIGNED_URL_ALGORITHM = 'With token_auth_enabled on the endpoint, the edge serves a request only when its query carries expires_param and '
@@ -31,7 +31,7 @@ export const SIGNED_URL_ALGORITHM = 'With token_auth_enabled on the endpoint, th
   + '`payload = [st=<start>~]exp=<expires>~acl=<base64url(pattern)>[~ip=<client_ip>]`, `token = payload + "~hmac=" + base64url(HMAC(algorithm, secret, payload))`, '
   + 'pattern a normalised path or a prefix ending in `*`; the edge reads it under token_param from the query, a path segment '
   + '(`/videos/123/<token_param>=<token>/index.m3u8`, removed before the cache key and the origin request) or a cookie; '
-  + '`npm run sign-url -- --acl \'/videos/123/*\' ...` prints each form (README, "Prefix tokens").';
+  + '`npm run sign-url -- --acl \'/videos/123/*\' ...` prints each form (docs/guides/protecting-endpoints.md, "Prefix tokens").';
 
 export const MAX_GRACE_HOURS = 168;
 export const GENERATED_SECRET_LENGTH = 64;

@@ -15,7 +15,7 @@ import { SIGNING_ALGORITHMS, signPath, type SigningAlgorithm } from '../../../sh
 const HELP = `Usage: npm run sign-url -- --url <url or path> (--secret-file <file> | SIGNING_SECRET=<secret>) [options]
 
 Prints the URL signed with an endpoint's signing key (HMAC over path, expiry and,
-with --ip, the viewer's address; see the README's "Signed URLs").
+with --ip, the viewer's address; see "Signed URLs" in docs/guides/protecting-endpoints.md).
 
   --url <url>            https://<endpoint host>/path?query, or just /path?query
   --secret-file <file>   a file holding the key's secret (shown once when the key was created or rotated)

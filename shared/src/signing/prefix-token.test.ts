@@ -1,6 +1,7 @@
-// The prefix-token format as documented (README, "Prefix tokens"): the worked
-// example's values (which `openssl dgst -sha256 -hmac` reproduces), parsing,
-// what a pattern covers, and the patterns that cannot be signed.
+// The prefix-token format as documented (docs/guides/protecting-endpoints.md,
+// "Prefix tokens"): the worked example's values (which `openssl dgst -sha256
+// -hmac` reproduces), parsing, what a pattern covers, and the patterns that
+// cannot be signed.
 import t from 'tap';
 import { createHmac } from 'node:crypto';
 import { normalizePath } from '../match/path.ts';

@@ -1,6 +1,7 @@
-// The signed-URL algorithm as documented (README, the signing-key operations'
-// OpenAPI text): the worked example's values, which `openssl dgst -sha256
-// -hmac` reproduces, and how paths, queries and addresses enter it.
+// The signed-URL algorithm as documented (docs/guides/protecting-endpoints.md,
+// "Signed URLs", and the signing-key operations' OpenAPI text): the worked
+// example's values, which `openssl dgst -sha256 -hmac` reproduces, and how
+// paths, queries and addresses enter it.
 import t from 'tap';
 import { createHmac } from 'node:crypto';
 import { canonicalClientIp, canonicalString, signPath, urlSignature } from './signed-url.ts';
