@@ -1,9 +1,10 @@
 // A data-plane worker of an agent with WORKERS > 1 (forked by workers/primary.ts
 // through node:cluster, with the agent's own flags and environment): one
 // EdgeAgent serving viewers on the agent's ports (each worker its own socket,
-// SO_REUSEPORT), with its share of the cache (CACHE_MEMORY_BYTES and
-// CACHE_DISK_BYTES divided by WORKERS, its disk tier in DATA_DIR/workers/<n>),
-// its log drains, and no control stream, persistence or origin probes: the
+// SO_REUSEPORT), with its own memory tier (CACHE_MEMORY_BYTES divided by
+// WORKERS) in front of the node tier every worker shares (DATA_DIR/cache,
+// opened as the primary prepared it; fills of a key take turns through the
+// primary's fill locks), its log drains, and no control stream, persistence or origin probes: the
 // primary holds those and tells it every configuration (prepared, then
 // committed once every worker prepared it), purge and prefetch, which it
 // answers once done. It listens only after it has the configuration in force.
