@@ -17,7 +17,7 @@ import { createMetrics, type AgentMetrics } from './metrics/prometheus.ts';
 import { TrafficCounters, type TrafficRollup } from './metrics/traffic.ts';
 import type { TrustedProxy } from './policy/client-address.ts';
 import {
-  CacheStore, Prefetcher, PurgeState, type CacheWhenDisconnected, type NodeFillLock, type ObjectStore, type PrefetchResult,
+  CacheStore, Prefetcher, PurgeState, type CacheWhenDisconnected, type Clock, type NodeFillLock, type ObjectStore, type PrefetchResult,
   type PurgeCommand, type PurgeResult, type PurgeStateSnapshot,
 } from './cache/index.ts';
 import { HealthProber } from './proxy/health.ts';
@@ -88,6 +88,8 @@ export interface EdgeAgentOptions {
    * when 443); default: the HTTPS listener's port once it listens (HTTPS_PUBLIC_PORT overrides it).
    */
   httpsPublicPort?: number;
+  /** The wall clock of the cache and the request path (default the system's): tests move it instead of sleeping. */
+  clock?: Clock;
 }
 
 export const DEFAULT_REQUEST_HEADERS_TIMEOUT_MS = 20_000;
@@ -109,7 +111,7 @@ export class EdgeAgent implements ControlledAgent {
   /** Origin shield: the shield map, the hop keys, the latency to other regions' shields (proxy/shield-directory.ts). */
   readonly shield: ShieldDirectory;
   /** Connections to shield nodes (apart from the origins': they follow the shield map, not the configuration). */
-  private readonly shieldPools = new OriginPools({ connectionsPerOrigin: 64 });
+  private readonly shieldPools: OriginPools;
   /** The log drains of the configuration in force. */
   readonly logs: LogDrains;
   private readonly pools: OriginPools;
@@ -143,12 +145,13 @@ export class EdgeAgent implements ControlledAgent {
       throw new RangeError('requestHeadersTimeoutMs must not exceed requestTimeoutMs');
     }
     this.httpsPublicPort = options.httpsPublicPort ?? null;
-    this.pools = new OriginPools({ uploadConnectionsPerOrigin: options.uploadConnectionsPerOrigin ?? DEFAULT_UPLOAD_CONNECTIONS_PER_ORIGIN });
+    this.shieldPools = new OriginPools({ connectionsPerOrigin: 64, clock: options.clock });
+    this.pools = new OriginPools({ uploadConnectionsPerOrigin: options.uploadConnectionsPerOrigin ?? DEFAULT_UPLOAD_CONNECTIONS_PER_ORIGIN, clock: options.clock });
     this.config = new AgentConfiguration({
       store: this.configStore, logger: this.logger, maxEndpoints: options.maxEndpoints ?? 0, keepBodies: options.keepConfigBodies ?? false,
       installed: (snapshot, table) => this.configInstalled(snapshot, table),
     });
-    this.store = new CacheStore({ memoryBytes: options.memoryBytes, node: options.nodeTier ?? null });
+    this.store = new CacheStore({ memoryBytes: options.memoryBytes, node: options.nodeTier ?? null, clock: options.clock });
     this.prober = new HealthProber(this.pools);
     this.shield = new ShieldDirectory({ region: options.region ?? 'local', nodeId: options.nodeId ?? 'standalone', probe: options.shieldProbes ?? this.healthProbes });
     const reportsNodeTier = options.reportsNodeTier ?? true;

@@ -100,6 +100,16 @@ export async function startAgent(snapshot: unknown, options: Partial<EdgeAgentOp
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * A wall clock a test moves forward, given to the agent as its `clock`: a freshness lifetime passes at once
+ * instead of being slept through. An origin that sends Date should send `httpDate()`, this clock's time.
+ */
+export function testClock(): { now: () => number; advance: (ms: number) => void; httpDate: () => string } {
+  let offset = 0;
+  const now = () => Date.now() + offset;
+  return { now, advance: (ms) => { offset += ms; }, httpDate: () => new Date(now()).toUTCString() };
+}
+
 export interface RawResponse {
   status: number;
   /** Lower-case names; repeated fields joined with ", ". */

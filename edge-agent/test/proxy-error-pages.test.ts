@@ -5,7 +5,7 @@
 // the original answer; a purge of the page's path, tag, or everything drops
 // the kept page; the header policy applies to the page.
 import t from 'tap';
-import { HOST, sleep, startAgent, startOrigin } from './helpers.ts';
+import { HOST, startAgent, startOrigin, testClock } from './helpers.ts';
 
 let pageVersion = 1;
 let pageBroken = false;
@@ -25,6 +25,8 @@ const origin = await startOrigin((req, res) => {
 });
 t.teardown(() => origin.close());
 
+// The agent's clock is moved past a page's TTL instead of sleeping through it.
+const clock = testClock();
 const edge = await startAgent({
   version: 1,
   endpoints: [{
@@ -42,7 +44,7 @@ const edge = await startAgent({
     routes: [{ id: 'dead', origin_id: 'dead', match: { paths: ['/dead/*'] } }],
   }],
   response_headers_policies: [{ id: 'p', custom_response_headers: [{ name: 'X-Policy', value: 'on' }] }],
-});
+}, { clock: clock.now });
 t.teardown(() => edge.close());
 
 t.test('an origin 404 is answered with the page and response_code; the page is kept for its TTL and fetched again after', async (t) => {
@@ -59,7 +61,7 @@ t.test('an origin 404 is answered with the page and response_code; the page is k
   await edge.get('/missing/b');
   t.equal(origin.count('/errors/404.html'), 1, 'one page fetch within the TTL');
   pageVersion = 2;
-  await sleep(3100); // the page's ttl_seconds (3: room for a loaded host before it) has to pass: this is what is tested
+  clock.advance(3100); // past the page's ttl_seconds (3): this is what is tested
   const later = await edge.get('/missing/c');
   t.equal(later.body, '<h1>Not here (page v2)</h1>', 'fetched again after the TTL');
   t.equal(origin.count('/errors/404.html'), 2);
@@ -102,7 +104,7 @@ t.test('purges reach the kept page: all, and its tag', async (t) => {
 });
 
 t.test('a failed refresh after the TTL falls back to the original answer', async (t) => {
-  await sleep(3100); // past the 404 page's TTL (3 s)
+  clock.advance(3100); // past the 404 page's TTL (3 s)
   pageBroken = true;
   const broken = await edge.get('/missing/h');
   t.equal(broken.status, 404);

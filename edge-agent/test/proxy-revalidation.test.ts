@@ -1,5 +1,5 @@
 import t from 'tap';
-import { startAgent, startOrigin, snapshotFor } from './helpers.ts';
+import { startAgent, startOrigin, snapshotFor, testClock } from './helpers.ts';
 
 t.test('stale object is revalidated with If-None-Match; 304 updates stored headers', async (t) => {
   let version = 1;
@@ -61,12 +61,13 @@ t.test('must-revalidate is served while fresh and revalidated once stale', async
     res.writeHead(200, { etag: '"m"', 'cache-control': 'max-age=3, must-revalidate' });
     res.end('m');
   });
-  const edge = await startAgent(snapshotFor(origin.port));
+  const clock = testClock();
+  const edge = await startAgent(snapshotFor(origin.port), { clock: clock.now });
   t.teardown(async () => { await edge.close(); await origin.close(); });
   await edge.get('/m');
   // max-age=3, not 1: the origin's Date has one-second resolution, so a copy can
   // be up to a second old when stored, and a 1 s lifetime made this test flaky.
   t.equal((await edge.get('/m')).headers['x-cache-status'], 'HIT', 'fresh must-revalidate is a hit');
-  await new Promise((r) => setTimeout(r, 3100));
+  clock.advance(3100); // past max-age=3
   t.equal((await edge.get('/m')).headers['x-cache-status'], 'REVALIDATED');
 });

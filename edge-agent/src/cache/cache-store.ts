@@ -26,6 +26,7 @@
 import { LRUCache } from 'lru-cache';
 import { targets, type PurgeTarget } from './purge.ts';
 import type { ObjectStore } from './store.ts';
+import { systemClock, type Clock } from './clock.ts';
 import { compilePathGlob, type PathMatcher } from '../../../shared/src/match/glob.ts';
 import type { UrlSlot } from '../metrics/traffic.ts';
 
@@ -162,6 +163,8 @@ export interface CacheStoreOptions {
   memoryBytes: number;
   /** The node-wide tier shared by the node's workers (null: memory only). */
   node?: ObjectStore | null;
+  /** The wall clock objects' ages and purge times are read from (default the system's). */
+  clock?: Clock;
 }
 
 /** What a worker records when its generation moves on (a purge): when (monotonic µs), and the node tier's generation then. */
@@ -186,6 +189,8 @@ export class CacheStore {
   private readonly purgeState = new Map<string, EndpointPurgeState>();
   private generationCounter = 1;
   private readonly node: ObjectStore | null;
+  /** The wall clock of the cache and the request path using it (clock.ts). */
+  readonly now: Clock;
   /** When each recent generation began (for the objects this worker stores in the node tier). */
   private readonly generationStarts = new Map<number, GenerationStart>();
   private lurkerScheduled = false;
@@ -204,6 +209,7 @@ export class CacheStore {
 
   constructor(options: CacheStoreOptions) {
     this.node = options.node ?? null;
+    this.now = options.clock ?? systemClock;
     this.generationStarts.set(1, { atUs: monotonicUs(), node: this.node?.generation() ?? 0 });
     this.memory = new LRUCache<string, CachedObject>({
       maxSize: Math.max(1, options.memoryBytes),
@@ -476,7 +482,7 @@ export class CacheStore {
   softPurge(endpointId: string, target: PurgeTarget): number {
     const generation = this.nextGeneration();
     const state = this.purgeStateFor(endpointId);
-    state.soft.push({ generation, target, atMs: Date.now(), swept: false });
+    state.soft.push({ generation, target, atMs: this.now(), swept: false });
     state.latestSoftGeneration = generation;
     this.scheduleLurker();
     this.purgeNode(endpointId, target, generation, true);
@@ -493,7 +499,7 @@ export class CacheStore {
     const generation = this.nextGeneration();
     const state = this.purgeStateFor(endpointId);
     state.paths.delete(path); // kept in purge order, oldest first, for the lurker's expiry
-    state.paths.set(path, { generation, atMs: Date.now(), swept: true });
+    state.paths.set(path, { generation, atMs: this.now(), swept: true });
     state.latestBanGeneration = generation;
     this.scheduleLurker();
     this.purgeNode(endpointId, { kind: 'path', path }, generation);
@@ -512,7 +518,7 @@ export class CacheStore {
   purgeTag(endpointId: string, tag: string): number {
     const generation = this.nextGeneration();
     const state = this.purgeStateFor(endpointId);
-    state.tags.set(tag, { generation, atMs: Date.now(), swept: false });
+    state.tags.set(tag, { generation, atMs: this.now(), swept: false });
     state.latestBanGeneration = generation;
     this.scheduleLurker();
     this.purgeNode(endpointId, { kind: 'tag', tag }, generation);
@@ -560,7 +566,7 @@ export class CacheStore {
       state.tags.clear();
       state.paths.clear();
     }
-    state.bans.push({ generation, matcher, atMs: Date.now(), swept: false });
+    state.bans.push({ generation, matcher, atMs: this.now(), swept: false });
     state.latestBanGeneration = generation;
     this.scheduleLurker();
   }
@@ -597,7 +603,7 @@ export class CacheStore {
   private *lurkSteps(): Generator<void> {
     const SLICE = 2000;
     let done = 0;
-    const now = Date.now();
+    const now = this.now();
     for (const [endpointId, state] of this.purgeState) {
       // Tag purges: walk only the objects carrying the tag.
       for (const [tag, purge] of state.tags) {

@@ -29,6 +29,7 @@ export {
 } from './cache-control.ts';
 export { EMPTY_CC, freshness, staleIfErrorAllowed, type Freshness } from './freshness.ts';
 export { httpDateMs, retryAfterMs } from './http-date.ts';
+export { systemClock, type Clock } from './clock.ts';
 export { SingleFlight } from './single-flight.ts';
 export { fillOnce, type FillTurn, type FillTurns, type NodeFillLock } from './node-fills.ts';
 export { parseContentRange, rangeStart, sliceBounds, sliceCount, sliceKey, SliceSource } from './slices.ts';

@@ -44,7 +44,7 @@ export class ErrorPageLoader {
   page(endpoint: CompiledEndpoint, rule: ErrorPageRule): CachedObject | null | Promise<CachedObject | null> {
     // \x1f\x00: no route id or authority contains NUL, so no viewer request has this key.
     const key = `${endpoint.id}\x1f\x00error-page\x1f\x1f${rule.target}`;
-    const now = Date.now();
+    const now = this.deps.store.now();
     const held = this.deps.store.get(key);
     if (held !== undefined && now - held.responseTimeMs < held.lifetimeMs) return held;
     const failed = this.failedUntil.get(key);
@@ -88,7 +88,7 @@ export class ErrorPageLoader {
       return page;
     } catch (err) {
       this.deps.logger.warn({ endpoint: endpoint.id, page: rule.target, err: (err as Error).message }, 'custom error page not fetched: the original answer is sent');
-      this.failedUntil.set(key, Date.now() + PAGE_RETRY_AFTER_MS);
+      this.failedUntil.set(key, this.deps.store.now() + PAGE_RETRY_AFTER_MS);
       return null;
     }
   }

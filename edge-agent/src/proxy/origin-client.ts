@@ -11,7 +11,7 @@ import { isIP } from 'node:net';
 import { Readable, Transform, type TransformCallback } from 'node:stream';
 import { Agent, buildConnector, type Dispatcher } from 'undici';
 import { originAddressAllowed } from '../../../shared/src/match/cidr.ts';
-import { retryAfterMs } from '../cache/index.ts';
+import { retryAfterMs, systemClock, type Clock } from '../cache/index.ts';
 import type { CompiledOrigin } from './routing.ts';
 
 export type OriginErrorKind = 'connect_failure' | 'dns_failure' | 'ssrf_refused' | 'timeout' | 'protocol';
@@ -69,6 +69,8 @@ export interface OriginPoolOptions {
   connectionsPerOrigin?: number;
   /** Connections per origin for requests that stream a viewer's body; more uploads wait for one. */
   uploadConnectionsPerOrigin?: number;
+  /** The wall clock request and response times are read from (an object's age; default the system's). */
+  clock?: Clock;
 }
 
 export class OriginPools {
@@ -76,10 +78,12 @@ export class OriginPools {
   private readonly uploads = new Map<string, Agent>();
   readonly connectionsPerOrigin: number;
   readonly uploadConnectionsPerOrigin: number;
+  readonly now: Clock;
 
   constructor(options: OriginPoolOptions = {}) {
     this.connectionsPerOrigin = options.connectionsPerOrigin ?? 256;
     this.uploadConnectionsPerOrigin = options.uploadConnectionsPerOrigin ?? 32;
+    this.now = options.clock ?? systemClock;
   }
 
   /** The origin's pool; upload: the separate, smaller pool for requests carrying a viewer's body. */
@@ -197,7 +201,7 @@ export async function fetchOrigin(pools: OriginPools, origin: CompiledOrigin, re
   let askedWaitMs = 0;
   for (let attempt = 0; attempt < attempts; attempt++) {
     if (attempt > 0) await sleep(Math.max(askedWaitMs, Math.min(RETRY_WAIT_MAX_MS, 25 * 2 ** (attempt - 1))));
-    const requestTimeMs = Date.now();
+    const requestTimeMs = pools.now();
     const waitMs = req.timeoutMs ?? o.timeout_ms;
     const head = headDeadline(waitMs, req.signal);
     try {
@@ -215,7 +219,7 @@ export async function fetchOrigin(pools: OriginPools, origin: CompiledOrigin, re
         onInfo: req.onInfo,
       });
       head.clear();
-      const responseTimeMs = Date.now();
+      const responseTimeMs = pools.now();
       onTiming?.(responseTimeMs - requestTimeMs, res.statusCode);
       const cls = statusRetryClass(res.statusCode);
       if (cls !== null && attempt + 1 < attempts && origin.retryOn.has(cls)) {
@@ -313,7 +317,7 @@ async function upload(pools: OriginPools, origin: CompiledOrigin, req: OriginReq
     responseTimer.unref();
   });
   const signal = req.signal ? AbortSignal.any([req.signal, answered.signal]) : answered.signal;
-  const requestTimeMs = Date.now();
+  const requestTimeMs = pools.now();
   try {
     const res = await pools.get(origin, true).request({
       origin: origin.url,
@@ -326,7 +330,7 @@ async function upload(pools: OriginPools, origin: CompiledOrigin, req: OriginReq
       signal,
       onInfo: req.onInfo,
     });
-    const responseTimeMs = Date.now();
+    const responseTimeMs = pools.now();
     onTiming?.(responseTimeMs - requestTimeMs, res.statusCode);
     return { statusCode: res.statusCode, headers: res.headers, body: res.body, requestTimeMs, responseTimeMs };
   } catch (err) {

@@ -294,7 +294,7 @@ export class Proxy {
   private withEntry(ex: RoutedExchange, primary: string, key: string, found: CachedObject | undefined): void {
     const entry = usableObject(ex, found);
     const reqCC = requestDirectives(ex);
-    const now = Date.now();
+    const now = this.deps.store.now();
     const hasAuth = ex.vh.authorization !== undefined;
     // Alone: its fill neither joins nor is joined by another request's.
     const alone = hasAuth || this.returning(ex);
@@ -349,9 +349,9 @@ export class Proxy {
       const pending = alone ? undefined : this.collapser.join(key, ex.res);
       if (pending !== undefined) {
         const shared = await pending;
-        if (shared.entry !== null && varyMatches(ex, shared.entry)) return this.serve(ex, shared.entry, shared.status, Date.now());
+        if (shared.entry !== null && varyMatches(ex, shared.entry)) return this.serve(ex, shared.entry, shared.status, this.deps.store.now());
         if ((shared.error !== null || shared.failedStatus) && this.staleOnError(stale, shared.error)) {
-          return this.serve(ex, stale, 'STALE', Date.now());
+          return this.serve(ex, stale, 'STALE', this.deps.store.now());
         }
         if (shared.error !== null) return this.exit.refuse(ex, shared.error.status, originErrorBody(shared.error), 'MISS');
         // Not shareable (private, no-store, Vary mismatch...): this request goes to the origin itself.
@@ -391,23 +391,23 @@ export class Proxy {
     const store = this.deps.store;
     const found = usableObject(ex, store.get(cacheKeys(ex, store).key));
     if (found === undefined || !varyMatches(ex, found)) return undefined;
-    return freshness(found, requestDirectives(ex), Date.now()) === 'fresh' ? found : undefined;
+    return freshness(found, requestDirectives(ex), this.deps.store.now()) === 'fresh' ? found : undefined;
   }
 
   private async answerLeader(ex: RoutedExchange, result: FillResult, stale: CachedObject | undefined): Promise<void> {
-    if (result.type === 'stored') return this.serve(ex, result.entry, result.status, Date.now());
+    if (result.type === 'stored') return this.serve(ex, result.entry, result.status, this.deps.store.now());
     if (result.type === 'sliced') return this.slicer.serve(ex, result.entry, result.status, result.source);
     if (result.type === 'error') {
       // Abandoned by everyone who waited (its origin request cancelled): recorded as the viewer's leaving, not an origin failure.
       if (ex.res.destroyed) return this.exit.abandoned(ex, stale ? 'EXPIRED' : 'MISS');
-      if (this.staleOnError(stale, result.error)) return this.serve(ex, stale, 'STALE', Date.now());
+      if (this.staleOnError(stale, result.error)) return this.serve(ex, stale, 'STALE', this.deps.store.now());
       this.forwarder.logFailure(ex, result.error);
       return this.exit.refuse(ex, result.error.status, originErrorBody(result.error), stale ? 'EXPIRED' : 'MISS');
     }
     const r = result.response;
     if (isErrorStatusForStale(r.statusCode) && this.staleOnError(stale)) {
       result.body.resume();
-      return this.serve(ex, stale, 'STALE', Date.now());
+      return this.serve(ex, stale, 'STALE', this.deps.store.now());
     }
     await this.forwarder.stream(ex, r, result.body, stale ? 'EXPIRED' : 'MISS');
   }
@@ -418,7 +418,7 @@ export class Proxy {
    * while every object must be revalidated.
    */
   private staleOnError(stale: CachedObject | undefined, error: OriginError | null = null): stale is CachedObject {
-    return stale !== undefined && !this.revalidateAll && (staleIfErrorAllowed(stale, Date.now()) || staleOnDisconnectAllowed(stale, error));
+    return stale !== undefined && !this.revalidateAll && (staleIfErrorAllowed(stale, this.deps.store.now()) || staleOnDisconnectAllowed(stale, error));
   }
 
   /**

@@ -18,7 +18,7 @@ export function serveFromCache(exit: Exit, ex: RoutedExchange, entry: CachedObje
   if (compression !== null && entry.status === 200) {
     const chosen = exit.shaper.variants.choose(entry, compression, ex.vh.acceptEncoding, ex.vh.range !== undefined);
     if (chosen instanceof Promise) {
-      chosen.then((variant) => serveObject(exit, ex, variant, status, Date.now())).catch(() => ex.res.destroy());
+      chosen.then((variant) => serveObject(exit, ex, variant, status, now)).catch(() => ex.res.destroy());
       return;
     }
     entry = chosen;

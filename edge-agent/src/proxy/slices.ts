@@ -102,7 +102,7 @@ export class Slicer {
   async serve(ex: RoutedExchange, head: CachedObject, status: CacheStatus, source: SliceSource | null = null): Promise<void> {
     const exit = this.deps.exit;
     const { total, sliceBytes } = head.sliced!;
-    const ageSec = ageSeconds(head, Date.now());
+    const ageSec = ageSeconds(head, this.deps.store.now());
     if (answerNotModified(exit, ex, head, status, ageSec)) return source?.dispose();
     let first = 0;
     let last = total - 1;
@@ -163,7 +163,7 @@ export class Slicer {
     const exit = this.deps.exit;
     switch (d.type) {
       case 'head': return this.serve(ex, d.head, 'MISS');
-      case 'entry': return serveFromCache(exit, ex, d.entry, 'MISS', Date.now());
+      case 'entry': return serveFromCache(exit, ex, d.entry, 'MISS', this.deps.store.now());
       case 'error': return exit.refuse(ex, d.error.status, originErrorBody(d.error), 'MISS');
       case 'answer':
         // Only the request that asked may be answered with the origin's body; one that joined asks itself.
@@ -399,7 +399,7 @@ export class Slicer {
         // The origin ignores Range now: the object is no longer kept in slices.
         this.drop(head);
         const d = await this.whole(ex, head.primaryKey, s.response, this.deps.store.currentGeneration);
-        if (d.type === 'entry') return serveFromCache(exit, ex, d.entry, shown, Date.now());
+        if (d.type === 'entry') return serveFromCache(exit, ex, d.entry, shown, this.deps.store.now());
         if (d.type === 'answer') return void await this.deps.forwarder.stream(ex, d.response, d.body, shown);
         if (d.type === 'error') return exit.refuse(ex, d.error.status, originErrorBody(d.error), shown);
         return this.deps.forwarder.forward(ex, shown, false);
