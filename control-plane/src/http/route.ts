@@ -90,9 +90,9 @@ export interface VersionedRecord<S extends z.ZodType> {
   readonly versioned: true;
 }
 
-type RecordLike = z.ZodType | VersionedRecord<z.ZodType>;
+export type RecordLike = z.ZodType | VersionedRecord<z.ZodType>;
 /** What a handler hands over for one record: the schema's input (entities fit: dates are Date, extra fields are dropped). */
-type ValueOf<R> = R extends VersionedRecord<infer S> ? z.input<S> & { id: string; version: number } : R extends z.ZodType ? z.input<R> : never;
+export type ValueOf<R> = R extends VersionedRecord<infer S> ? z.input<S> & { id: string; version: number } : R extends z.ZodType ? z.input<R> : never;
 
 export function versioned<S extends z.ZodType>(record: S): VersionedRecord<S> {
   return { record, versioned: true };
