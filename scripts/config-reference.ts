@@ -31,26 +31,29 @@ export function flagOf(name: string): string {
   return `--${name.toLowerCase().replace(/_/g, '-')}`;
 }
 
+type Wrapped = Field & { def: { type: string; innerType?: Field; in?: Field } };
+
+/** The field and each wrapper inside it, outermost first: through default and optional, and to a transform's input side. */
+function layers(field: Field): Field[] {
+  const out: Field[] = [];
+  let s: Wrapped | undefined = field as Wrapped;
+  while (s !== undefined) {
+    out.push(s);
+    const def = s.def;
+    s = (def.type === 'default' || def.type === 'optional' ? def.innerType : def.type === 'pipe' ? def.in : undefined) as Wrapped | undefined;
+  }
+  return out;
+}
+
 /** The field's metadata, merged from its wrappers inwards (the outer wins): a shared helper may carry a docType. */
 function metaOf(field: Field): DocMeta {
-  const metas: DocMeta[] = [];
-  let s: Field | undefined = field;
-  while (s !== undefined) {
-    metas.unshift((s.meta() ?? {}) as DocMeta);
-    const def: { type: string; innerType?: Field; in?: Field } = (s as Field & { def: { type: string; innerType?: Field; in?: Field } }).def;
-    s = def.type === 'default' || def.type === 'optional' ? def.innerType : def.type === 'pipe' ? def.in : undefined;
-  }
-  return Object.assign({}, ...metas) as DocMeta;
+  return Object.assign({}, ...layers(field).reverse().map((s) => (s.meta() ?? {}) as DocMeta)) as DocMeta;
 }
 
 /** The field without its default/optional wrappers, and the parser's input side of a transform. */
 function core(field: Field): Field {
-  let s = field as Field & { def: { type: string; innerType?: Field; in?: Field } };
-  for (;;) {
-    if ((s.def.type === 'default' || s.def.type === 'optional') && s.def.innerType) s = s.def.innerType as typeof s;
-    else if (s.def.type === 'pipe' && s.def.in) s = s.def.in as typeof s;
-    else return s;
-  }
+  const all = layers(field);
+  return all[all.length - 1];
 }
 
 function range(min: number | null | undefined, max: number | null | undefined): string {
