@@ -206,7 +206,7 @@ export class EdgeAgent implements ControlledAgent {
     this.purges = new PurgeState({
       store: this.store, gate: this.proxy, logger: this.logger, cacheWhenDisconnected: options.cacheWhenDisconnected,
       endpoints: () => this.config.table.byId.keys(),
-      persist: this.configStore === null ? undefined : (sequence) => this.configStore?.savePurgeSequence(sequence),
+      persist: (sequence) => this.configStore?.savePurgeSequence(sequence),
     });
     this.prefetcher = new Prefetcher({
       hostnameOf: (endpointId) => this.config.table.byId.get(endpointId)?.snapshot.hostname,
